@@ -1,0 +1,89 @@
+"""CPU sets for the stack and the load driver, so they do not fight for cores."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from servelab.errors import SpecError
+
+
+def parse_cpu_list(text: str) -> frozenset[int]:
+    """'0-2,5' -> {0, 1, 2, 5}, as taskset --cpu-list reads it."""
+    cpus: set[int] = set()
+    try:
+        for part in text.split(","):
+            part = part.strip()
+            if "-" in part:
+                low, high = (int(x) for x in part.split("-", 1))
+                if low > high:
+                    raise ValueError(part)
+                cpus.update(range(low, high + 1))
+            else:
+                cpus.add(int(part))
+    except ValueError:
+        raise SpecError(
+            f"invalid CPU list {text!r}", "write CPUs as taskset does, e.g. '0' or '0-2,5'"
+        ) from None
+    return frozenset(cpus)
+
+
+def format_cpu_list(cpus: frozenset[int]) -> str:
+    return ",".join(str(c) for c in sorted(cpus))
+
+
+@dataclass(frozen=True)
+class CpuPlan:
+    """Which CPUs the stack and the driver may use; None means 'not pinned'."""
+
+    stack: str | None
+    driver: str | None
+
+    @property
+    def pinned(self) -> bool:
+        return self.stack is not None and self.driver is not None
+
+    @property
+    def shared(self) -> bool:
+        """True when stack and driver may run on the same CPU."""
+        if not self.pinned:
+            return True
+        return bool(parse_cpu_list(self.stack) & parse_cpu_list(self.driver))  # type: ignore[arg-type]
+
+    def describe(self) -> str:
+        if not self.pinned:
+            return "not pinned: the stack and the load driver share all CPUs"
+        return f"stack on CPU {self.stack}, load driver on CPU {self.driver}"
+
+
+def default_cpu_plan(available: frozenset[int] | None = None) -> CpuPlan:
+    """Split the CPUs this process may use: the driver gets a quarter (at least one)."""
+    cpus = sorted(available if available is not None else os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        return CpuPlan(stack=None, driver=None)
+    n_driver = max(1, len(cpus) // 4)
+    return CpuPlan(
+        stack=format_cpu_list(frozenset(cpus[:-n_driver])),
+        driver=format_cpu_list(frozenset(cpus[-n_driver:])),
+    )
+
+
+def make_cpu_plan(stack: str | None, driver: str | None, pin: bool = True) -> CpuPlan:
+    """Validate user-chosen CPU sets against the CPUs this process may use."""
+    if not pin:
+        return CpuPlan(stack=None, driver=None)
+    if stack is None and driver is None:
+        return default_cpu_plan()
+    if stack is None or driver is None:
+        raise SpecError("only one of --stack-cpus / --driver-cpus was given", "give both, or neither")
+    available = os.sched_getaffinity(0)
+    for label, text in (("stack", stack), ("driver", driver)):
+        missing = parse_cpu_list(text) - available
+        if missing:
+            raise SpecError(
+                f"{label} CPUs {format_cpu_list(frozenset(missing))} are not available here",
+                f"choose among CPUs {format_cpu_list(frozenset(available))}",
+            )
+    return CpuPlan(
+        stack=format_cpu_list(parse_cpu_list(stack)), driver=format_cpu_list(parse_cpu_list(driver))
+    )

@@ -1,0 +1,133 @@
+"""The protocol every load driver implements, and the one function that runs them.
+
+A driver only knows its own command line and output format; ``run_load``
+does the rest the same way for all: bounds the run in time, pins the driver
+to its CPUs, measures the driver's own CPU time and memory (``wait4``), and
+turns a failure into a ``LoadDriverError`` carrying the driver's output.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Protocol
+
+from servelab.errors import LoadDriverError, SpecError
+from servelab.procs import tail, with_cpus
+from servelab.results import LoadMeasurement
+from servelab.spec import LoadSpec, RequestSpec
+
+# Extra seconds a driver gets beyond its own time limit before it is killed.
+KILL_MARGIN_S = 30.0
+
+
+class LoadDriver(Protocol):
+    name: str
+
+    def executable(self) -> str:
+        """Path of the program; raises MissingToolError with the install fix."""
+        ...
+
+    def version(self) -> str: ...
+
+    def unsupported(self, request: RequestSpec, load: LoadSpec) -> str | None:
+        """Why this driver cannot generate ``load`` (None when it can)."""
+        ...
+
+    def command(
+        self, url: str, request: RequestSpec, load: LoadSpec, body_path: Path | None, workdir: Path
+    ) -> list[str]:
+        """The full argv, starting with ``self.executable()``."""
+        ...
+
+    def parse(self, stdout: str, stderr: str, load: LoadSpec) -> LoadMeasurement:
+        """Read the driver's output; driver_cpu_s / peak RSS are filled in by run_load."""
+        ...
+
+
+def run_load(
+    driver: LoadDriver,
+    url: str,
+    request: RequestSpec,
+    load: LoadSpec,
+    workdir: Path,
+    *,
+    cpus: str | None = None,
+) -> LoadMeasurement:
+    """Run ``driver`` once against ``url`` and return what it measured."""
+    reason = driver.unsupported(request, load)
+    if reason:
+        raise SpecError(f"load driver {driver.name} cannot do this: {reason}",
+                        "choose another driver with --driver (oha supports the most)")
+    workdir.mkdir(parents=True, exist_ok=True)
+    body_path = None
+    if request.body is not None:
+        body_path = workdir / "body"
+        body_path.write_text(request.body)
+    argv = with_cpus(driver.command(url, request, load, body_path, workdir), cpus)
+    out_path, err_path = workdir / f"{driver.name}.out", workdir / f"{driver.name}.err"
+    limit = (load.duration_s or load.max_time_s) + KILL_MARGIN_S
+    limit = min(limit, load.max_time_s + KILL_MARGIN_S)
+    with open(out_path, "wb") as out, open(err_path, "wb") as err:
+        popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                 start_new_session=True)
+    status, rusage = _wait_bounded(popen, limit)
+    stdout, stderr = out_path.read_text(errors="replace"), err_path.read_text(errors="replace")
+    if status is None:
+        raise LoadDriverError(
+            f"{driver.name} did not finish within {limit:.0f} s and was killed",
+            "lower the request count or duration, or raise max_time_s",
+            detail=tail(err_path),
+        )
+    if status != 0:
+        raise LoadDriverError(
+            f"{driver.name} failed with exit status {status}",
+            "see the driver's output below; check the URL and the request",
+            detail=(stderr or stdout)[-2000:],
+        )
+    try:
+        measured = driver.parse(stdout, stderr, load)
+    except (ValueError, KeyError, IndexError) as exc:
+        raise LoadDriverError(
+            f"could not read {driver.name}'s output ({exc})",
+            f"check that {driver.name}'s version is supported (servelab doctor)",
+            detail=stdout[-2000:],
+        ) from None
+    return measured.model_copy(update={
+        "driver_cpu_s": rusage.ru_utime + rusage.ru_stime,
+        "driver_peak_rss_bytes": rusage.ru_maxrss * 1024,
+    })
+
+
+def _wait_bounded(popen: subprocess.Popen[bytes], limit_s: float):
+    """Reap ``popen`` with its resource usage; kill its group after ``limit_s``.
+
+    Returns (exit status or None if it had to be killed, rusage).
+    """
+    deadline = time.monotonic() + limit_s
+    killed = False
+    try:
+        while True:
+            pid, wait_status, rusage = os.wait4(popen.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.monotonic() > deadline and not killed:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(popen.pid, signal.SIGKILL)
+                killed = True
+            time.sleep(0.01)
+    except BaseException:
+        # Ctrl-C or another error: the driver must not outlive us.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(popen.pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.wait4(popen.pid, 0)
+        popen.returncode = -9
+        raise
+    code = os.waitstatus_to_exitcode(wait_status)
+    popen.returncode = code
+    return (None if killed else code), rusage

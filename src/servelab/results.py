@@ -1,0 +1,85 @@
+"""Frozen records of what one measured run produced."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+
+class Record(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class LoadMeasurement(Record):
+    """What the load driver saw during one run. Latencies in milliseconds.
+
+    ``status_counts`` keys are HTTP codes ("200", "502") when the driver tells
+    them apart, else classes ("2xx", "non-2xx"). ``connection_errors`` counts
+    requests that got no HTTP answer, by kind ("connect", "timeout", "read"...).
+    """
+
+    driver: str
+    requests_total: int
+    duration_s: float
+    rps: float
+    latency_mean_ms: float
+    latency_p50_ms: float
+    latency_p90_ms: float
+    latency_p99_ms: float
+    latency_max_ms: float
+    status_counts: dict[str, int]
+    connection_errors: dict[str, int]
+    bytes_received: int
+    driver_cpu_s: float = 0.0
+    driver_peak_rss_bytes: int = 0
+
+    @property
+    def ok_responses(self) -> int:
+        return sum(n for code, n in self.status_counts.items() if code[0] in "23")
+
+    @property
+    def error_responses(self) -> int:
+        return sum(n for code, n in self.status_counts.items() if code[0] not in "23")
+
+    @property
+    def connection_error_count(self) -> int:
+        return sum(self.connection_errors.values())
+
+    @property
+    def errors(self) -> int:
+        """Requests that failed: non-2xx/3xx answers plus requests with no answer."""
+        return self.error_responses + self.connection_error_count
+
+    @property
+    def driver_cpu_us_per_request(self) -> float:
+        return 1e6 * self.driver_cpu_s / self.requests_total if self.requests_total else 0.0
+
+
+class ProcessUsage(Record):
+    """CPU and memory of one process of the stack over the measured window."""
+
+    role: str  # "nginx", "app"
+    pid: int
+    name: str
+    cpu_s: float
+    peak_rss_bytes: int
+
+
+class RunResult(Record):
+    experiment: str
+    variant: str
+    workload: str
+    repetition: int
+    started_at: str
+    load: LoadMeasurement
+    processes: tuple[ProcessUsage, ...]
+    stack_cpus: str | None
+    driver_cpus: str | None
+    warmup_requests: int
+
+    @property
+    def stack_cpu_s(self) -> float:
+        return sum(p.cpu_s for p in self.processes)
+
+    @property
+    def stack_peak_rss_bytes(self) -> int:
+        return sum(p.peak_rss_bytes for p in self.processes)

@@ -1,0 +1,289 @@
+"""What to measure: stacks, workloads and experiments, validated.
+
+Models are frozen pydantic models with ``extra="forbid"`` so that a typo in a
+TOML file ("wokers = 2") is an error that names the key, not a silent default.
+"""
+
+from __future__ import annotations
+
+import itertools
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from servelab.errors import SpecError
+
+PositiveInt = Annotated[int, Field(ge=1)]
+NonNegativeInt = Annotated[int, Field(ge=0)]
+PositiveFloat = Annotated[float, Field(gt=0)]
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class AppSpec(Model):
+    """The app served: a built-in name or an import path ``package.module:attr``."""
+
+    ref: str = "fastapi"
+    app_dir: Path | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+
+
+class ServerSpec(Model):
+    """The app server and its knobs. Defaults follow the seeds' gunicorn config."""
+
+    kind: Literal["gunicorn", "uvicorn"] = "gunicorn"
+    worker_class: Literal["uvicorn", "sync", "gthread"] = "uvicorn"
+    workers: PositiveInt = 2
+    threads: PositiveInt = 1
+    backlog: PositiveInt = 2048
+    keepalive_s: PositiveInt = 5
+    timeout_s: PositiveInt = 60
+
+    @model_validator(mode="after")
+    def _check(self) -> ServerSpec:
+        if self.kind == "uvicorn" and self.threads != 1:
+            raise ValueError("uvicorn has no threads setting; use kind='gunicorn' for threads")
+        return self
+
+
+class ProxySpec(Model):
+    """The reverse proxy in front of the app server (``none`` or nginx)."""
+
+    kind: Literal["none", "nginx"] = "nginx"
+    transport: Literal["tcp", "unix"] = "tcp"
+    upstream_keepalive: NonNegativeInt = 0
+    worker_processes: PositiveInt = 1
+    worker_connections: PositiveInt = 4096
+    client_keepalive_timeout_s: NonNegativeInt = 120
+    client_keepalive_requests: PositiveInt = 5000
+    gzip: bool = True
+    gzip_comp_level: Annotated[int, Field(ge=1, le=9)] = 6
+    gzip_min_length: NonNegativeInt = 200
+    buffering: bool = False
+    timeout_s: PositiveInt = 65
+
+    @model_validator(mode="after")
+    def _check(self) -> ProxySpec:
+        if self.kind == "none" and self.transport == "unix":
+            raise ValueError(
+                "transport 'unix' needs a proxy in front (load drivers speak TCP); "
+                "use proxy kind 'nginx' or transport 'tcp'"
+            )
+        return self
+
+
+class StackSpec(Model):
+    """One configuration to measure: app + server + proxy."""
+
+    name: str = "baseline"
+    app: AppSpec = Field(default_factory=AppSpec)
+    server: ServerSpec = Field(default_factory=ServerSpec)
+    proxy: ProxySpec = Field(default_factory=ProxySpec)
+
+    def describe(self) -> str:
+        s, p = self.server, self.proxy
+        if s.kind == "gunicorn":
+            server = f"gunicorn[{s.worker_class}] workers={s.workers} threads={s.threads}"
+        else:
+            server = f"uvicorn workers={s.workers}"
+        if p.kind == "none":
+            return f"{server}, no proxy"
+        keepalive = f"upstream keepalive {p.upstream_keepalive}" if p.upstream_keepalive else (
+            "no upstream keepalive"
+        )
+        return f"nginx --{p.transport}--> {server}, {keepalive}"
+
+
+class RequestSpec(Model):
+    """The request every virtual user sends."""
+
+    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"] = "GET"
+    path: str = "/"
+    headers: dict[str, str] = Field(default_factory=dict)
+    body: str | None = None
+    content_type: str = "application/json"
+    expect_status: Annotated[int, Field(ge=100, le=599)] = 200
+
+    @model_validator(mode="after")
+    def _check(self) -> RequestSpec:
+        if not self.path.startswith("/"):
+            raise ValueError(f"path {self.path!r} must start with '/'")
+        return self
+
+
+class LoadSpec(Model):
+    """How hard and how long: closed model (concurrency) or open model (fixed rate).
+
+    Every run is bounded: a request count, a duration, or both; the driver is
+    also killed after ``max_time_s``.
+    """
+
+    model: Literal["closed", "open"] = "closed"
+    concurrency: PositiveInt = 100
+    requests: PositiveInt | None = None
+    duration_s: PositiveFloat | None = None
+    rate: PositiveFloat | None = None
+    keepalive: bool = True
+    timeout_s: PositiveFloat = 30.0
+    max_time_s: PositiveFloat = 600.0
+
+    @model_validator(mode="after")
+    def _check(self) -> LoadSpec:
+        if self.requests is None and self.duration_s is None:
+            raise ValueError("a load needs 'requests' or 'duration_s' so the run is bounded")
+        if self.model == "open" and self.rate is None:
+            raise ValueError("the open model needs 'rate' (requests per second)")
+        if self.model == "closed" and self.rate is not None:
+            raise ValueError("'rate' belongs to the open model; set model = 'open'")
+        if self.duration_s is not None and self.duration_s > self.max_time_s:
+            raise ValueError(f"duration_s {self.duration_s} exceeds max_time_s {self.max_time_s}")
+        return self
+
+
+class Workload(Model):
+    name: str
+    request: RequestSpec = Field(default_factory=RequestSpec)
+    load: LoadSpec = Field(default_factory=lambda: LoadSpec(requests=1000))
+
+
+class WarmupSpec(Model):
+    """Load sent to every fresh stack before measuring; its result is discarded."""
+
+    requests: NonNegativeInt = 200
+    concurrency: PositiveInt = 10
+
+
+class Experiment(Model):
+    name: str
+    baseline: StackSpec
+    variants: tuple[StackSpec, ...] = ()
+    workloads: tuple[Workload, ...]
+    repetitions: PositiveInt = 3
+    warmup: WarmupSpec = Field(default_factory=WarmupSpec)
+    driver: Literal["oha", "ab", "wrk"] = "oha"
+    order: Literal["interleaved", "random"] = "interleaved"
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _check(self) -> Experiment:
+        if not self.workloads:
+            raise ValueError("an experiment needs at least one workload")
+        names = [s.name for s in self.stacks]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"variant names must be unique; repeated: {', '.join(dupes)}")
+        wl = [w.name for w in self.workloads]
+        if len(set(wl)) != len(wl):
+            raise ValueError("workload names must be unique")
+        return self
+
+    @property
+    def stacks(self) -> tuple[StackSpec, ...]:
+        """Baseline first, then the variants."""
+        return (self.baseline, *self.variants)
+
+
+# --------------------------------------------------------------------------
+# Building experiments from dictionaries (TOML files, studies, CLI overrides)
+
+
+def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``base`` with ``override`` merged in, recursively for tables."""
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def set_dotted(data: dict[str, Any], dotted: str, value: Any) -> dict[str, Any]:
+    """A copy of ``data`` with ``server.workers``-style key set to ``value``."""
+    head, _, rest = dotted.partition(".")
+    if not rest:
+        return {**data, head: value}
+    inner = data.get(head, {})
+    if not isinstance(inner, dict):
+        raise SpecError(f"cannot set {dotted!r}: {head!r} is not a table", "check the grid keys")
+    return {**data, head: set_dotted(inner, rest, value)}
+
+
+def format_value(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def expand_grid(base: dict[str, Any], grid: dict[str, list[Any]]) -> list[dict[str, Any]]:
+    """One stack dict per combination of the grid's values, named after its values."""
+    if not grid:
+        return []
+    keys = list(grid)
+    for key in keys:
+        if not isinstance(grid[key], list) or not grid[key]:
+            raise SpecError(f"grid key {key!r} needs a non-empty list of values", "e.g. [1, 2, 3]")
+    stacks = []
+    for combo in itertools.product(*(grid[k] for k in keys)):
+        stack = dict(base)
+        for key, value in zip(keys, combo, strict=True):
+            stack = set_dotted(stack, key, value)
+        label = ",".join(f"{k.rsplit('.', 1)[-1]}={format_value(v)}" for k, v in zip(keys, combo, strict=True))
+        stack["name"] = label
+        stacks.append(stack)
+    return stacks
+
+
+def experiment_from_dict(data: dict[str, Any], *, source: str = "experiment") -> Experiment:
+    """Validate a raw experiment dict (as read from TOML) into an Experiment.
+
+    ``variants`` entries are overrides merged onto the baseline; ``grid`` maps
+    dotted knob names to lists of values and adds one variant per combination.
+    """
+    data = dict(data)
+    baseline = data.get("baseline", {})
+    if not isinstance(baseline, dict):
+        raise SpecError(f"{source}: 'baseline' must be a table", "write [baseline] with its knobs")
+    baseline = {"name": "baseline", **baseline}
+    variants = []
+    for index, override in enumerate(data.pop("variants", []) or []):
+        if not isinstance(override, dict):
+            raise SpecError(f"{source}: variant {index + 1} must be a table", "use [[variants]]")
+        if "name" not in override:
+            raise SpecError(f"{source}: variant {index + 1} has no name", "add name = '...'")
+        variants.append(deep_merge(baseline, override))
+    grid = data.pop("grid", None) or {}
+    if not isinstance(grid, dict):
+        raise SpecError(f"{source}: 'grid' must be a table", "e.g. [grid] 'server.workers' = [1, 2]")
+    variants.extend(expand_grid(baseline, grid))
+    data["baseline"] = baseline
+    data["variants"] = variants
+    try:
+        return Experiment.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(f"{source}: {describe_validation_error(exc)}", "correct that value") from None
+
+
+def load_experiment_file(path: Path) -> Experiment:
+    try:
+        raw = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise SpecError(f"experiment file {path} does not exist", "check the path") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"{path} is not valid TOML: {exc}", "fix the TOML syntax") from None
+    raw.setdefault("name", path.stem)
+    return experiment_from_dict(raw, source=str(path))
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    """The first problem of a pydantic error, as 'where: what' on one line."""
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "value"
+    message = first["msg"].removeprefix("Value error, ")
+    extra = len(exc.errors()) - 1
+    more = f" (and {extra} more problem{'s' if extra > 1 else ''})" if extra else ""
+    if first["type"] == "extra_forbidden":
+        message = "unknown key"
+    return f"{where}: {message}{more}"

@@ -1,0 +1,25 @@
+"""What a launched stack looks like to the rest of servelab."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from servelab.procs import ManagedProcess
+from servelab.spec import StackSpec
+
+
+@dataclass
+class RunningStack:
+    """A stack that answered its readiness request; valid inside ``launch_stack``."""
+
+    spec: StackSpec
+    base_url: str  # e.g. "http://127.0.0.1:41234" — where the load driver connects
+    workdir: Path  # the stack's temporary directory (configs, sockets, logs)
+    processes: dict[str, ManagedProcess] = field(default_factory=dict)  # role -> process
+
+    def url(self, path: str) -> str:
+        return self.base_url + path
+
+    def log_tails(self, lines: int = 20) -> dict[str, str]:
+        return {role: proc.log_tail(lines) for role, proc in self.processes.items()}
