@@ -75,7 +75,9 @@ def make_cpu_plan(stack: str | None, driver: str | None, pin: bool = True) -> Cp
     if stack is None and driver is None:
         return default_cpu_plan()
     if stack is None or driver is None:
-        raise SpecError("only one of --stack-cpus / --driver-cpus was given", "give both, or neither")
+        raise SpecError(
+            "only one of --stack-cpus / --driver-cpus was given", "give both, or neither"
+        )
     available = os.sched_getaffinity(0)
     for label, text in (("stack", stack), ("driver", driver)):
         missing = parse_cpu_list(text) - available

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-
 import signal
 import socket
 import subprocess
@@ -19,16 +18,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 
-
-
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port the kernel says is free right now on ``host``."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
-
-
 
 
 def tail(path: Path, lines: int = 20) -> str:

@@ -92,8 +92,10 @@ class StackSpec(Model):
             server = f"uvicorn workers={s.workers}"
         if p.kind == "none":
             return f"{server}, no proxy"
-        keepalive = f"upstream keepalive {p.upstream_keepalive}" if p.upstream_keepalive else (
-            "no upstream keepalive"
+        keepalive = (
+            f"upstream keepalive {p.upstream_keepalive}"
+            if p.upstream_keepalive
+            else ("no upstream keepalive")
         )
         return f"nginx --{p.transport}--> {server}, {keepalive}"
 
@@ -230,7 +232,9 @@ def expand_grid(base: dict[str, Any], grid: dict[str, list[Any]]) -> list[dict[s
         stack = dict(base)
         for key, value in zip(keys, combo, strict=True):
             stack = set_dotted(stack, key, value)
-        label = ",".join(f"{k.rsplit('.', 1)[-1]}={format_value(v)}" for k, v in zip(keys, combo, strict=True))
+        label = ",".join(
+            f"{k.rsplit('.', 1)[-1]}={format_value(v)}" for k, v in zip(keys, combo, strict=True)
+        )
         stack["name"] = label
         stacks.append(stack)
     return stacks
@@ -256,14 +260,18 @@ def experiment_from_dict(data: dict[str, Any], *, source: str = "experiment") ->
         variants.append(deep_merge(baseline, override))
     grid = data.pop("grid", None) or {}
     if not isinstance(grid, dict):
-        raise SpecError(f"{source}: 'grid' must be a table", "e.g. [grid] 'server.workers' = [1, 2]")
+        raise SpecError(
+            f"{source}: 'grid' must be a table", "e.g. [grid] 'server.workers' = [1, 2]"
+        )
     variants.extend(expand_grid(baseline, grid))
     data["baseline"] = baseline
     data["variants"] = variants
     try:
         return Experiment.model_validate(data)
     except ValidationError as exc:
-        raise SpecError(f"{source}: {describe_validation_error(exc)}", "correct that value") from None
+        raise SpecError(
+            f"{source}: {describe_validation_error(exc)}", "correct that value"
+        ) from None
 
 
 def load_experiment_file(path: Path) -> Experiment:

@@ -61,8 +61,10 @@ def run_load(
     """Run ``driver`` once against ``url`` and return what it measured."""
     reason = driver.unsupported(request, load)
     if reason:
-        raise SpecError(f"load driver {driver.name} cannot do this: {reason}",
-                        "choose another driver with --driver (oha supports the most)")
+        raise SpecError(
+            f"load driver {driver.name} cannot do this: {reason}",
+            "choose another driver with --driver (oha supports the most)",
+        )
     workdir.mkdir(parents=True, exist_ok=True)
     body_path = None
     if request.body is not None:
@@ -73,8 +75,9 @@ def run_load(
     limit = (load.duration_s or load.max_time_s) + KILL_MARGIN_S
     limit = min(limit, load.max_time_s + KILL_MARGIN_S)
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
-        popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                 start_new_session=True)
+        popen = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True
+        )
     status, rusage = _wait_bounded(popen, limit)
     stdout, stderr = out_path.read_text(errors="replace"), err_path.read_text(errors="replace")
     if status is None:
@@ -97,10 +100,12 @@ def run_load(
             f"check that {driver.name}'s version is supported (servelab doctor)",
             detail=stdout[-2000:],
         ) from None
-    return measured.model_copy(update={
-        "driver_cpu_s": rusage.ru_utime + rusage.ru_stime,
-        "driver_peak_rss_bytes": rusage.ru_maxrss * 1024,
-    })
+    return measured.model_copy(
+        update={
+            "driver_cpu_s": rusage.ru_utime + rusage.ru_stime,
+            "driver_peak_rss_bytes": rusage.ru_maxrss * 1024,
+        }
+    )
 
 
 def _wait_bounded(popen: subprocess.Popen[bytes], limit_s: float):

@@ -1,0 +1,191 @@
+"""Command line: parses options and calls the library. No measuring logic here."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from servelab.cpus import make_cpu_plan
+from servelab.errors import ServelabError, SpecError
+from servelab.session import ExperimentSession
+from servelab.spec import load_experiment_file
+from servelab.studies import StudyOptions, all_studies, get_study
+
+console = Console(stderr=True)
+out = Console()
+
+
+def parse_int_list(text: str | None, what: str) -> tuple[int, ...] | None:
+    """'1-3,5' -> (1, 2, 3, 5); values must be >= 1."""
+    if text is None:
+        return None
+    values: list[int] = []
+    try:
+        for part in text.split(","):
+            if "-" in part:
+                low, high = (int(x) for x in part.split("-", 1))
+                values.extend(range(low, high + 1))
+            else:
+                values.append(int(part))
+    except ValueError:
+        raise SpecError(f"invalid {what} list {text!r}", "write e.g. '1-5' or '1,2,4'") from None
+    if not values or min(values) < 1:
+        raise SpecError(f"{what} must be 1 or more, got {text!r}", "write e.g. '1-5' or '1,2,4'")
+    return tuple(values)
+
+
+_cpu_options = [
+    click.option("--stack-cpus", help="CPUs for the stack (taskset list, e.g. '0').", default=None),
+    click.option("--driver-cpus", help="CPUs for the load driver (e.g. '1').", default=None),
+    click.option("--no-pin", is_flag=True, help="Do not pin stack and driver to separate CPUs."),
+    click.option(
+        "--out",
+        "out_dir",
+        type=click.Path(path_type=Path),
+        default=Path("servelab-results"),
+        show_default=True,
+        help="Where results are written.",
+    ),
+]
+
+
+def cpu_and_out_options(func):
+    for option in reversed(_cpu_options):
+        func = option(func)
+    return func
+
+
+@click.group()
+@click.version_option(package_name="servelab")
+def cli() -> None:
+    """Measure how to serve a Python web app on this machine."""
+
+
+@cli.command()
+def studies() -> None:
+    """List the ready-made studies."""
+    for study in all_studies().values():
+        out.print(
+            f"[bold]{study.name:<22}[/bold] {study.summary}  [dim](seed: {study.source})[/dim]"
+        )
+
+
+@cli.command()
+@click.argument("name")
+@click.option("-r", "--repetitions", type=int, help="Runs per variant and workload (default 3).")
+@click.option("-c", "--concurrency", type=int, help="Concurrent clients (closed model).")
+@click.option("-n", "--requests", type=int, help="Requests per run.")
+@click.option("-d", "--duration", type=float, help="Seconds per run.")
+@click.option(
+    "--driver", type=click.Choice(["oha", "ab", "wrk"]), help="Load driver (default oha)."
+)
+@click.option(
+    "--endpoints", help="Comma list of seed endpoints: sync-small,async-small,sync-big,async-big."
+)
+@click.option("--workers", help="Worker counts, e.g. '1-5' (workers-threads, gunicorn-vs-uvicorn).")
+@click.option("--threads", help="Thread counts, e.g. '1-5' (workers-threads).")
+@click.option("--warmup", type=int, help="Warm-up requests before each measured run.")
+@cpu_and_out_options
+def study(
+    name: str,
+    repetitions,
+    concurrency,
+    requests,
+    duration,
+    driver,
+    endpoints,
+    workers,
+    threads,
+    warmup,
+    stack_cpus,
+    driver_cpus,
+    no_pin,
+    out_dir,
+) -> None:
+    """Run the ready-made study NAME (see `servelab studies`)."""
+    for label, value in (
+        ("--repetitions", repetitions),
+        ("--concurrency", concurrency),
+        ("--requests", requests),
+    ):
+        if value is not None and value < 1:
+            raise SpecError(f"{label} must be 1 or more, got {value}", f"pass {label} 1 or more")
+    if duration is not None and duration <= 0:
+        raise SpecError(f"--duration must be positive, got {duration}", "pass seconds > 0")
+    if warmup is not None and warmup < 0:
+        raise SpecError(f"--warmup must be 0 or more, got {warmup}", "pass 0 to skip warm-up")
+    options = StudyOptions(
+        repetitions=repetitions,
+        concurrency=concurrency,
+        requests=requests,
+        duration_s=duration,
+        driver=driver,
+        endpoints=tuple(e.strip() for e in endpoints.split(",")) if endpoints else None,
+        workers=parse_int_list(workers, "workers"),
+        threads=parse_int_list(threads, "threads"),
+        warmup_requests=warmup,
+    )
+    experiment = get_study(name).build(options)
+    cpu_plan = make_cpu_plan(stack_cpus, driver_cpus, pin=not no_pin)
+    ExperimentSession(experiment, cpu_plan, out_dir, console=console, out=out).run()
+
+
+@cli.command()
+@click.argument("file", type=click.Path(path_type=Path))
+@cpu_and_out_options
+def run(file: Path, stack_cpus, driver_cpus, no_pin, out_dir) -> None:
+    """Run the experiment described in the TOML file FILE."""
+    experiment = load_experiment_file(file)
+    cpu_plan = make_cpu_plan(stack_cpus, driver_cpus, pin=not no_pin)
+    ExperimentSession(experiment, cpu_plan, out_dir, console=console, out=out).run()
+
+
+@cli.command()
+@click.argument("results", type=click.Path(path_type=Path))
+def show(results: Path) -> None:
+    """Print the tables of a results directory."""
+    from servelab.session import render_tables
+    from servelab.store import ResultStore
+
+    store = ResultStore.open(results)
+    render_tables(out, store.experiment, store.runs())
+
+
+@cli.command()
+def doctor() -> None:
+    """Check this machine: nginx, load drivers, somaxconn, open files, CPUs."""
+    from servelab.doctor import print_checks, run_checks
+
+    checks = run_checks()
+    print_checks(out, checks)
+    if any(c.status == "fail" for c in checks):
+        sys.exit(1)
+
+
+def _raise_keyboard_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def main() -> None:
+    """Entry point: user errors are one line and an exit code, never a traceback."""
+    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    try:
+        cli.main(standalone_mode=False)
+    except click.exceptions.Abort:
+        console.print("servelab: aborted")
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except ServelabError as exc:
+        console.print(f"[bold red]servelab: error:[/bold red] {exc.one_line()}", highlight=False)
+        if exc.detail:
+            console.print(exc.detail, highlight=False, markup=False)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        console.print("servelab: interrupted; every process it started was stopped")
+        sys.exit(130)

@@ -1,0 +1,125 @@
+"""`servelab doctor`: is this machine ready to measure, and how to fix what is not."""
+
+from __future__ import annotations
+
+import os
+import resource
+from dataclasses import dataclass
+
+from rich.console import Console
+from rich.table import Table
+
+from servelab.environment import package_version, program_version, read_sysctl
+from servelab.paths import find_program
+
+SETUP_FIX = "run `make setup` in the servelab checkout"
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: str  # "ok", "warn", "fail"
+    found: str
+    fix: str = ""
+
+
+def check_program(name: str, version_argv: list[str], *, required: bool, fix: str) -> Check:
+    if find_program(name) is None:
+        return Check(name, "fail" if required else "warn", "not found", fix)
+    return Check(name, "ok", program_version(version_argv) or "found")
+
+
+def run_checks() -> list[Check]:
+    checks = [
+        check_program(
+            "nginx",
+            ["nginx", "-v"],
+            required=True,
+            fix=f"apt-get install nginx-light, or {SETUP_FIX}",
+        ),
+        check_program(
+            "oha",
+            ["oha", "--version"],
+            required=True,
+            fix=f"{SETUP_FIX} (builds oha with cargo into the servelab cache)",
+        ),
+        check_program(
+            "ab",
+            ["ab", "-V"],
+            required=False,
+            fix="apt-get install apache2-utils (needed only for --driver ab)",
+        ),
+        check_program(
+            "wrk",
+            ["wrk", "--version"],
+            required=False,
+            fix="apt-get install wrk (needed only for --driver wrk)",
+        ),
+        check_program(
+            "taskset",
+            ["taskset", "--version"],
+            required=True,
+            fix="apt-get install util-linux (CPU pinning)",
+        ),
+    ]
+    for package in ("gunicorn", "uvicorn", "uvicorn-worker", "fastapi"):
+        version = package_version(package)
+        checks.append(
+            Check(
+                f"python: {package}",
+                "ok" if version else "fail",
+                version or "not installed",
+                "" if version else SETUP_FIX,
+            )
+        )
+    somaxconn = read_sysctl("net.core.somaxconn")
+    if somaxconn is None:
+        checks.append(
+            Check("net.core.somaxconn", "warn", "unreadable", "check /proc/sys/net/core/somaxconn")
+        )
+    elif int(somaxconn) < 1024:
+        checks.append(
+            Check(
+                "net.core.somaxconn",
+                "warn",
+                somaxconn,
+                "listen backlogs are capped at this; raise with "
+                "`sysctl -w net.core.somaxconn=4096`",
+            )
+        )
+    else:
+        checks.append(Check("net.core.somaxconn", "ok", somaxconn))
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    checks.append(
+        Check(
+            "open files limit",
+            "ok" if soft >= 4096 else "warn",
+            str(soft),
+            "" if soft >= 4096 else "raise with `ulimit -n 65536` before running",
+        )
+    )
+    cpus = len(os.sched_getaffinity(0))
+    checks.append(
+        Check(
+            "usable CPUs",
+            "ok" if cpus >= 2 else "warn",
+            str(cpus),
+            ""
+            if cpus >= 2
+            else "with one CPU the stack and the load driver share it; "
+            "results say so, but compare only runs made alike",
+        )
+    )
+    return checks
+
+
+def print_checks(console: Console, checks: list[Check]) -> None:
+    table = Table(title="servelab doctor", title_justify="left")
+    for column in ("check", "status", "found", "fix"):
+        table.add_column(column)
+    colours = {"ok": "green", "warn": "yellow", "fail": "red"}
+    for check in checks:
+        table.add_row(
+            check.name, f"[{colours[check.status]}]{check.status}[/]", check.found, check.fix
+        )
+    console.print(table)

@@ -1,0 +1,1 @@
+"""Renderers of results: one module per format."""

@@ -1,0 +1,147 @@
+"""Runs an experiment's plan: launch, warm up, measure, store. No maths, no output.
+
+The plan restarts the whole stack for every repetition of every variant and
+interleaves variants (repetition 1 of each, then repetition 2, ...) so that
+slow drift of the machine spreads over all variants instead of biasing one.
+Inside one launch every workload is warmed up and then measured.
+"""
+
+from __future__ import annotations
+
+import random
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from servelab.cpus import CpuPlan
+from servelab.load import get_driver
+from servelab.load.base import LoadDriver, run_load
+from servelab.metrics import ProcessSampler
+from servelab.results import RunResult
+from servelab.spec import Experiment, LoadSpec, StackSpec, Workload
+from servelab.stacks import launch_stack
+from servelab.store import ResultStore
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One start of one stack; every workload is measured inside it."""
+
+    repetition: int  # 1-based
+    stack: StackSpec
+
+
+def plan_launches(experiment: Experiment) -> list[Launch]:
+    """Interleaved order: all variants once, then again; shuffled per round on request."""
+    rng = random.Random(experiment.seed)
+    plan = []
+    for repetition in range(1, experiment.repetitions + 1):
+        round_ = list(experiment.stacks)
+        if experiment.order == "random":
+            rng.shuffle(round_)
+        plan.extend(Launch(repetition, stack) for stack in round_)
+    return plan
+
+
+def run_key(variant: str, workload: str, repetition: int) -> tuple[str, str, int]:
+    return (variant, workload, repetition)
+
+
+@dataclass
+class RunnerEvents:
+    """Callbacks the CLI uses for progress; all optional."""
+
+    on_launch: Callable[[Launch], None] = lambda launch: None
+    on_measure: Callable[[Launch, Workload], None] = lambda launch, workload: None
+    on_result: Callable[[RunResult], None] = lambda result: None
+
+
+def warmup_load(experiment: Experiment, workload: Workload) -> LoadSpec | None:
+    if experiment.warmup.requests == 0:
+        return None
+    return LoadSpec(
+        concurrency=min(experiment.warmup.concurrency, workload.load.concurrency),
+        requests=experiment.warmup.requests,
+        keepalive=workload.load.keepalive,
+        timeout_s=workload.load.timeout_s,
+        max_time_s=max(60.0, workload.load.timeout_s * 2),
+    )
+
+
+@contextmanager
+def _scratch_dir() -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix="servelab-load-") as path:
+        yield Path(path)
+
+
+def run_experiment(
+    experiment: Experiment,
+    store: ResultStore,
+    cpu_plan: CpuPlan,
+    *,
+    events: RunnerEvents | None = None,
+    done: set[tuple[str, str, int]] | None = None,
+    driver: LoadDriver | None = None,
+) -> list[RunResult]:
+    """Measure every (variant, workload, repetition) not in ``done``; store each result."""
+    events = events or RunnerEvents()
+    driver = driver or get_driver(experiment.driver)
+    driver.executable()  # a missing driver is an error before any stack starts
+    done = done or set()
+    results = []
+    for launch in plan_launches(experiment):
+        todo = [
+            w
+            for w in experiment.workloads
+            if run_key(launch.stack.name, w.name, launch.repetition) not in done
+        ]
+        if not todo:
+            continue
+        events.on_launch(launch)
+        with (
+            launch_stack(launch.stack, probe=todo[0].request, cpus=cpu_plan.stack) as stack,
+            _scratch_dir() as scratch,
+        ):
+            for workload in todo:
+                events.on_measure(launch, workload)
+                url = stack.url(workload.request.path)
+                warm = warmup_load(experiment, workload)
+                if warm is not None:
+                    run_load(
+                        driver,
+                        url,
+                        workload.request,
+                        warm,
+                        scratch / "warmup",
+                        cpus=cpu_plan.driver,
+                    )
+                started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+                roots = {role: proc.pid for role, proc in stack.processes.items()}
+                with ProcessSampler(roots) as sampler:
+                    measured = run_load(
+                        driver,
+                        url,
+                        workload.request,
+                        workload.load,
+                        scratch / "measure",
+                        cpus=cpu_plan.driver,
+                    )
+                result = RunResult(
+                    experiment=experiment.name,
+                    variant=launch.stack.name,
+                    workload=workload.name,
+                    repetition=launch.repetition,
+                    started_at=started,
+                    load=measured,
+                    processes=sampler.usage(),
+                    stack_cpus=cpu_plan.stack,
+                    driver_cpus=cpu_plan.driver,
+                    warmup_requests=warm.requests or 0 if warm else 0,
+                )
+                store.add(result)
+                results.append(result)
+                events.on_result(result)
+    return results

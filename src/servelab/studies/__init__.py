@@ -1,0 +1,48 @@
+"""Ready-made experiments, each reproducing a question from the seed articles."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from servelab.errors import SpecError
+from servelab.spec import Experiment
+
+
+@dataclass(frozen=True)
+class StudyOptions:
+    """Options a user may set on any study; None keeps the study's own default."""
+
+    repetitions: int | None = None
+    concurrency: int | None = None
+    requests: int | None = None
+    duration_s: float | None = None
+    driver: str | None = None
+    endpoints: tuple[str, ...] | None = None
+    workers: tuple[int, ...] | None = None
+    threads: tuple[int, ...] | None = None
+    warmup_requests: int | None = None
+
+
+@dataclass(frozen=True)
+class Study:
+    name: str
+    summary: str
+    source: str  # which seed article it reproduces
+    build: Callable[[StudyOptions], Experiment] = field(repr=False)
+
+
+def all_studies() -> dict[str, Study]:
+    from servelab.studies.seeds import SEED_STUDIES
+
+    return {study.name: study for study in SEED_STUDIES}
+
+
+def get_study(name: str) -> Study:
+    studies = all_studies()
+    if name not in studies:
+        raise SpecError(
+            f"unknown study {name!r}",
+            f"choose one of: {', '.join(studies)} (see `servelab studies`)",
+        )
+    return studies[name]

@@ -1,0 +1,239 @@
+"""The seed articles' studies: TCP vs unix socket, upstream keepalive, workers x
+threads, gunicorn vs uvicorn, and ``quick``, a three-minute taste of the first two.
+
+The stacks follow the seeds' own configuration (KissPeter/fastapi-performance-
+optimization): gunicorn with UvicornWorker, 2 workers, 1 thread, backlog 64,
+keepalive 5 s, timeout 60 s; nginx as in their full config (1 worker, gzip on,
+proxy buffering off, 65 s proxy timeouts). Load as in their harness: a POST of
+their Item body, 100 concurrent clients.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from servelab.errors import SpecError
+from servelab.spec import Experiment, experiment_from_dict
+from servelab.studies import Study, StudyOptions
+
+SEED_ITEM_BODY = json.dumps({"name": "string", "description": "string", "price": 0, "tax": 0})
+
+SEED_ENDPOINTS = {
+    "sync-small": "/sync/items/",
+    "async-small": "/async/items/",
+    "sync-big": "/sync/big_json_response/",
+    "async-big": "/async/big_json_response/",
+}
+
+SEED_SERVER = {
+    "kind": "gunicorn",
+    "worker_class": "uvicorn",
+    "workers": 2,
+    "threads": 1,
+    "backlog": 64,
+    "keepalive_s": 5,
+    "timeout_s": 60,
+}
+SEED_PROXY = {"kind": "nginx", "transport": "tcp", "upstream_keepalive": 0}
+
+SEED_CONCURRENCY = 100
+SEED_REQUESTS = 5000
+
+
+def seed_workloads(
+    options: StudyOptions,
+    *,
+    default_endpoints: tuple[str, ...],
+    default_requests: int | None,
+    default_duration_s: float | None,
+    default_concurrency: int = SEED_CONCURRENCY,
+) -> list[dict[str, Any]]:
+    endpoints = options.endpoints or default_endpoints
+    unknown = [e for e in endpoints if e not in SEED_ENDPOINTS]
+    if unknown:
+        raise SpecError(
+            f"unknown endpoint {unknown[0]!r}", f"choose among {', '.join(SEED_ENDPOINTS)}"
+        )
+    requests, duration = options.requests, options.duration_s
+    if requests is None and duration is None:
+        requests, duration = default_requests, default_duration_s
+    load: dict[str, Any] = {"concurrency": options.concurrency or default_concurrency}
+    if requests is not None:
+        load["requests"] = requests
+    if duration is not None:
+        load["duration_s"] = duration
+    return [
+        {
+            "name": name,
+            "request": {"method": "POST", "path": SEED_ENDPOINTS[name], "body": SEED_ITEM_BODY},
+            "load": load,
+        }
+        for name in endpoints
+    ]
+
+
+def _experiment(
+    name: str,
+    options: StudyOptions,
+    *,
+    baseline: dict[str, Any],
+    variants: list[dict[str, Any]] | None = None,
+    grid: dict[str, list[Any]] | None = None,
+    workloads: list[dict[str, Any]],
+) -> Experiment:
+    data: dict[str, Any] = {
+        "name": name,
+        "baseline": baseline,
+        "variants": variants or [],
+        "grid": grid or {},
+        "workloads": workloads,
+    }
+    if options.repetitions is not None:
+        data["repetitions"] = options.repetitions
+    if options.driver is not None:
+        data["driver"] = options.driver
+    if options.warmup_requests is not None:
+        data["warmup"] = {"requests": options.warmup_requests}
+    return experiment_from_dict(data, source=f"study {name}")
+
+
+ALL_ENDPOINTS = tuple(SEED_ENDPOINTS)
+
+
+def port_vs_socket(options: StudyOptions) -> Experiment:
+    return _experiment(
+        "port-vs-socket",
+        options,
+        baseline={"name": "nginx-tcp", "server": SEED_SERVER, "proxy": SEED_PROXY},
+        variants=[{"name": "nginx-unix", "proxy": {"transport": "unix"}}],
+        workloads=seed_workloads(
+            options,
+            default_endpoints=ALL_ENDPOINTS,
+            default_requests=SEED_REQUESTS,
+            default_duration_s=None,
+        ),
+    )
+
+
+def keepalive(options: StudyOptions) -> Experiment:
+    proxy = {**SEED_PROXY, "transport": "unix"}
+    return _experiment(
+        "keepalive",
+        options,
+        baseline={"name": "no-keepalive", "server": SEED_SERVER, "proxy": proxy},
+        variants=[{"name": "keepalive-8", "proxy": {"upstream_keepalive": 8}}],
+        workloads=seed_workloads(
+            options,
+            default_endpoints=ALL_ENDPOINTS,
+            default_requests=SEED_REQUESTS,
+            default_duration_s=None,
+        ),
+    )
+
+
+def workers_threads(options: StudyOptions) -> Experiment:
+    workers = list(options.workers or (1, 2, 3, 4, 5))
+    threads = list(options.threads or (1, 2, 3, 4, 5))
+    server = {**SEED_SERVER, "workers": workers[0], "threads": threads[0]}
+    grid = {"server.workers": workers, "server.threads": threads}
+    experiment = _experiment(
+        "workers-threads",
+        options,
+        baseline={"name": "placeholder", "server": server, "proxy": SEED_PROXY},
+        grid=grid,
+        workloads=seed_workloads(
+            options,
+            default_endpoints=ALL_ENDPOINTS,
+            default_requests=SEED_REQUESTS,
+            default_duration_s=None,
+        ),
+    )
+    # The first grid point is the baseline; the placeholder goes.
+    first, *rest = experiment.variants
+    return experiment.model_copy(update={"baseline": first, "variants": tuple(rest)})
+
+
+def gunicorn_vs_uvicorn(options: StudyOptions) -> Experiment:
+    workers = (options.workers or (1,))[0]
+    proxy = {**SEED_PROXY, "transport": "unix"}
+    return _experiment(
+        "gunicorn-vs-uvicorn",
+        options,
+        baseline={
+            "name": "gunicorn",
+            "server": {**SEED_SERVER, "workers": workers},
+            "proxy": proxy,
+        },
+        variants=[
+            {
+                "name": "uvicorn",
+                "server": {"kind": "uvicorn", "worker_class": "uvicorn", "threads": 1},
+            }
+        ],
+        workloads=seed_workloads(
+            options,
+            default_endpoints=ALL_ENDPOINTS,
+            default_requests=SEED_REQUESTS,
+            default_duration_s=None,
+        ),
+    )
+
+
+def quick(options: StudyOptions) -> Experiment:
+    return _experiment(
+        "quick",
+        options,
+        baseline={"name": "nginx-tcp", "server": SEED_SERVER, "proxy": SEED_PROXY},
+        variants=[
+            {"name": "nginx-unix", "proxy": {"transport": "unix"}},
+            {
+                "name": "nginx-unix-keepalive",
+                "proxy": {"transport": "unix", "upstream_keepalive": 8},
+            },
+        ],
+        workloads=seed_workloads(
+            options,
+            default_endpoints=("sync-small", "async-small"),
+            default_requests=None,
+            default_duration_s=3.0,
+            default_concurrency=50,
+        ),
+    )
+
+
+SEED_STUDIES = (
+    Study(
+        "quick",
+        "nginx->app over TCP, unix socket, unix socket + upstream keepalive; "
+        "two small endpoints, 3 s runs; about 2 minutes",
+        "nginx_port_socket.md, keepalive.md",
+        quick,
+    ),
+    Study(
+        "port-vs-socket",
+        "nginx->app over a TCP port vs a unix socket, four seed endpoints",
+        "nginx_port_socket.md",
+        port_vs_socket,
+    ),
+    Study(
+        "keepalive",
+        "nginx->app upstream keepalive off vs 8 idle connections (unix socket)",
+        "keepalive.md",
+        keepalive,
+    ),
+    Study(
+        "workers-threads",
+        "gunicorn workers x threads grid (default 1-5 x 1-5); note that "
+        "UvicornWorker ignores threads",
+        "workers_and_threads.md",
+        workers_threads,
+    ),
+    Study(
+        "gunicorn-vs-uvicorn",
+        "gunicorn with UvicornWorker vs plain uvicorn, 1 worker each, "
+        "behind nginx on a unix socket",
+        "workers_and_threads.md",
+        gunicorn_vs_uvicorn,
+    ),
+)
