@@ -1,0 +1,17 @@
+# The two commands of the README: `make quick` (main job) and `make test`.
+VENV := .venv
+
+.PHONY: setup quick test lint
+
+setup:
+	./scripts/setup.sh
+
+quick: setup
+	$(VENV)/bin/servelab study quick
+
+lint: setup
+	$(VENV)/bin/ruff check src tests benchmarks
+
+test: setup
+	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/pytest -q

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Everything servelab needs on a fresh Debian machine, idempotent:
+#   1. Debian packages: nginx (proxy under test), apache2-utils (ab), wrk, util-linux (taskset),
+#      iproute2 (ss, ip netns), python3-venv.
+#   2. A virtualenv in .venv with servelab and its test tools.
+#   3. The oha load generator, built once with cargo into servelab's cache and reused.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+OHA_VERSION="${OHA_VERSION:-1.16.0}"
+CACHE="${SERVELAB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/servelab}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+
+say() { printf '\033[1msetup:\033[0m %s\n' "$*"; }
+
+# 1. Debian packages -------------------------------------------------------------
+packages=(nginx-light apache2-utils wrk util-linux iproute2 procps python3-venv ca-certificates)
+missing=()
+for pkg in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  say "installing Debian packages: ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+# Debian starts nginx as a service on install; servelab runs its own instances only.
+if command -v service >/dev/null 2>&1 && [ -e /run/nginx.pid ]; then
+  $SUDO service nginx stop >/dev/null 2>&1 || true
+fi
+
+# 2. Python virtualenv -------------------------------------------------------------
+PYTHON="${PYTHON:-python3}"
+if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+  echo "setup: servelab needs Python 3.11 or newer; set PYTHON=/path/to/python3.11" >&2
+  exit 1
+fi
+if [ ! -x .venv/bin/python ]; then
+  say "creating .venv with $("$PYTHON" --version)"
+  "$PYTHON" -m venv .venv
+fi
+stamp=.venv/.servelab-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  say "installing servelab and its dependencies into .venv"
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e '.[test]'
+  touch "$stamp"
+fi
+
+# 3. oha, built with cargo into the cache -------------------------------------------
+OHA="$CACHE/cargo/bin/oha"
+if ! { [ -x "$OHA" ] && "$OHA" --version 2>/dev/null | grep -q "$OHA_VERSION"; }; then
+  CARGO="$(command -v cargo || true)"
+  [ -z "$CARGO" ] && [ -x "$HOME/.cargo/bin/cargo" ] && CARGO="$HOME/.cargo/bin/cargo"
+  if [ -z "$CARGO" ]; then
+    say "installing Debian's cargo (no cargo found)"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends cargo >/dev/null
+    CARGO="$(command -v cargo)"
+  fi
+  say "building oha $OHA_VERSION with cargo into $CACHE/cargo (a few minutes, once)"
+  "$CARGO" install oha --locked --version "$OHA_VERSION" --root "$CACHE/cargo" --quiet
+fi
+say "ready: $("$OHA" --version), $(nginx -v 2>&1), $(.venv/bin/python --version)"

@@ -1,0 +1,110 @@
+from pathlib import Path
+
+import pytest
+
+from servelab.errors import ServelabError
+from servelab.report.tables import experiment_markdown, seed_tables, table_markdown
+from servelab.results import LoadMeasurement, ProcessUsage, RunResult
+from servelab.runner import plan_launches
+from servelab.spec import experiment_from_dict
+from servelab.store import RUNS_FILE, ResultStore
+
+EXPERIMENT = experiment_from_dict(
+    {
+        "name": "port-vs-socket",
+        "baseline": {"name": "tcp"},
+        "variants": [{"name": "unix", "proxy": {"transport": "unix"}}],
+        "workloads": [{"name": "sync-small", "load": {"requests": 100}}],
+        "repetitions": 3,
+    }
+)
+
+
+def run(variant: str, repetition: int, rps: float, mean_ms: float, errors: int = 0) -> RunResult:
+    load = LoadMeasurement(
+        driver="oha", requests_total=5000, duration_s=5000 / rps, rps=rps,
+        latency_mean_ms=mean_ms, latency_p50_ms=mean_ms, latency_p90_ms=mean_ms * 1.2,
+        latency_p99_ms=mean_ms * 2, latency_max_ms=mean_ms * 3,
+        status_counts={"200": 5000 - errors, **({"502": errors} if errors else {})},
+        connection_errors={}, bytes_received=100_000,
+    )
+    return RunResult(
+        experiment="port-vs-socket", variant=variant, workload="sync-small",
+        repetition=repetition, started_at="2026-11-22T00:00:00+0000", load=load,
+        processes=(ProcessUsage(role="app", pid=1, name="gunicorn", cpu_s=2.5,
+                                peak_rss_bytes=50 * 2**20),),
+        stack_cpus="0", driver_cpus="1", warmup_requests=200,
+    )
+
+
+# The seed's own figures (nginx_port_socket.md, sync small): port then socket.
+RUNS = [
+    run("tcp", 1, 1375.63, 72.694), run("tcp", 2, 1349.77, 74.087), run("tcp", 3, 1305.75, 76.584),
+    run("unix", 1, 1321.34, 75.681), run("unix", 2, 1357.39, 73.671),
+    run("unix", 3, 1367.66, 73.118, errors=2),
+]
+
+
+def test_seed_table_reproduces_the_seed_averages_and_difference():
+    tables = seed_tables(EXPERIMENT, RUNS)
+    assert [(t.variant, t.is_baseline) for t in tables] == [("tcp", True), ("unix", False)]
+    base, unix = tables
+    assert base.header == ("Test attribute", "Test run 1", "Test run 2", "Test run 3", "Average")
+    assert base.rows[0] == ("Requests per second", "1375.63", "1349.77", "1305.75", "1343.72")
+    assert unix.header[-1] == "Difference to baseline"
+    rps_row = unix.rows[0]
+    assert rps_row[-2] == "1348.80"
+    assert rps_row[-1] == "+0.38 %"  # the seed printed 0.38 %
+    latency_row = unix.rows[1]
+    assert latency_row[-2] == "74.157"
+    assert latency_row[-1] == "-0.298 ms"  # the seed printed 0.3 ms (an improvement)
+    errors_row = next(r for r in unix.rows if r[0] == "Errors")
+    assert errors_row[1:] == ("0", "0", "2", "1", "+1")
+
+
+def test_markdown_table_is_github_pipe_table():
+    text = table_markdown(seed_tables(EXPERIMENT, RUNS)[1])
+    lines = text.splitlines()
+    assert lines[0].startswith("| **Test attribute**")
+    assert "Difference to baseline" in lines[0]
+    assert set(lines[1]) <= {"|", "-", ":"}
+    assert "| Requests per second" in lines[2]
+    document = experiment_markdown(EXPERIMENT, RUNS, notes=["CPU placement: stack on CPU 0"])
+    assert "## sync-small: GET /" in document
+    assert "### tcp (baseline)" in document
+    assert "- CPU placement: stack on CPU 0" in document
+
+
+def test_partial_results_render_without_missing_variants():
+    tables = seed_tables(EXPERIMENT, RUNS[:2])
+    assert [t.variant for t in tables] == ["tcp"]
+
+
+def test_store_round_trip_and_crash_cut_line(tmp_path: Path):
+    store = ResultStore.create(tmp_path, EXPERIMENT, {"cpu_count": 2})
+    for result in RUNS:
+        store.add(result)
+    reopened = ResultStore.open(store.path)
+    assert reopened.experiment == EXPERIMENT
+    assert reopened.environment == {"cpu_count": 2}
+    assert reopened.runs() == RUNS
+    # A run cut off mid-write (no newline) is ignored; the finished ones stay.
+    with open(store.path / RUNS_FILE, "a") as runs:
+        runs.write(RUNS[0].model_dump_json()[:40])
+    assert reopened.runs() == RUNS
+
+
+def test_store_refuses_foreign_directories(tmp_path: Path):
+    with pytest.raises(ServelabError, match="not a servelab results directory"):
+        ResultStore.open(tmp_path)
+
+
+def test_plan_is_interleaved_and_random_order_is_reproducible():
+    plan = plan_launches(EXPERIMENT)
+    assert [(p.repetition, p.stack.name) for p in plan] == [
+        (1, "tcp"), (1, "unix"), (2, "tcp"), (2, "unix"), (3, "tcp"), (3, "unix")]
+    shuffled = EXPERIMENT.model_copy(update={"order": "random", "seed": 7})
+    first, second = plan_launches(shuffled), plan_launches(shuffled)
+    assert first == second
+    assert sorted((p.repetition, p.stack.name) for p in first) == sorted(
+        (p.repetition, p.stack.name) for p in plan)
