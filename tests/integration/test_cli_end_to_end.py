@@ -1,0 +1,87 @@
+"""The CLI end to end with real nginx, gunicorn, uvicorn and oha."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+pytestmark = pytest.mark.integration
+
+SERVER_NAMES = {"nginx", "gunicorn", "uvicorn", "oha", "ab", "wrk"}
+
+
+def servers_running() -> set[int]:
+    pids = set()
+    for proc in psutil.process_iter(["name", "cmdline"]):
+        try:
+            words = " ".join(proc.info["cmdline"] or [])
+        except psutil.Error:
+            continue
+        if proc.info["name"] in SERVER_NAMES or any(f"-m {n}" in words for n in SERVER_NAMES):
+            pids.add(proc.pid)
+    return pids
+
+
+def servelab_temp_dirs() -> set[str]:
+    return {p.name for p in Path(tempfile.gettempdir()).glob("servelab-*")}
+
+
+def test_quick_study_runs_every_variant_and_leaves_nothing(tmp_path):
+    before, dirs_before = servers_running(), servelab_temp_dirs()
+    done = subprocess.run(
+        [sys.executable, "-m", "servelab", "study", "quick", "-r", "1", "-d", "1",
+         "--warmup", "20", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=300, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    (result_dir,) = tmp_path.iterdir()
+    runs = [json.loads(line) for line in (result_dir / "runs.jsonl").read_text().splitlines()]
+    assert {(r["variant"], r["workload"]) for r in runs} == {
+        (v, w) for v in ("nginx-tcp", "nginx-unix", "nginx-unix-keepalive")
+        for w in ("sync-small", "async-small")}
+    for run in runs:
+        assert run["load"]["rps"] > 0
+        assert run["load"]["status_counts"].get("200", 0) == run["load"]["requests_total"]
+        assert {p["role"] for p in run["processes"]} == {"app", "nginx"}
+        assert run["stack_cpus"] == "0" and run["driver_cpus"] == "1"
+    report = (result_dir / "report.md").read_text()
+    assert "Difference to baseline" in report and "### nginx-unix-keepalive" in report
+    assert "Requests per second" in done.stdout
+    assert servers_running() <= before
+    assert servelab_temp_dirs() <= dirs_before
+
+
+def test_ctrl_c_stops_everything_and_keeps_finished_runs(tmp_path):
+    before, dirs_before = servers_running(), servelab_temp_dirs()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "servelab", "study", "quick", "-r", "3", "-d", "2",
+         "--warmup", "20", "--out", str(tmp_path)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )
+    deadline = time.monotonic() + 120
+    runs_file = None
+    while time.monotonic() < deadline:
+        found = list(tmp_path.glob("*/runs.jsonl"))
+        if found and found[0].read_text().count("\n") >= 1:
+            runs_file = found[0]
+            break
+        time.sleep(0.2)
+    assert runs_file is not None, "no run finished in time"
+    time.sleep(1.0)  # now in the middle of the next run
+    os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "interrupted" in stderr and "Traceback" not in stderr
+    kept = runs_file.read_text().splitlines()
+    assert len(kept) >= 1
+    assert all(json.loads(line)["load"]["rps"] > 0 for line in kept)
+    time.sleep(0.5)
+    assert servers_running() <= before
+    assert servelab_temp_dirs() <= dirs_before

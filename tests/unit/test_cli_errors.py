@@ -1,0 +1,66 @@
+"""Bad input: one line naming the problem and the fix, an exit code, no traceback."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def servelab(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None):
+    return subprocess.run(
+        [sys.executable, "-m", "servelab", *args],
+        capture_output=True, text=True, timeout=60, env=env, cwd=cwd, check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["study", "nope"], 2, "unknown study 'nope'"),
+        (["study", "quick", "--repetitions", "0"], 2, "--repetitions must be 1 or more"),
+        (["study", "quick", "--duration", "-3"], 2, "--duration must be positive"),
+        (["study", "workers-threads", "--workers", "0-2"], 2, "workers must be 1 or more"),
+        (["study", "workers-threads", "--threads", "x"], 2, "invalid threads list"),
+        (["study", "quick", "--endpoints", "huge"], 2, "unknown endpoint 'huge'"),
+        (["study", "quick", "--stack-cpus", "0"], 2, "only one of --stack-cpus / --driver-cpus"),
+        (["study", "quick", "--stack-cpus", "0", "--driver-cpus", "999"], 2,
+         "driver CPUs 999 are not available"),
+        (["run", "/nonexistent.toml"], 2, "does not exist"),
+        (["show", "/"], 2, "not a servelab results directory"),
+    ],
+)
+def test_bad_input_is_one_clear_line(args, code, message, tmp_path):
+    done = servelab(*args, "--out", str(tmp_path)) if args[0] == "study" else servelab(*args)
+    assert done.returncode == code, done.stderr
+    assert message in done.stderr
+    assert "Traceback" not in done.stderr
+    assert "fix:" in done.stderr or "Usage" in done.stderr
+    assert not any(tmp_path.iterdir()), "nothing is written for input rejected up front"
+
+
+def test_bad_knob_in_experiment_file(tmp_path):
+    path = tmp_path / "bad.toml"
+    path.write_text('[baseline]\nserver = { workers = 0 }\n[[workloads]]\nname = "w"\n'
+                    'load = { requests = 10 }\n')
+    done = servelab("run", str(path), "--out", str(tmp_path / "out"))
+    assert done.returncode == 2
+    assert "baseline.server.workers: Input should be greater than or equal to 1" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_missing_load_driver_is_named_with_the_fix(tmp_path):
+    env = {**os.environ, "PATH": "/usr/bin:/bin", "SERVELAB_CACHE": str(tmp_path / "empty")}
+    done = servelab("study", "quick", "--out", str(tmp_path / "out"), env=env)
+    assert done.returncode == 3
+    assert "oha is not installed" in done.stderr
+    assert "make setup" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_studies_lists_every_seed_study():
+    done = servelab("studies")
+    assert done.returncode == 0
+    for name in ("quick", "port-vs-socket", "keepalive", "workers-threads", "gunicorn-vs-uvicorn"):
+        assert name in done.stdout
