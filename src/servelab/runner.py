@@ -8,6 +8,7 @@ Inside one launch every workload is warmed up and then measured.
 
 from __future__ import annotations
 
+import os
 import random
 import tempfile
 import time
@@ -16,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from servelab.cpus import CpuPlan
+from servelab.cpus import CpuPlan, parse_cpu_list
 from servelab.load import get_driver
 from servelab.load.base import LoadDriver, run_load
 from servelab.metrics import ProcessSampler
@@ -72,6 +73,20 @@ def warmup_load(experiment: Experiment, workload: Workload) -> LoadSpec | None:
 
 
 @contextmanager
+def _beside_the_driver(cpu_plan: CpuPlan) -> Iterator[None]:
+    """Run servelab's own process (sampler, bookkeeping) on the driver's CPUs, not the stack's."""
+    if cpu_plan.driver is None:
+        yield
+        return
+    previous = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, parse_cpu_list(cpu_plan.driver))
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, previous)
+
+
+@contextmanager
 def _scratch_dir() -> Iterator[Path]:
     with tempfile.TemporaryDirectory(prefix="servelab-load-") as path:
         yield Path(path)
@@ -91,57 +106,67 @@ def run_experiment(
     driver = driver or get_driver(experiment.driver)
     driver.executable()  # a missing driver is an error before any stack starts
     done = done or set()
-    results = []
-    for launch in plan_launches(experiment):
-        todo = [
-            w
-            for w in experiment.workloads
-            if run_key(launch.stack.name, w.name, launch.repetition) not in done
-        ]
-        if not todo:
-            continue
-        events.on_launch(launch)
-        with (
-            launch_stack(launch.stack, probe=todo[0].request, cpus=cpu_plan.stack) as stack,
-            _scratch_dir() as scratch,
-        ):
-            for workload in todo:
-                events.on_measure(launch, workload)
-                url = stack.url(workload.request.path)
-                warm = warmup_load(experiment, workload)
-                if warm is not None:
-                    run_load(
-                        driver,
-                        url,
-                        workload.request,
-                        warm,
-                        scratch / "warmup",
-                        cpus=cpu_plan.driver,
-                    )
-                started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-                roots = {role: proc.pid for role, proc in stack.processes.items()}
-                with ProcessSampler(roots) as sampler:
-                    measured = run_load(
-                        driver,
-                        url,
-                        workload.request,
-                        workload.load,
-                        scratch / "measure",
-                        cpus=cpu_plan.driver,
-                    )
-                result = RunResult(
-                    experiment=experiment.name,
-                    variant=launch.stack.name,
-                    workload=workload.name,
-                    repetition=launch.repetition,
-                    started_at=started,
-                    load=measured,
-                    processes=sampler.usage(),
-                    stack_cpus=cpu_plan.stack,
-                    driver_cpus=cpu_plan.driver,
-                    warmup_requests=warm.requests or 0 if warm else 0,
-                )
-                store.add(result)
-                results.append(result)
-                events.on_result(result)
+    results: list[RunResult] = []
+    with _beside_the_driver(cpu_plan):
+        for launch in plan_launches(experiment):
+            _measure_launch(experiment, launch, store, cpu_plan, events, done, driver, results)
     return results
+
+
+def _measure_launch(
+    experiment: Experiment,
+    launch: Launch,
+    store: ResultStore,
+    cpu_plan: CpuPlan,
+    events: RunnerEvents,
+    done: set[tuple[str, str, int]],
+    driver: LoadDriver,
+    results: list[RunResult],
+) -> None:
+    """Start the stack once, then warm up and measure each workload not yet done."""
+    todo = [
+        w
+        for w in experiment.workloads
+        if run_key(launch.stack.name, w.name, launch.repetition) not in done
+    ]
+    if not todo:
+        return
+    events.on_launch(launch)
+    with (
+        launch_stack(launch.stack, probe=todo[0].request, cpus=cpu_plan.stack) as stack,
+        _scratch_dir() as scratch,
+    ):
+        for workload in todo:
+            events.on_measure(launch, workload)
+            url = stack.url(workload.request.path)
+            warm = warmup_load(experiment, workload)
+            if warm is not None:
+                run_load(
+                    driver, url, workload.request, warm, scratch / "warmup", cpus=cpu_plan.driver
+                )
+            started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+            roots = {role: proc.pid for role, proc in stack.processes.items()}
+            with ProcessSampler(roots) as sampler:
+                measured = run_load(
+                    driver,
+                    url,
+                    workload.request,
+                    workload.load,
+                    scratch / "measure",
+                    cpus=cpu_plan.driver,
+                )
+            result = RunResult(
+                experiment=experiment.name,
+                variant=launch.stack.name,
+                workload=workload.name,
+                repetition=launch.repetition,
+                started_at=started,
+                load=measured,
+                processes=sampler.usage(),
+                stack_cpus=cpu_plan.stack,
+                driver_cpus=cpu_plan.driver,
+                warmup_requests=(warm.requests or 0) if warm else 0,
+            )
+            store.add(result)
+            results.append(result)
+            events.on_result(result)
