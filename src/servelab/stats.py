@@ -34,3 +34,96 @@ def percent_change(baseline: float, value: float) -> float | None:
     if baseline == 0:
         return None
     return 100.0 * (value - baseline) / baseline
+
+
+def confidence_interval(values: Sequence[float], level: float = 0.95) -> tuple[float, float] | None:
+    """Two-sided t interval for the mean; None for fewer than two values."""
+    if len(values) < 2:
+        return None
+    from scipy import stats as sps
+
+    s = summarize(values)
+    half = float(sps.t.ppf(0.5 + level / 2, s.n - 1)) * s.stdev / math.sqrt(s.n)
+    return (s.mean - half, s.mean + half)
+
+
+def runs_needed(values: Sequence[float], precision_pct: float, level: float = 0.95) -> int | None:
+    """Runs for the mean's interval to be within ±``precision_pct`` % (pyperf's rule of thumb).
+
+    None when it cannot be estimated (fewer than two values or a zero mean).
+    """
+    if len(values) < 2:
+        return None
+    s = summarize(values)
+    if s.mean == 0 or precision_pct <= 0:
+        return None
+    from scipy import stats as sps
+
+    t = float(sps.t.ppf(0.5 + level / 2, s.n - 1))
+    return max(2, math.ceil((t * 100 * s.stdev / abs(s.mean) / precision_pct) ** 2))
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A variant against the baseline on one metric, with a verdict that can say 'don't know'."""
+
+    baseline_mean: float
+    variant_mean: float
+    difference: float  # variant - baseline
+    difference_pct: float | None
+    interval: tuple[float, float] | None  # 95 % interval of the difference (Welch)
+    p_value: float | None
+    verdict: str  # "better", "worse", "no significant difference", "inconclusive"
+    reason: str
+
+
+def compare(
+    baseline: Sequence[float],
+    variant: Sequence[float],
+    *,
+    higher_is_better: bool = True,
+    alpha: float = 0.05,
+    min_effect_pct: float = 0.0,
+) -> Comparison:
+    """Welch's t-test of ``variant`` against ``baseline``.
+
+    The verdict is "better"/"worse" only when the test could be computed, its
+    p-value is below ``alpha`` and the difference is at least
+    ``min_effect_pct`` percent of the baseline; a test that cannot be
+    computed (too few runs, no variance) is "inconclusive", never significant.
+    """
+    b, v = summarize(baseline), summarize(variant)
+    difference = v.mean - b.mean
+    pct = percent_change(b.mean, v.mean)
+
+    def result(interval, p, verdict, reason) -> Comparison:
+        return Comparison(b.mean, v.mean, difference, pct, interval, p, verdict, reason)
+
+    if b.n < 2 or v.n < 2:
+        return result(None, None, "inconclusive", "needs at least 2 runs on each side")
+    if b.stdev == 0 and v.stdev == 0:
+        return result(None, None, "inconclusive", "no variation in either side: no test possible")
+    from scipy import stats as sps
+
+    test = sps.ttest_ind(variant, baseline, equal_var=False)
+    p = float(test.pvalue)
+    if math.isnan(p):
+        return result(None, None, "inconclusive", "the t-test could not be computed")
+    b_var, v_var = b.stdev**2 / b.n, v.stdev**2 / v.n
+    se = math.sqrt(b_var + v_var)
+    dof = (b_var + v_var) ** 2 / (
+        (b_var**2 / (b.n - 1) if b_var else 0.0) + (v_var**2 / (v.n - 1) if v_var else 0.0)
+    )
+    half = float(sps.t.ppf(1 - alpha / 2, dof)) * se
+    interval = (difference - half, difference + half)
+    if p >= alpha:
+        return result(interval, p, "no significant difference", f"p = {p:.3g} >= {alpha}")
+    if pct is not None and abs(pct) < min_effect_pct:
+        return result(
+            interval,
+            p,
+            "no significant difference",
+            f"p = {p:.3g}, but |{pct:.2f} %| is below the minimum effect of {min_effect_pct} %",
+        )
+    improved = (difference > 0) == higher_is_better
+    return result(interval, p, "better" if improved else "worse", f"p = {p:.3g} < {alpha}")

@@ -4,7 +4,7 @@ import pytest
 
 from servelab.cpus import CpuPlan, default_cpu_plan, parse_cpu_list
 from servelab.errors import SpecError
-from servelab.stats import percent_change, summarize
+from servelab.stats import compare, confidence_interval, percent_change, runs_needed, summarize
 
 
 def test_parse_cpu_list():
@@ -50,3 +50,43 @@ def test_summarize_single_value_and_zero_mean():
 def test_percent_change():
     assert percent_change(1343.72, 1348.8) == pytest.approx(0.378, abs=1e-3)  # seed's 0.38 %
     assert percent_change(0, 5) is None
+
+
+def test_confidence_interval_hand_computed():
+    low, high = confidence_interval([1.0, 2.0, 3.0])
+    # mean 2, s = 1, t(0.975, 2) = 4.302653 -> half width 4.302653 / sqrt(3) = 2.484138
+    assert (low, high) == (pytest.approx(2 - 2.484138), pytest.approx(2 + 2.484138))
+    assert confidence_interval([5.0]) is None
+
+
+def test_runs_needed_for_one_percent():
+    # mean 100, s = 10, t(0.975, 2) = 4.302653: (4.302653 * 10 / 1) ** 2 = 1851.3 -> 1852
+    assert runs_needed([90.0, 100.0, 110.0], precision_pct=1.0) == 1852
+    assert runs_needed([100.0], precision_pct=1.0) is None
+
+
+def test_compare_clear_improvement_and_regression():
+    faster = compare([1000, 1010, 990], [1100, 1090, 1110])
+    assert faster.verdict == "better" and faster.difference == pytest.approx(100)
+    assert faster.difference_pct == pytest.approx(10.0)
+    # Welch: se = sqrt(100/3 + 100/3) = 8.165, dof = 4, t(0.975, 4) = 2.776445
+    low, high = faster.interval
+    assert low == pytest.approx(100 - 2.776445 * 8.164966, rel=1e-5)
+    assert high == pytest.approx(100 + 2.776445 * 8.164966, rel=1e-5)
+    slower_latency = compare([10, 11, 10.5], [20, 21, 20.5], higher_is_better=False)
+    assert slower_latency.verdict == "worse"
+
+
+def test_compare_says_inconclusive_when_no_test_is_possible():
+    assert compare([1000], [1100, 1090]).verdict == "inconclusive"
+    tie = compare([5.0, 5.0, 5.0], [6.0, 6.0, 6.0])
+    assert tie.verdict == "inconclusive" and tie.p_value is None
+
+
+def test_compare_no_difference_and_minimum_effect():
+    same = compare([1000, 1010, 990], [1000, 1010, 990])
+    assert same.verdict == "no significant difference" and same.p_value == pytest.approx(1.0)
+    small = compare([1000, 1001, 999], [1010, 1011, 1009], min_effect_pct=5.0)
+    assert small.p_value < 0.05
+    assert small.verdict == "no significant difference"
+    assert "minimum effect" in small.reason
