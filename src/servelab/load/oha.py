@@ -1,0 +1,223 @@
+"""oha, the default load driver: closed and open model, JSON output, per-code counts.
+
+Flags are read from the installed oha's ``--help`` once per binary, so both
+current oha (``--output-format json``, 1.x) and old oha (``-j``) work.
+
+How the load maps onto oha:
+
+- closed model: ``-c concurrency`` connections, each sending its next request
+  as soon as the previous one is answered;
+- open model: ``-q rate --latency-correction``. oha schedules requests at the
+  fixed rate and measures each latency from its *scheduled* start, so that a
+  slow server is not hidden by requests that were never sent (coordinated
+  omission). ``-c concurrency`` caps the connections serving that schedule;
+  if they are all busy, requests queue and their queueing time is counted;
+- bound: ``-n requests``, or ``-z duration`` with ``-w`` (requests in flight at
+  the deadline are waited for instead of aborted). oha refuses ``-n`` together
+  with ``-z``; a load that gives both runs for the duration, as with wrk.
+
+Compression: oha asks for gzip/br by default; ab and wrk ask for nothing. To
+send the same request whichever the driver, oha runs with
+``--disable-compression``; a workload that wants compressed answers says so
+with an ``Accept-Encoding`` header in its request (which then goes to every
+driver alike).
+
+Connection errors: oha reports failures by message ("Connection refused (os
+error 111)", "timeout", "connection error"...). ``error_kind`` sorts them into
+four kinds by substring, first match wins (see ``ERROR_KINDS``):
+"timeout", "connect" (no connection was made), "reset" (the connection was
+made, then closed or reset before the answer) and "other". oha's "aborted due
+to deadline" entries are requests cut by ``-z`` without ``-w``; they are not
+failures of the server and are left out of every figure.
+
+Figures: latencies cover requests that got an HTTP answer (oha keeps none
+for failed ones) and are 0 when no request was answered. ``bytes_received``
+is oha's ``totalData``: response bodies only, without headers.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from servelab.errors import LoadDriverError
+from servelab.paths import cache_dir, require_program
+from servelab.results import LoadMeasurement
+from servelab.spec import LoadSpec, RequestSpec
+
+# Failure message substrings (lower case) -> kind; checked in this order.
+ERROR_KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("timeout", ("timeout", "timed out")),
+    (
+        "connect",
+        (
+            "refused",
+            "unreachable",
+            "no route",
+            "dns",
+            "no record",
+            "failed to lookup",
+            "resolve",
+            "os error 111",
+        ),
+    ),
+    (
+        "reset",
+        (
+            "reset",
+            "connection error",
+            "closed before message completed",
+            "broken pipe",
+            "incomplete",
+            "error reading",
+            "error writing",
+        ),
+    ),
+)
+DEADLINE_MESSAGE = "aborted due to deadline"
+VERSION_TIMEOUT_S = 10.0
+
+
+def error_kind(message: str) -> str:
+    """The short kind ("timeout", "connect", "reset", "other") of an oha failure message."""
+    lowered = message.lower()
+    for kind, needles in ERROR_KINDS:
+        if any(needle in lowered for needle in needles):
+            return kind
+    return "other"
+
+
+def duration_arg(seconds: float) -> str:
+    """A duration oha (humantime) reads: whole seconds as "5s", else milliseconds."""
+    if float(seconds).is_integer():
+        return f"{int(seconds)}s"
+    return f"{max(1, round(seconds * 1000))}ms"
+
+
+class OhaFlags:
+    """The flags this oha binary understands, read from its ``--help``."""
+
+    def __init__(self, help_text: str) -> None:
+        self.json = ["--output-format", "json"] if "--output-format" in help_text else ["-j"]
+        self.no_tui = ["--no-tui"] if "--no-tui" in help_text else []
+        self.no_compression = (
+            ["--disable-compression"] if "--disable-compression" in help_text else []
+        )
+        self.wait_at_deadline = (
+            ["-w"] if "--wait-ongoing-requests-after-deadline" in help_text else []
+        )
+
+
+@functools.lru_cache(maxsize=4)
+def _flags_of(program: str) -> OhaFlags:
+    return OhaFlags(_run_quietly([program, "--help"], "oha --help"))
+
+
+def _run_quietly(argv: list[str], what: str) -> str:
+    try:
+        done = subprocess.run(
+            argv, capture_output=True, text=True, timeout=VERSION_TIMEOUT_S, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise LoadDriverError(
+            f"could not run {what} ({exc})", "check the oha installation (servelab doctor)"
+        ) from None
+    return done.stdout + done.stderr
+
+
+class OhaDriver:
+    name = "oha"
+
+    def __init__(self, program: str | None = None, help_text: str | None = None) -> None:
+        """``program`` / ``help_text`` pin the binary and its flags (tests, odd installs)."""
+        self._program = program
+        self._flags = OhaFlags(help_text) if help_text is not None else None
+
+    def executable(self) -> str:
+        if self._program is not None:
+            return self._program
+        return require_program(
+            "oha",
+            f"run `make setup`, or `cargo install oha --locked --root {cache_dir() / 'cargo'}`",
+        )
+
+    def flags(self) -> OhaFlags:
+        if self._flags is None:
+            self._flags = _flags_of(self.executable())
+        return self._flags
+
+    def version(self) -> str:
+        text = _run_quietly([self.executable(), "--version"], "oha --version").strip()
+        first = text.splitlines()[0] if text else "unknown"
+        return first.removeprefix("oha ").strip()
+
+    def unsupported(self, request: RequestSpec, load: LoadSpec) -> str | None:
+        return None
+
+    def command(
+        self, url: str, request: RequestSpec, load: LoadSpec, body_path: Path | None, workdir: Path
+    ) -> list[str]:
+        flags = self.flags()
+        argv = [
+            self.executable(),
+            *flags.no_tui,
+            *flags.json,
+            *flags.no_compression,
+            "-c",
+            str(load.concurrency),
+        ]
+        if load.duration_s is not None:
+            argv += ["-z", duration_arg(load.duration_s), *flags.wait_at_deadline]
+        else:
+            argv += ["-n", str(load.requests)]
+        if load.model == "open":
+            argv += ["-q", repr(float(load.rate or 0)), "--latency-correction"]
+        if not load.keepalive:
+            argv.append("--disable-keepalive")
+        argv += ["-t", duration_arg(load.timeout_s), "-m", request.method]
+        for header, value in request.headers.items():
+            argv += ["-H", f"{header}: {value}"]
+        if body_path is not None:
+            argv += ["-T", request.content_type, "-D", str(body_path)]
+        argv.append(url)
+        return argv
+
+    def parse(self, stdout: str, stderr: str, load: LoadSpec) -> LoadMeasurement:
+        data = json.loads(stdout)
+        summary = data["summary"]
+        status_counts = {str(code): int(n) for code, n in data["statusCodeDistribution"].items()}
+        errors: dict[str, int] = {}
+        for message, n in data.get("errorDistribution", {}).items():
+            if DEADLINE_MESSAGE in message.lower():
+                continue
+            kind = error_kind(message)
+            errors[kind] = errors.get(kind, 0) + int(n)
+        total = sum(status_counts.values()) + sum(errors.values())
+        duration = float(summary["total"])
+        percentiles = data["latencyPercentiles"]
+        return LoadMeasurement(
+            driver=self.name,
+            requests_total=total,
+            duration_s=duration,
+            rps=total / duration if duration > 0 else 0.0,
+            latency_mean_ms=_ms(summary.get("average")),
+            latency_p50_ms=_ms(percentiles.get("p50")),
+            latency_p90_ms=_ms(percentiles.get("p90")),
+            latency_p99_ms=_ms(percentiles.get("p99")),
+            latency_max_ms=_ms(summary.get("slowest")),
+            status_counts=status_counts,
+            connection_errors=errors,
+            bytes_received=int(summary.get("totalData") or 0),
+        )
+
+
+def _ms(seconds: Any) -> float:
+    """oha's seconds as milliseconds; its null (no answered request) as 0."""
+    if seconds is None:
+        return 0.0
+    value = float(seconds)
+    return 0.0 if math.isnan(value) else value * 1000.0
