@@ -78,7 +78,7 @@ def run_load(
         popen = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True
         )
-    status, rusage = _wait_bounded(popen, limit)
+    status, rusage, peak_rss = _wait_bounded(popen, limit)
     stdout, stderr = out_path.read_text(errors="replace"), err_path.read_text(errors="replace")
     if status is None:
         raise LoadDriverError(
@@ -103,7 +103,9 @@ def run_load(
     return measured.model_copy(
         update={
             "driver_cpu_s": rusage.ru_utime + rusage.ru_stime,
-            "driver_peak_rss_bytes": rusage.ru_maxrss * 1024,
+            # ru_maxrss would also count servelab's own memory: Linux carries the
+            # high-water mark over from the forked parent across exec.
+            "driver_peak_rss_bytes": peak_rss if peak_rss is not None else rusage.ru_maxrss * 1024,
         }
     )
 
@@ -111,15 +113,19 @@ def run_load(
 def _wait_bounded(popen: subprocess.Popen[bytes], limit_s: float):
     """Reap ``popen`` with its resource usage; kill its group after ``limit_s``.
 
-    Returns (exit status or None if it had to be killed, rusage).
+    Returns (exit status or None if it had to be killed, rusage, peak RSS in
+    bytes of the program as exec'd, sampled from /proc while it runs; None
+    where /proc is missing).
     """
     deadline = time.monotonic() + limit_s
     killed = False
+    peak_rss = None
     try:
         while True:
             pid, wait_status, rusage = os.wait4(popen.pid, os.WNOHANG)
             if pid:
                 break
+            peak_rss = _high_water_rss(popen.pid) or peak_rss
             if time.monotonic() > deadline and not killed:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(popen.pid, signal.SIGKILL)
@@ -135,4 +141,16 @@ def _wait_bounded(popen: subprocess.Popen[bytes], limit_s: float):
         raise
     code = os.waitstatus_to_exitcode(wait_status)
     popen.returncode = code
-    return (None if killed else code), rusage
+    return (None if killed else code), rusage, peak_rss
+
+
+def _high_water_rss(pid: int) -> int | None:
+    """VmHWM of ``pid`` in bytes: its peak RSS since its last exec (None if unreadable)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    for line in status.splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    return None
