@@ -60,16 +60,25 @@ class RunnerEvents:
     on_result: Callable[[RunResult], None] = lambda result: None
 
 
-def warmup_load(experiment: Experiment, workload: Workload) -> LoadSpec | None:
+# Warm-up length for drivers that cannot stop after a request count (wrk).
+WARMUP_FALLBACK_S = 2.0
+
+
+def warmup_load(experiment: Experiment, workload: Workload, driver: LoadDriver) -> LoadSpec | None:
+    """The discarded load sent before measuring: a request count, or a short duration when
+    the driver can only run for a time."""
     if experiment.warmup.requests == 0:
         return None
-    return LoadSpec(
+    load = LoadSpec(
         concurrency=min(experiment.warmup.concurrency, workload.load.concurrency),
         requests=experiment.warmup.requests,
         keepalive=workload.load.keepalive,
         timeout_s=workload.load.timeout_s,
         max_time_s=max(60.0, workload.load.timeout_s * 2),
     )
+    if driver.unsupported(workload.request, load):
+        load = load.model_copy(update={"requests": None, "duration_s": WARMUP_FALLBACK_S})
+    return load
 
 
 @contextmanager
@@ -139,11 +148,12 @@ def _measure_launch(
         for workload in todo:
             events.on_measure(launch, workload)
             url = stack.url(workload.request.path)
-            warm = warmup_load(experiment, workload)
+            warm = warmup_load(experiment, workload, driver)
+            discarded = 0
             if warm is not None:
-                run_load(
+                discarded = run_load(
                     driver, url, workload.request, warm, scratch / "warmup", cpus=cpu_plan.driver
-                )
+                ).requests_total
             started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
             roots = {role: proc.pid for role, proc in stack.processes.items()}
             with ProcessSampler(roots) as sampler:
@@ -165,7 +175,7 @@ def _measure_launch(
                 processes=sampler.usage(),
                 stack_cpus=cpu_plan.stack,
                 driver_cpus=cpu_plan.driver,
-                warmup_requests=(warm.requests or 0) if warm else 0,
+                warmup_requests=discarded,
             )
             store.add(result)
             results.append(result)

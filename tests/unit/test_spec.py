@@ -47,7 +47,10 @@ def test_expand_grid_rejects_empty_value_list():
 @pytest.mark.parametrize(
     ("override", "message"),
     [
-        ({"server": {"workers": 0}}, "baseline.server.workers: Input should be greater than or equal to 1"),
+        (
+            {"server": {"workers": 0}},
+            "baseline.server.workers: Input should be greater than or equal to 1",
+        ),
         ({"server": {"wokers": 2}}, "baseline.server.wokers: unknown key"),
         ({"proxy": {"kind": "none", "transport": "unix"}}, "needs a proxy in front"),
         ({"server": {"kind": "uvicorn", "threads": 4}}, "uvicorn has no threads"),
