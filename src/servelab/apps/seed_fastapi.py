@@ -1,0 +1,104 @@
+"""The seeds' FastAPI app: echo an Item, or answer with a ~1 MB JSON document.
+
+Endpoints (as in the seed articles' harness):
+
+- ``POST /sync/items/`` and ``POST /async/items/``: return the posted Item;
+- ``POST /sync/big_json_response/`` and ``POST /async/big_json_response/``:
+  take an Item and return the same ~1 MB document;
+- ``GET /health``: ``{"status": "ok"}``.
+
+The big document is generated once at import from a fixed seed, so every
+worker of every run serves the same bytes, and the response is serialised by
+the framework on every request, as in the seed (where that cost is part of
+what was measured). The return annotations matter: with them FastAPI
+serialises through pydantic (~2.5 ms for the big document) rather than
+``jsonable_encoder`` (~50 ms), so the app does not hide the stack's costs.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import string
+from typing import Any
+
+from fastapi import FastAPI
+from pydantic import BaseModel
+
+BIG_DOCUMENT_BYTES = 1024 * 1024  # size target, as json.dumps writes it (served compact: ~1.01 MB)
+_SEED = 20240611
+_ALPHABET = string.ascii_letters + string.digits + "-_.,;:!?()[]{}@#$%^&*+=/|~ "
+
+
+class Item(BaseModel):
+    name: str
+    description: str | None = None
+    price: float
+    tax: float | None = None
+
+
+def make_big_document(min_bytes: int = BIG_DOCUMENT_BYTES, seed: int = _SEED) -> dict[str, Any]:
+    """A deterministic JSON-able dict of ``min_bytes`` or a little more.
+
+    Shaped like the seed's test file: numbered records of 10 values each, all of
+    one kind per record (a long string, a list of short strings, a digit string,
+    a boolean). Sizes are tracked while building, so this is linear and fast.
+    """
+    rng = random.Random(seed)
+    kinds = ("text", "array", "digits", "flag")
+    document: dict[str, Any] = {}
+    size = 2  # "{}"
+    index = 0
+    while size < min_bytes:
+        kind = rng.choice(kinds)
+        record: dict[str, Any] = {}
+        for field in range(10):
+            if kind == "text":
+                record[str(field)] = "".join(rng.choices(_ALPHABET, k=1000))
+            elif kind == "array":
+                record[str(field)] = rng.choices(string.ascii_letters, k=100)
+            elif kind == "digits":
+                record[str(field)] = "".join(rng.choices(string.digits, k=1000))
+            else:
+                record[str(field)] = rng.random() < 0.5
+        document[str(index)] = record
+        size += _json_size(str(index), record)
+        index += 1
+    return document
+
+
+def _json_size(key: str, record: dict[str, Any]) -> int:
+    """Bytes that ``"key": record, `` adds to ``json.dumps`` output (an upper bound)."""
+    return len(json.dumps(key)) + 2 + len(json.dumps(record)) + 2
+
+
+BIG_DOCUMENT = make_big_document()
+
+app = FastAPI(title="servelab seed app", docs_url=None, redoc_url=None, openapi_url=None)
+
+
+@app.get("/health")
+async def health() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@app.post("/sync/items/")
+def sync_item(item: Item) -> Item:
+    return item
+
+
+@app.post("/async/items/")
+async def async_item(item: Item) -> Item:
+    return item
+
+
+@app.post("/sync/big_json_response/")
+def sync_big_json_response(item: Item) -> dict[str, Any]:
+    del item  # validated, then ignored, as in the seed
+    return BIG_DOCUMENT
+
+
+@app.post("/async/big_json_response/")
+async def async_big_json_response(item: Item) -> dict[str, Any]:
+    del item
+    return BIG_DOCUMENT

@@ -1,0 +1,158 @@
+"""Launch a whole stack (app server, then nginx) in a private temp dir; always clean up.
+
+``launch_stack`` is the only way the rest of servelab starts servers: it
+checks everything it can before starting anything (the app imports, the
+worker class fits it, ``nginx -t`` accepts the config), starts the servers
+in their own process groups, proves readiness with the workload's real
+request, and on the way out (normal exit, exception, Ctrl-C, or a failed
+start) stops every process and removes the temp dir.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from servelab.apps import ResolvedApp, app_environment, resolve_app
+from servelab.procs import ManagedProcess, free_port
+from servelab.spec import RequestSpec, StackSpec
+from servelab.stacks import gunicorn, nginx, uvicorn
+from servelab.stacks.base import RunningStack
+from servelab.stacks.readiness import wait_listening, wait_ready
+
+__all__ = ["OWNER_ENV", "RunningStack", "launch_stack"]
+
+# Set in every server's environment to the pid of the process that launched it,
+# so tests (and people) can tell which processes belong to whom.
+OWNER_ENV = "SERVELAB_OWNER_PID"
+SOCKET_NAME = "app.sock"
+_MAX_SOCKET_PATH = 107  # sun_path is 108 bytes including the final NUL
+
+
+@contextmanager
+def launch_stack(
+    spec: StackSpec,
+    *,
+    probe: RequestSpec,
+    cpus: str | None = None,
+    startup_timeout_s: float = 30.0,
+) -> Iterator[RunningStack]:
+    """Run ``spec`` until the ``with`` block ends; yields it once ``probe`` succeeds.
+
+    ``cpus`` (a taskset CPU list) pins every process of the stack. Raises
+    SpecError for an unusable app or knob combination, StackStartError when a
+    server fails to start or to answer ``probe`` within ``startup_timeout_s``.
+    """
+    app = resolve_app(spec.app)
+    if spec.server.kind == "gunicorn":
+        gunicorn.check_worker_class(spec.server, app)
+    workdir = _make_workdir()
+    processes: dict[str, ManagedProcess] = {}
+    deadline = time.monotonic() + startup_timeout_s
+    try:
+        app_proc, app_address, upstream = _prepare_app_server(spec, app, workdir, cpus)
+        if spec.proxy.kind == "nginx":
+            taken = app_address[1] if isinstance(app_address, tuple) else None
+            listen_port = _free_port_other_than(taken)
+            conf = nginx.write_nginx_conf(
+                spec.proxy, workdir=workdir, listen_port=listen_port, upstream=upstream,
+                stack_name=spec.name,
+            )
+            nginx.nginx_check(conf)  # before anything runs
+            front_url = f"http://127.0.0.1:{listen_port}"
+        else:
+            assert isinstance(app_address, tuple), "a unix socket is only allowed behind nginx"
+            front_url = "http://{}:{}".format(*app_address)
+        processes["app"] = app_proc.start()
+        # nginx starts only once the app listens, so its error log holds no
+        # start-up noise ("connect() failed") that a run's log analysis would count.
+        wait_listening(app_address, processes, _left(deadline))
+        if spec.proxy.kind == "nginx":
+            processes["nginx"] = ManagedProcess(
+                "nginx",
+                nginx.nginx_command(conf),
+                log_path=workdir / nginx.LOG_NAME,
+                cwd=workdir,
+                env={**os.environ, OWNER_ENV: str(os.getpid())},
+                cpus=cpus,
+            ).start()
+        wait_ready(front_url + probe.path, probe, processes, _left(deadline))
+        yield RunningStack(spec=spec, base_url=front_url, workdir=workdir, processes=processes)
+    finally:
+        try:
+            _stop_all(processes)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _left(deadline: float) -> float:
+    return max(0.0, deadline - time.monotonic())
+
+
+def _prepare_app_server(
+    spec: StackSpec, app: ResolvedApp, workdir: Path, cpus: str | None
+) -> tuple[ManagedProcess, tuple[str, int] | Path, str]:
+    """The (not yet started) app server, where it listens ((host, port) or a unix
+    socket path), and the nginx upstream address pointing there."""
+    socket: Path | None = None
+    port: int | None = None
+    address: tuple[str, int] | Path
+    if spec.proxy.kind == "nginx" and spec.proxy.transport == "unix":
+        socket = address = workdir / SOCKET_NAME
+        upstream = nginx.upstream_address("unix", socket=socket)
+    else:
+        port = free_port()
+        address = ("127.0.0.1", port)
+        upstream = nginx.upstream_address("tcp", port=port)
+    if spec.server.kind == "gunicorn":
+        conf = gunicorn.write_gunicorn_conf(
+            spec.server, workdir=workdir, bind=gunicorn.bind_address(port=port, socket=socket),
+            stack_name=spec.name,
+        )
+        argv = gunicorn.gunicorn_command(conf, app)
+        log_path = workdir / gunicorn.LOG_NAME
+    else:
+        argv = uvicorn.uvicorn_command(spec.server, app, port=port, socket=socket)
+        log_path = workdir / uvicorn.LOG_NAME
+    env = app_environment(spec.app.env, app.app_dir)
+    env["PYTHONUNBUFFERED"] = "1"  # log lines reach the log file (and its tail) at once
+    env[OWNER_ENV] = str(os.getpid())
+    proc = ManagedProcess(
+        spec.server.kind, argv, log_path=log_path, cwd=app.app_dir, env=env, cpus=cpus
+    )
+    return proc, address, upstream
+
+
+def _free_port_other_than(taken: int | None) -> int:
+    """A free port; the kernel may hand back a port it just gave us, so ask again."""
+    for _ in range(20):
+        port = free_port()
+        if port != taken:
+            return port
+    return port
+
+
+def _make_workdir() -> Path:
+    """A new private dir, short enough for a unix socket path inside it."""
+    workdir = Path(tempfile.mkdtemp(prefix="servelab-"))
+    if len(os.fsencode(workdir / SOCKET_NAME)) > _MAX_SOCKET_PATH:
+        workdir.rmdir()
+        workdir = Path(tempfile.mkdtemp(prefix="servelab-", dir="/tmp"))
+    return workdir
+
+
+def _stop_all(processes: dict[str, ManagedProcess]) -> None:
+    """Stop in reverse start order (nginx before the app); every one, even if one fails."""
+    failure: BaseException | None = None
+    for proc in reversed(list(processes.values())):
+        try:
+            proc.stop()
+        except BaseException as exc:  # includes a second Ctrl-C: keep stopping the rest
+            failure = failure or exc
+    if failure is not None:
+        raise failure

@@ -1,0 +1,121 @@
+"""Shared pytest helpers: import this checkout, and prove stacks leave nothing behind."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+# Test this checkout's code even when servelab is not installed in the venv.
+_SRC = Path(__file__).resolve().parents[1] / "src"
+if _SRC.is_dir() and str(_SRC) not in sys.path:
+    sys.path.insert(0, str(_SRC))
+
+from servelab.procs import ManagedProcess, group_members  # noqa: E402
+from servelab.stacks import OWNER_ENV  # noqa: E402
+from servelab.stacks.base import RunningStack  # noqa: E402
+
+GONE_WITHIN_S = 3.0
+
+
+def stack_processes(
+    sessions: set[int], ignore: frozenset[int] = frozenset()
+) -> list[psutil.Process]:
+    """Live processes in one of ``sessions``, or marked as launched by this pytest.
+
+    Every ManagedProcess runs in its own session, and every process a server
+    forks (workers, uvicorn's spawned workers, multiprocessing helpers) stays
+    in it. The environment marker catches a process that left its session.
+    Processes of other people's runs (e.g. a parallel test session) match
+    neither; pids in ``ignore`` (alive before the test began) are skipped.
+    """
+    me = str(os.getpid())
+    found = []
+    for proc in psutil.process_iter(["status"]):
+        if proc.pid in ignore or proc.pid == os.getpid():
+            continue
+        if proc.info["status"] == psutil.STATUS_ZOMBIE:
+            continue
+        try:
+            if os.getsid(proc.pid) in sessions or proc.environ().get(OWNER_ENV) == me:
+                found.append(proc)
+        except (psutil.Error, OSError):
+            continue
+    return found
+
+
+def _wait_gone(
+    sessions: set[int], timeout_s: float, ignore: frozenset[int] = frozenset()
+) -> list[psutil.Process]:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left = stack_processes(sessions, ignore)
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.05)
+
+
+def _describe(procs: list[psutil.Process]) -> str:
+    lines = []
+    for proc in procs:
+        try:
+            lines.append(f"pid {proc.pid}: {' '.join(proc.cmdline()) or proc.name()}")
+        except psutil.Error:
+            lines.append(f"pid {proc.pid}: (gone)")
+    return "\n".join(lines)
+
+
+@pytest.fixture(autouse=True)
+def no_leftover_processes(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[set[int]]:
+    """For integration tests: fail if a process started by the test outlives it.
+
+    Records the session of every ManagedProcess the test starts; afterwards,
+    none of their members may remain (they are killed, by pid, if they do).
+    """
+    sessions: set[int] = set()
+    if request.node.get_closest_marker("integration") is None:
+        yield sessions
+        return
+    # Processes of wider-scoped fixtures, already running, are not this test's.
+    already = frozenset(proc.pid for proc in stack_processes(set()))
+    original_start = ManagedProcess.start
+
+    def recording_start(self: ManagedProcess) -> ManagedProcess:
+        started = original_start(self)
+        sessions.add(self.pid)
+        return started
+
+    monkeypatch.setattr(ManagedProcess, "start", recording_start)
+    yield sessions
+    leftovers = _wait_gone(sessions, GONE_WITHIN_S, already)
+    if leftovers:
+        description = _describe(leftovers)
+        for proc in leftovers:
+            with contextlib.suppress(psutil.Error):
+                proc.send_signal(signal.SIGKILL)
+        pytest.fail(f"processes left running after the test:\n{description}")
+
+
+@pytest.fixture
+def assert_stack_gone() -> Callable[[RunningStack], None]:
+    """A check to call after a ``launch_stack`` block: no process, group or temp dir left."""
+
+    def check(stack: RunningStack) -> None:
+        assert not stack.workdir.exists(), f"temp dir {stack.workdir} was not removed"
+        for role, proc in stack.processes.items():
+            assert proc.exit_code() is not None, f"{role} (pid {proc.pid}) is still running"
+            assert not group_members(proc.pid), f"{role}'s process group {proc.pid} has members"
+        left = _wait_gone({proc.pid for proc in stack.processes.values()}, GONE_WITHIN_S)
+        assert not left, f"stack processes still alive:\n{_describe(left)}"
+
+    return check
+
