@@ -175,8 +175,10 @@ def main() -> None:
     signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     try:
         cli.main(standalone_mode=False)
-    except click.exceptions.Abort:
-        console.print("servelab: aborted")
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        # click turns Ctrl-C (and our SIGTERM) into Abort; context managers have stopped
+        # every process by the time it gets here.
+        console.print("servelab: interrupted; every process it started was stopped")
         sys.exit(130)
     except click.ClickException as exc:
         exc.show()
@@ -186,6 +188,3 @@ def main() -> None:
         if exc.detail:
             console.print(exc.detail, highlight=False, markup=False)
         sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
-        console.print("servelab: interrupted; every process it started was stopped")
-        sys.exit(130)
