@@ -17,6 +17,9 @@ from servelab.studies import StudyOptions, all_studies, get_study
 
 console = Console(stderr=True)
 out = Console()
+if not out.is_terminal:
+    # Piped or redirected: wide enough that the seed tables do not wrap.
+    out.width = 160
 
 
 def parse_int_list(text: str | None, what: str) -> tuple[int, ...] | None:

@@ -37,6 +37,7 @@ def test_quick_study_runs_every_variant_and_leaves_nothing(tmp_path):
     before, dirs_before = servers_running(), servelab_temp_dirs()
     done = subprocess.run(
         [sys.executable, "-m", "servelab", "study", "quick", "-r", "1", "-d", "1",
+         "--endpoints", "sync-small,async-small",
          "--warmup", "20", "--out", str(tmp_path)],
         capture_output=True, text=True, timeout=300, check=False,
     )

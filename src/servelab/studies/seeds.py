@@ -194,9 +194,9 @@ def quick(options: StudyOptions) -> Experiment:
         ],
         workloads=seed_workloads(
             options,
-            default_endpoints=("sync-small", "async-small"),
+            default_endpoints=ALL_ENDPOINTS,
             default_requests=None,
-            default_duration_s=3.0,
+            default_duration_s=2.0,
             default_concurrency=50,
         ),
     )
@@ -206,7 +206,7 @@ SEED_STUDIES = (
     Study(
         "quick",
         "nginx->app over TCP, unix socket, unix socket + upstream keepalive; "
-        "two small endpoints, 3 s runs; about 2 minutes",
+        "the four seed endpoints, 2 s runs; about 2 minutes",
         "nginx_port_socket.md, keepalive.md",
         quick,
     ),
