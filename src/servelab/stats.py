@@ -73,7 +73,7 @@ class Comparison:
     difference_pct: float | None
     interval: tuple[float, float] | None  # 95 % interval of the difference (Welch)
     p_value: float | None
-    verdict: str  # "better", "worse", "no significant difference", "inconclusive"
+    verdict: str  # "better", "worse", "no significant difference", "no difference", "inconclusive"
     reason: str
 
 
@@ -102,6 +102,8 @@ def compare(
     if b.n < 2 or v.n < 2:
         return result(None, None, "inconclusive", "needs at least 2 runs on each side")
     if b.stdev == 0 and v.stdev == 0:
+        if b.mean == v.mean:
+            return result((0.0, 0.0), None, "no difference", "identical in every run")
         return result(None, None, "inconclusive", "no variation in either side: no test possible")
     from scipy import stats as sps
 

@@ -81,6 +81,8 @@ def test_compare_says_inconclusive_when_no_test_is_possible():
     assert compare([1000], [1100, 1090]).verdict == "inconclusive"
     tie = compare([5.0, 5.0, 5.0], [6.0, 6.0, 6.0])
     assert tie.verdict == "inconclusive" and tie.p_value is None
+    zeros = compare([0.0, 0.0, 0.0], [0.0, 0.0])  # e.g. no errors on either side
+    assert zeros.verdict == "no difference" and zeros.reason == "identical in every run"
 
 
 def test_compare_no_difference_and_minimum_effect():

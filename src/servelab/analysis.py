@@ -1,0 +1,254 @@
+"""From raw runs to conclusions: per-variant summaries, comparisons with the
+baseline, and warnings — all as frozen data that every report renders alike.
+
+Pure: no I/O. Warnings are values with a hint (hyperfine's idea), never prints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from servelab.cpus import CpuPlan
+from servelab.results import RunResult
+from servelab.spec import Experiment
+from servelab.stats import Comparison, Summary, compare, confidence_interval, runs_needed, summarize
+
+UNSTABLE_CV = 0.10  # pyperf warns from a standard deviation of 10 % of the mean
+DRIVER_SATURATED = 0.90  # share of its CPUs the load driver may use before it is the bottleneck
+DEFAULT_PRECISION_PCT = 5.0
+
+
+@dataclass(frozen=True)
+class Metric:
+    key: str
+    label: str
+    unit: str
+    higher_is_better: bool
+    value: Callable[[RunResult], float] = field(repr=False, compare=False)
+
+
+METRICS: tuple[Metric, ...] = (
+    Metric("rps", "Requests per second", "req/s", True, lambda r: r.load.rps),
+    Metric("latency_mean_ms", "Time per request", "ms", False, lambda r: r.load.latency_mean_ms),
+    Metric("latency_p99_ms", "p99 latency", "ms", False, lambda r: r.load.latency_p99_ms),
+    Metric("errors", "Errors", "requests", False, lambda r: float(r.load.errors)),
+)
+METRIC_BY_KEY = {m.key: m for m in METRICS}
+
+
+@dataclass(frozen=True)
+class ResultWarning:
+    kind: str  # unstable, errors, driver-saturated, too-few-runs, closed-loop, shared-cpus
+    message: str
+    hint: str
+    variant: str | None = None
+    workload: str | None = None
+
+
+@dataclass(frozen=True)
+class MetricSummary:
+    metric: str
+    values: tuple[float, ...]
+    summary: Summary
+    interval: tuple[float, float] | None  # 95 % confidence interval of the mean
+
+
+@dataclass(frozen=True)
+class VariantAnalysis:
+    workload: str
+    variant: str
+    description: str
+    is_baseline: bool
+    runs: tuple[RunResult, ...]
+    metrics: dict[str, MetricSummary]
+    comparisons: dict[str, Comparison]  # empty for the baseline
+    warnings: tuple[ResultWarning, ...]
+
+    @property
+    def total_errors(self) -> int:
+        return sum(r.load.errors for r in self.runs)
+
+
+@dataclass(frozen=True)
+class ExperimentAnalysis:
+    experiment: Experiment
+    variants: tuple[VariantAnalysis, ...]
+    warnings: tuple[ResultWarning, ...]  # experiment-wide; per-variant ones sit on variants
+
+    def for_workload(self, workload: str) -> tuple[VariantAnalysis, ...]:
+        return tuple(v for v in self.variants if v.workload == workload)
+
+    @property
+    def all_warnings(self) -> tuple[ResultWarning, ...]:
+        return self.warnings + tuple(w for v in self.variants for w in v.warnings)
+
+
+def _summaries(runs: Sequence[RunResult]) -> dict[str, MetricSummary]:
+    summaries = {}
+    for metric in METRICS:
+        values = tuple(metric.value(r) for r in runs)
+        summaries[metric.key] = MetricSummary(
+            metric.key, values, summarize(values), confidence_interval(values)
+        )
+    return summaries
+
+
+def _variant_warnings(
+    runs: Sequence[RunResult],
+    metrics: dict[str, MetricSummary],
+    precision_pct: float,
+    variant: str,
+    workload: str,
+) -> list[ResultWarning]:
+    warnings = []
+    rps = metrics["rps"]
+    if rps.summary.n > 1 and rps.summary.cv >= UNSTABLE_CV:
+        warnings.append(
+            ResultWarning(
+                "unstable",
+                f"requests/s varies by {100 * rps.summary.cv:.1f} % (std dev / mean) over "
+                f"{rps.summary.n} runs "
+                f"(min {rps.summary.minimum:.0f}, max {rps.summary.maximum:.0f})",
+                "pin the stack and the driver apart, stop other programs, run longer (--duration) "
+                "or repeat more (--repetitions)",
+                variant,
+                workload,
+            )
+        )
+    errors = sum(r.load.errors for r in runs)
+    if errors:
+        kinds: dict[str, int] = {}
+        for run in runs:
+            for code, n in run.load.status_counts.items():
+                if code[0] not in "23":
+                    kinds[code] = kinds.get(code, 0) + n
+            for kind, n in run.load.connection_errors.items():
+                kinds[kind] = kinds.get(kind, 0) + n
+        detail = ", ".join(f"{k}: {n}" for k, n in sorted(kinds.items()))
+        total = sum(r.load.requests_total for r in runs)
+        warnings.append(
+            ResultWarning(
+                "errors",
+                f"{errors} of {total} requests failed ({detail})",
+                "a faster variant that fails requests has not won; see the error breakdown",
+                variant,
+                workload,
+            )
+        )
+    for run in runs:
+        n_cpus = len(run.driver_cpus.split(",")) if run.driver_cpus else None
+        if n_cpus and run.load.duration_s > 0:
+            share = run.load.driver_cpu_s / run.load.duration_s / n_cpus
+            if share >= DRIVER_SATURATED:
+                warnings.append(
+                    ResultWarning(
+                        "driver-saturated",
+                        f"the load driver used {100 * share:.0f} % of its CPU in run "
+                        f"{run.repetition}: the stack may be faster than measured",
+                        "give the driver more CPUs (--driver-cpus) or use a lighter driver",
+                        variant,
+                        workload,
+                    )
+                )
+                break
+    needed = runs_needed(rps.values, precision_pct)
+    if needed is not None and needed > rps.summary.n:
+        warnings.append(
+            ResultWarning(
+                "too-few-runs",
+                f"a ±{precision_pct:g} % answer on requests/s needs about {needed} runs; "
+                f"this has {rps.summary.n}",
+                f"repeat with --repetitions {needed}",
+                variant,
+                workload,
+            )
+        )
+    return warnings
+
+
+def analyze(
+    experiment: Experiment,
+    runs: Sequence[RunResult],
+    *,
+    alpha: float = 0.05,
+    min_effect_pct: float = 0.0,
+    precision_pct: float = DEFAULT_PRECISION_PCT,
+) -> ExperimentAnalysis:
+    variants = []
+    for workload in experiment.workloads:
+        baseline_runs = [
+            r for r in runs if r.variant == experiment.baseline.name and r.workload == workload.name
+        ]
+        for stack in experiment.stacks:
+            own = sorted(
+                (r for r in runs if r.variant == stack.name and r.workload == workload.name),
+                key=lambda r: r.repetition,
+            )
+            if not own:
+                continue
+            is_baseline = stack.name == experiment.baseline.name
+            comparisons = {}
+            if not is_baseline and baseline_runs:
+                for metric in METRICS:
+                    comparisons[metric.key] = compare(
+                        [metric.value(r) for r in baseline_runs],
+                        [metric.value(r) for r in own],
+                        higher_is_better=metric.higher_is_better,
+                        alpha=alpha,
+                        min_effect_pct=min_effect_pct,
+                    )
+            metrics = _summaries(own)
+            variants.append(
+                VariantAnalysis(
+                    workload.name,
+                    stack.name,
+                    stack.describe(),
+                    is_baseline,
+                    tuple(own),
+                    metrics,
+                    comparisons,
+                    tuple(
+                        _variant_warnings(own, metrics, precision_pct, stack.name, workload.name)
+                    ),
+                )
+            )
+    warnings = []
+    if any(w.load.model == "closed" for w in experiment.workloads):
+        warnings.append(
+            ResultWarning(
+                "closed-loop",
+                "latency is closed-loop: each client waits for its answer before sending again, "
+                "so a slow server also slows the arrivals (coordinated omission); real users' "
+                "latency under the same load would be higher",
+                "for user-facing latency use the open model (a fixed arrival rate)",
+            )
+        )
+    plans = {(r.stack_cpus, r.driver_cpus) for r in runs}
+    if any(CpuPlan(stack, driver).shared for stack, driver in plans):
+        warnings.append(
+            ResultWarning(
+                "shared-cpus",
+                "the load driver and the stack shared CPUs in some runs",
+                "pin them apart with --stack-cpus/--driver-cpus (the default on 2+ CPUs)",
+            )
+        )
+    return ExperimentAnalysis(experiment, tuple(variants), tuple(warnings))
+
+
+def verdict_line(metric: Metric, comparison: Comparison) -> str:
+    """'Requests per second: better, +22.21 % (95 % CI +15.0 … +29.4 %), p = 0.003'."""
+    parts = [f"{metric.label}: {comparison.verdict}"]
+    if comparison.difference_pct is not None:
+        parts.append(f", {comparison.difference_pct:+.2f} %")
+    else:
+        parts.append(f", {comparison.difference:+.3g} {metric.unit}")
+    if comparison.interval is not None:
+        low, high = comparison.interval
+        if comparison.baseline_mean:
+            scale = 100.0 / comparison.baseline_mean
+            parts.append(f" (95 % CI {low * scale:+.1f} … {high * scale:+.1f} %)")
+        else:
+            parts.append(f" (95 % CI {low:+.3g} … {high:+.3g} {metric.unit})")
+    parts.append(f"; {comparison.reason}")
+    return "".join(parts)
