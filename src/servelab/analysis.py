@@ -252,3 +252,26 @@ def verdict_line(metric: Metric, comparison: Comparison) -> str:
             parts.append(f" (95 % CI {low:+.3g} … {high:+.3g} {metric.unit})")
     parts.append(f"; {comparison.reason}")
     return "".join(parts)
+
+
+def compare_results(
+    first: Sequence[RunResult], second: Sequence[RunResult], *, min_effect_pct: float = 0.0
+) -> dict[tuple[str, str], dict[str, Comparison]]:
+    """For every (workload, variant) in both result sets: ``second`` against ``first``."""
+    keys = sorted(
+        {(r.workload, r.variant) for r in first} & {(r.workload, r.variant) for r in second}
+    )
+    compared = {}
+    for workload, variant in keys:
+        a = [r for r in first if (r.workload, r.variant) == (workload, variant)]
+        b = [r for r in second if (r.workload, r.variant) == (workload, variant)]
+        compared[(workload, variant)] = {
+            m.key: compare(
+                [m.value(r) for r in a],
+                [m.value(r) for r in b],
+                higher_is_better=m.higher_is_better,
+                min_effect_pct=min_effect_pct,
+            )
+            for m in METRICS
+        }
+    return compared

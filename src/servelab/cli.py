@@ -8,14 +8,15 @@ from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.table import Table
 
 from servelab.cpus import make_cpu_plan
 from servelab.errors import ServelabError, SpecError
 from servelab.session import ExperimentSession
-from servelab.spec import load_experiment_file
+from servelab.spec import Experiment, load_experiment_file
 from servelab.studies import StudyOptions, all_studies, get_study
 
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)  # an error stays one line, however long
 out = Console()
 if not out.is_terminal:
     # Piped or redirected: wide enough that the seed tables do not wrap.
@@ -51,8 +52,22 @@ _cpu_options = [
         type=click.Path(path_type=Path),
         default=Path("servelab-results"),
         show_default=True,
-        help="Where results are written.",
+        help="Where results are written (servelab.db and one directory per experiment).",
     ),
+    click.option(
+        "--resume",
+        is_flag=True,
+        help="Continue the unfinished experiment of the same name; finished runs are "
+        "kept, none is repeated.",
+    ),
+    click.option("--force", is_flag=True, help="With --resume: allow mixing machines."),
+    click.option(
+        "--order",
+        type=click.Choice(["interleaved", "random"]),
+        default=None,
+        help="Run order of the variants in each round (default interleaved).",
+    ),
+    click.option("--seed", type=int, default=None, help="Seed of the random order."),
 ]
 
 
@@ -108,6 +123,10 @@ def study(
     driver_cpus,
     no_pin,
     out_dir,
+    resume,
+    force,
+    order,
+    seed,
 ) -> None:
     """Run the ready-made study NAME (see `servelab studies`)."""
     for label, value in (
@@ -132,30 +151,122 @@ def study(
         threads=parse_int_list(threads, "threads"),
         warmup_requests=warmup,
     )
-    experiment = get_study(name).build(options)
+    experiment = with_order(get_study(name).build(options), order, seed)
     cpu_plan = make_cpu_plan(stack_cpus, driver_cpus, pin=not no_pin)
-    ExperimentSession(experiment, cpu_plan, out_dir, console=console, out=out).run()
+    ExperimentSession(
+        experiment, cpu_plan, out_dir, console=console, out=out, resume=resume, force=force
+    ).run()
 
 
 @cli.command()
 @click.argument("file", type=click.Path(path_type=Path))
 @cpu_and_out_options
-def run(file: Path, stack_cpus, driver_cpus, no_pin, out_dir) -> None:
+def run(file: Path, stack_cpus, driver_cpus, no_pin, out_dir, resume, force, order, seed) -> None:
     """Run the experiment described in the TOML file FILE."""
-    experiment = load_experiment_file(file)
+    experiment = with_order(load_experiment_file(file), order, seed)
     cpu_plan = make_cpu_plan(stack_cpus, driver_cpus, pin=not no_pin)
-    ExperimentSession(experiment, cpu_plan, out_dir, console=console, out=out).run()
+    ExperimentSession(
+        experiment, cpu_plan, out_dir, console=console, out=out, resume=resume, force=force
+    ).run()
 
 
-@cli.command()
-@click.argument("results", type=click.Path(path_type=Path))
-def show(results: Path) -> None:
-    """Print the tables of a results directory."""
+def with_order(experiment: Experiment, order: str | None, seed: int | None) -> Experiment:
+    update: dict[str, object] = {}
+    if order is not None:
+        update["order"] = order
+    if seed is not None:
+        update["seed"] = seed
+    return experiment.model_copy(update=update) if update else experiment
+
+
+_results_root = click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(path_type=Path),
+    default=Path("servelab-results"),
+    show_default=True,
+    help="The results directory holding servelab.db.",
+)
+_min_effect = click.option(
+    "--min-effect",
+    type=float,
+    default=0.0,
+    show_default=True,
+    help="Smallest difference, in percent, that counts as a real change.",
+)
+
+
+@cli.group()
+def results() -> None:
+    """Stored results: list, show, compare."""
+
+
+@results.command("list")
+@_results_root
+def results_list(out_dir: Path) -> None:
+    """List the experiments stored in --out."""
+    from servelab.store import DB_FILE, Database
+
+    rows = Database(out_dir / DB_FILE).list_experiments()
+    table = Table(title=f"results in {out_dir / DB_FILE}", title_justify="left")
+    for column in ("id", "name", "started", "runs", "state", "machine", "export"):
+        table.add_column(column)
+    for row in rows:
+        state = "finished" if row.finished_at else "unfinished (--resume)"
+        table.add_row(
+            str(row.id),
+            row.name,
+            row.created_at,
+            f"{row.runs}/{row.planned}",
+            state,
+            row.hostname,
+            row.export_dir,
+        )
+    out.print(table)
+
+
+@results.command("show")
+@click.argument("result")
+@_results_root
+@_min_effect
+def results_show(result: str, out_dir: Path, min_effect: float) -> None:
+    """Print the tables, verdicts and warnings of RESULT (an id or a results directory)."""
     from servelab.session import render_tables
-    from servelab.store import ResultStore
+    from servelab.store import resolve_result
 
-    store = ResultStore.open(results)
-    render_tables(out, store.experiment, store.runs())
+    store = resolve_result(result, out_dir)
+    render_tables(out, store.experiment, store.runs(), min_effect_pct=min_effect)
+
+
+@results.command("compare")
+@click.argument("first")
+@click.argument("second")
+@_results_root
+@_min_effect
+@click.option("--force", is_flag=True, help="Compare results from different machines anyway.")
+def results_compare(first: str, second: str, out_dir: Path, min_effect: float, force: bool) -> None:
+    """Compare each variant of SECOND against the same variant of FIRST."""
+    from servelab.analysis import METRIC_BY_KEY, compare_results, verdict_line
+    from servelab.environment import machine_differences
+    from servelab.store import resolve_result
+
+    a, b = resolve_result(first, out_dir), resolve_result(second, out_dir)
+    differences = machine_differences(a.environment, b.environment)
+    if differences and not force:
+        raise ServelabError(
+            f"{first} and {second} were measured on different machines ({'; '.join(differences)})",
+            "compare results from one machine, or pass --force",
+        )
+    pairs = compare_results(a.runs(), b.runs(), min_effect_pct=min_effect)
+    if not pairs:
+        raise ServelabError(
+            f"{first} and {second} share no (variant, workload)",
+            "compare results of the same study or experiment file",
+        )
+    for (workload, variant), comparisons in pairs.items():
+        out.rule(f"[bold]{workload} / {variant}: {second} against {first}")
+        for key, comparison in comparisons.items():
+            out.print(f"  {verdict_line(METRIC_BY_KEY[key], comparison)}", highlight=False)
 
 
 @cli.command()

@@ -72,3 +72,16 @@ def collect_environment() -> dict[str, Any]:
         "fastapi": package_version("fastapi"),
         "servelab": package_version("servelab"),
     }
+
+
+# What makes two machines "the same" for comparing results.
+MACHINE_KEYS = ("hostname", "cpu_model", "cpu_count", "kernel")
+
+
+def machine_differences(first: dict[str, Any], second: dict[str, Any]) -> list[str]:
+    """Human-readable differences between two recorded machines ([] when the same)."""
+    return [
+        f"{key} {first.get(key)!r} vs {second.get(key)!r}"
+        for key in MACHINE_KEYS
+        if first.get(key) != second.get(key)
+    ]

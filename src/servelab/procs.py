@@ -13,9 +13,59 @@ import os
 import signal
 import socket
 import subprocess
+import sys
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+
+
+class Janitor:
+    """servelab's side of the janitor process (see ``servelab.janitor``).
+
+    Inactive until ``running()`` is entered; then every process group, temp
+    dir and namespace registered here is cleaned up even if servelab is killed.
+    """
+
+    def __init__(self) -> None:
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[Janitor]:
+        if self._proc is not None:  # already active (nested use)
+            yield self
+            return
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "servelab.janitor"],
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        try:
+            yield self
+        finally:
+            proc, self._proc = self._proc, None
+            if proc.stdin:
+                proc.stdin.close()
+            proc.wait()
+
+    def _send(self, line: str) -> None:
+        with self._lock:
+            if self._proc is None or self._proc.stdin is None:
+                return
+            with contextlib.suppress(BrokenPipeError):
+                self._proc.stdin.write(line.encode() + b"\n")
+                self._proc.stdin.flush()
+
+    def watch(self, kind: str, value: object) -> None:
+        """kind: 'group' (a pgid), 'path' (a directory) or 'netns' (a namespace name)."""
+        self._send(f"+{kind} {value}")
+
+    def forget(self, kind: str, value: object) -> None:
+        self._send(f"-{kind} {value}")
+
+
+JANITOR = Janitor()
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -79,6 +129,7 @@ class ManagedProcess:
                 env=self.env,
                 start_new_session=True,
             )
+        JANITOR.watch("group", self._popen.pid)
         return self
 
     def exit_code(self) -> int | None:
@@ -103,6 +154,7 @@ class ManagedProcess:
         # Workers that outlived their master (or ignored SIGTERM) go too.
         _signal_group(popen.pid, signal.SIGKILL)
         _wait_group_gone(popen.pid, timeout_s=grace_s)
+        JANITOR.forget("group", popen.pid)
 
     def __enter__(self) -> ManagedProcess:
         return self.start()

@@ -21,6 +21,7 @@ from servelab.cpus import CpuPlan, parse_cpu_list
 from servelab.load import get_driver
 from servelab.load.base import LoadDriver, run_load
 from servelab.metrics import ProcessSampler
+from servelab.procs import JANITOR
 from servelab.results import RunResult
 from servelab.spec import Experiment, LoadSpec, StackSpec, Workload
 from servelab.stacks import launch_stack
@@ -98,7 +99,11 @@ def _beside_the_driver(cpu_plan: CpuPlan) -> Iterator[None]:
 @contextmanager
 def _scratch_dir() -> Iterator[Path]:
     with tempfile.TemporaryDirectory(prefix="servelab-load-") as path:
-        yield Path(path)
+        JANITOR.watch("path", path)
+        try:
+            yield Path(path)
+        finally:
+            JANITOR.forget("path", path)
 
 
 def run_experiment(

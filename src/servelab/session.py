@@ -1,46 +1,62 @@
-"""One experiment as the user sees it: results directory, progress bar, tables.
+"""One experiment as the user sees it: results store, progress bar, tables.
 
 This is the only place that prints while measuring; the runner itself only
-calls back. The markdown report is rewritten after every run, so whatever
-happens next, the results so far are on disk in both raw and readable form.
+calls back. After every run the database holds the run and the export
+directory's runs.jsonl and report.md are rewritten, so whatever happens next,
+the results so far are on disk in both raw and readable form.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from servelab.analysis import analyze
 from servelab.cpus import CpuPlan
-from servelab.environment import collect_environment
+from servelab.environment import collect_environment, machine_differences
+from servelab.errors import ServelabError
 from servelab.load import get_driver
-from servelab.report.tables import experiment_markdown, seed_tables
+from servelab.procs import JANITOR
+from servelab.report.tables import experiment_markdown, seed_tables, verdict_lines, warning_lines
 from servelab.results import RunResult
-from servelab.runner import Launch, RunnerEvents, run_experiment
+from servelab.runner import Launch, RunnerEvents, run_experiment, run_key
 from servelab.spec import Experiment, Workload
-from servelab.store import ResultStore
+from servelab.store import DB_FILE, Database, ResultStore, spec_hash
 
 REPORT_FILE = "report.md"
 
 
-def report_notes(experiment: Experiment, environment: dict, cpu_plan_text: str) -> list[str]:
+def report_notes(experiment: Experiment, environment: dict[str, Any]) -> list[str]:
+    plan = environment.get("cpu_plan") or {}
+    cpu_text = CpuPlan(plan.get("stack"), plan.get("driver")).describe()
     return [
-        f"CPU placement: {cpu_plan_text}",
+        f"CPU placement: {cpu_text}",
         f"Load driver: {experiment.driver} ("
         f"{environment.get('driver_version') or 'unknown version'})",
         f"Machine: {environment.get('cpu_model')}, {environment.get('cpu_count')} CPUs, "
         f"kernel {environment.get('kernel')}, somaxconn {environment.get('somaxconn')}",
         f"Repetitions: {experiment.repetitions}, each on a freshly started stack, "
-        f"variants interleaved; {experiment.warmup.requests} warm-up requests discarded per run",
+        f"variants {experiment.order}; {experiment.warmup.requests} warm-up requests "
+        "discarded before each run",
         "Time per request is the mean latency the driver measured (closed model: "
         "concurrency / throughput, as ab reports it).",
     ]
 
 
-def render_tables(console: Console, experiment: Experiment, runs: Sequence[RunResult]) -> None:
+def render_tables(
+    console: Console,
+    experiment: Experiment,
+    runs: Sequence[RunResult],
+    *,
+    min_effect_pct: float = 0.0,
+) -> None:
+    """Seed tables, verdicts and warnings in the terminal."""
+    analysis = analyze(experiment, runs, min_effect_pct=min_effect_pct)
     current = None
     for table in seed_tables(experiment, runs):
         if table.workload != current:
@@ -53,6 +69,14 @@ def render_tables(console: Console, experiment: Experiment, runs: Sequence[RunRe
         for row in table.rows:
             rich_table.add_row(*row)
         console.print(rich_table)
+        for line in verdict_lines(analysis, table.workload, table.variant):
+            colour = "green" if ": better" in line else "red" if ": worse" in line else "dim"
+            console.print(f"  [{colour}]{line}[/{colour}]", highlight=False)
+    warnings = warning_lines(analysis)
+    if warnings:
+        console.rule("[bold yellow]warnings")
+        for line in warnings:
+            console.print(f"[yellow]![/yellow] {line}", highlight=False)
 
 
 class ExperimentSession:
@@ -64,12 +88,42 @@ class ExperimentSession:
         *,
         console: Console,
         out: Console,
+        resume: bool = False,
+        force: bool = False,
     ) -> None:
         self.experiment = experiment
         self.cpu_plan = cpu_plan
         self.out_dir = out_dir
         self.console = console
         self.out = out
+        self.resume = resume
+        self.force = force
+
+    def _open_store(self, environment: dict[str, Any]) -> tuple[ResultStore, list[RunResult]]:
+        """A new store, or with --resume the unfinished one of the same experiment."""
+        if not self.resume:
+            return ResultStore.create(self.out_dir, self.experiment, environment), []
+        database = Database(self.out_dir / DB_FILE, create=True)
+        previous = database.latest_unfinished(self.experiment)
+        if previous is None:
+            raise ServelabError(
+                f"nothing to resume: no unfinished experiment {self.experiment.name!r} in "
+                f"{database.path}",
+                "run it without --resume",
+            )
+        if database.stored_hash(previous) != spec_hash(self.experiment):
+            raise ServelabError(
+                f"experiment {self.experiment.name!r} has changed since #{previous} was started",
+                "resume with the same file and options, or run without --resume",
+            )
+        differences = machine_differences(database.environment(previous), environment)
+        if differences and not self.force:
+            raise ServelabError(
+                f"#{previous} was measured on another machine ({'; '.join(differences)})",
+                "run without --resume, or pass --force to mix machines anyway",
+            )
+        store = ResultStore.from_database(database, previous)
+        return store, store.runs()
 
     def run(self) -> ResultStore:
         experiment = self.experiment
@@ -78,16 +132,17 @@ class ExperimentSession:
         environment = collect_environment()
         environment["driver_version"] = driver.version()
         environment["cpu_plan"] = {"stack": self.cpu_plan.stack, "driver": self.cpu_plan.driver}
-        store = ResultStore.create(self.out_dir, experiment, environment)
-        notes = report_notes(experiment, environment, self.cpu_plan.describe())
-        runs: list[RunResult] = []
+        store, runs = self._open_store(environment)
+        notes = report_notes(experiment, environment)
+        done = {run_key(r.variant, r.workload, r.repetition) for r in runs}
         total = len(experiment.stacks) * len(experiment.workloads) * experiment.repetitions
         self.console.print(
-            f"[bold]{experiment.name}[/bold]: {len(experiment.stacks)} variants x "
-            f"{len(experiment.workloads)} workloads x {experiment.repetitions} "
-            f"repetitions = {total} runs; {self.cpu_plan.describe()}"
+            f"[bold]{experiment.name}[/bold] {store.label}: {len(experiment.stacks)} variants x "
+            f"{len(experiment.workloads)} workloads x {experiment.repetitions} repetitions = "
+            f"{total} runs; {self.cpu_plan.describe()}"
         )
-        self.console.print(f"results: {store.path}")
+        if done:
+            self.console.print(f"resuming: {len(done)} runs already stored are kept")
         progress = Progress(
             TextColumn("{task.description}"),
             BarColumn(),
@@ -96,7 +151,7 @@ class ExperimentSession:
             console=self.console,
             transient=True,
         )
-        task = progress.add_task("starting", total=total)
+        task = progress.add_task("starting", total=total, completed=len(done))
 
         def on_launch(launch: Launch) -> None:
             progress.update(
@@ -127,15 +182,16 @@ class ExperimentSession:
 
         events = RunnerEvents(on_launch=on_launch, on_measure=on_measure, on_result=on_result)
         try:
-            with progress:
-                run_experiment(experiment, store, self.cpu_plan, events=events, driver=driver)
+            with JANITOR.running(), progress:
+                run_experiment(
+                    experiment, store, self.cpu_plan, events=events, driver=driver, done=done
+                )
         finally:
             if runs:
-                self.console.print(f"{len(runs)} of {total} runs kept in {store.path}")
+                self.console.print(f"{len(runs)} of {total} runs kept in {store.label}")
+        store.mark_finished()
         render_tables(self.out, experiment, runs)
         for note in notes:
             self.out.print(f"[dim]- {note}[/dim]", highlight=False)
-        self.out.print(
-            f"raw results: {store.path / 'runs.jsonl'}; report: {store.path / REPORT_FILE}"
-        )
+        self.out.print(f"result {store.label}; report: {store.path / REPORT_FILE}")
         return store

@@ -42,7 +42,8 @@ def test_quick_study_runs_every_variant_and_leaves_nothing(tmp_path):
         capture_output=True, text=True, timeout=300, check=False,
     )
     assert done.returncode == 0, done.stderr
-    (result_dir,) = tmp_path.iterdir()
+    result_dir = tmp_path / "1-quick"
+    assert (tmp_path / "servelab.db").is_file()
     runs = [json.loads(line) for line in (result_dir / "runs.jsonl").read_text().splitlines()]
     assert {(r["variant"], r["workload"]) for r in runs} == {
         (v, w) for v in ("nginx-tcp", "nginx-unix", "nginx-unix-keepalive")
@@ -85,4 +86,60 @@ def test_ctrl_c_stops_everything_and_keeps_finished_runs(tmp_path):
     assert all(json.loads(line)["load"]["rps"] > 0 for line in kept)
     time.sleep(0.5)
     assert servers_running() <= before
+    assert servelab_temp_dirs() <= dirs_before
+
+
+def owned_by(pid: int) -> list[int]:
+    """Processes started (directly or not) by servelab process ``pid``: they carry its marker."""
+    marker = f"SERVELAB_OWNER_PID={pid}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker in (entry / "environ").read_bytes().split(b"\0"):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def test_sigkill_then_resume_loses_and_duplicates_nothing(tmp_path):
+    dirs_before = servelab_temp_dirs()
+    argv = [sys.executable, "-m", "servelab", "study", "quick", "-r", "2", "-d", "1",
+            "--endpoints", "sync-small,async-small", "--warmup", "20", "--out", str(tmp_path)]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    runs_file = tmp_path / "1-quick" / "runs.jsonl"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if runs_file.exists() and runs_file.read_text().count("\n") >= 3:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail("three runs did not finish in time")
+    assert owned_by(proc.pid), "the stack of the next run should be up"
+    proc.kill()  # SIGKILL: servelab gets no chance to clean up; its janitor must
+    proc.wait()
+    deadline = time.monotonic() + 15
+    while (owned_by(proc.pid) or servelab_temp_dirs() - dirs_before) and (
+        time.monotonic() < deadline
+    ):
+        time.sleep(0.1)
+    assert owned_by(proc.pid) == [], "servers outlived a SIGKILLed servelab"
+    assert servelab_temp_dirs() <= dirs_before
+    kept = runs_file.read_text().splitlines()
+
+    done = subprocess.run([*argv, "--resume"], capture_output=True, text=True, timeout=300,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    assert "resuming" in done.stderr
+    final = [json.loads(line) for line in runs_file.read_text().splitlines()]
+    keys = [(r["variant"], r["workload"], r["repetition"]) for r in final]
+    assert len(keys) == len(set(keys)) == 3 * 2 * 2, "every run exactly once"
+    assert [json.dumps(r, sort_keys=True) for r in final[: len(kept)]] == [
+        json.dumps(json.loads(line), sort_keys=True) for line in kept
+    ], "the runs finished before the kill are kept as they were"
+    listed = subprocess.run([sys.executable, "-m", "servelab", "results", "list", "--out",
+                             str(tmp_path)], capture_output=True, text=True, check=True)
+    assert "12/12" in listed.stdout and "finished" in listed.stdout
     assert servelab_temp_dirs() <= dirs_before

@@ -11,7 +11,12 @@ import pytest
 def servelab(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None):
     return subprocess.run(
         [sys.executable, "-m", "servelab", *args],
-        capture_output=True, text=True, timeout=60, env=env, cwd=cwd, check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        cwd=cwd,
+        check=False,
     )
 
 
@@ -25,10 +30,13 @@ def servelab(*args: str, env: dict[str, str] | None = None, cwd: Path | None = N
         (["study", "workers-threads", "--threads", "x"], 2, "invalid threads list"),
         (["study", "quick", "--endpoints", "huge"], 2, "unknown endpoint 'huge'"),
         (["study", "quick", "--stack-cpus", "0"], 2, "only one of --stack-cpus / --driver-cpus"),
-        (["study", "quick", "--stack-cpus", "0", "--driver-cpus", "999"], 2,
-         "driver CPUs 999 are not available"),
+        (
+            ["study", "quick", "--stack-cpus", "0", "--driver-cpus", "999"],
+            2,
+            "driver CPUs 999 are not available",
+        ),
         (["run", "/nonexistent.toml"], 2, "does not exist"),
-        (["show", "/"], 2, "not a servelab results directory"),
+        (["results", "show", "/"], 2, "not a servelab results directory"),
     ],
 )
 def test_bad_input_is_one_clear_line(args, code, message, tmp_path):
@@ -42,8 +50,10 @@ def test_bad_input_is_one_clear_line(args, code, message, tmp_path):
 
 def test_bad_knob_in_experiment_file(tmp_path):
     path = tmp_path / "bad.toml"
-    path.write_text('[baseline]\nserver = { workers = 0 }\n[[workloads]]\nname = "w"\n'
-                    'load = { requests = 10 }\n')
+    path.write_text(
+        '[baseline]\nserver = { workers = 0 }\n[[workloads]]\nname = "w"\n'
+        "load = { requests = 10 }\n"
+    )
     done = servelab("run", str(path), "--out", str(tmp_path / "out"))
     assert done.returncode == 2
     assert "baseline.server.workers: Input should be greater than or equal to 1" in done.stderr
@@ -64,3 +74,56 @@ def test_studies_lists_every_seed_study():
     assert done.returncode == 0
     for name in ("quick", "port-vs-socket", "keepalive", "workers-threads", "gunicorn-vs-uvicorn"):
         assert name in done.stdout
+
+
+def _stored_quick(root: Path, repetitions: int = 3) -> int:
+    """An unfinished 'quick' experiment in root's database, as an interrupted study leaves it."""
+    from servelab.store import ResultStore
+    from servelab.studies import StudyOptions, get_study
+
+    experiment = get_study("quick").build(StudyOptions(repetitions=repetitions))
+    store = ResultStore.create(root, experiment, {"hostname": "elsewhere"})
+    return store.id
+
+
+@pytest.mark.parametrize(
+    ("setup", "args", "message"),
+    [
+        ("stored", ["results", "show", "42"], "no experiment with id 42"),
+        ("none", ["results", "list"], "no servelab results database at"),
+        ("garbage", ["results", "list"], "is not a usable SQLite database"),
+        ("foreign", ["results", "list"], "is an SQLite database, but not servelab's"),
+        ("none", ["study", "quick", "--resume"], "nothing to resume"),
+        ("stored", ["study", "quick", "--resume", "-r", "2"], "has changed since #1"),
+        ("stored", ["study", "quick", "--resume"], "was measured on another machine"),
+        ("stored2", ["results", "compare", "1", "2"], "measured on different machines"),
+    ],
+)
+def test_bad_results_input(setup, args, message, tmp_path):
+    import sqlite3
+
+    db = tmp_path / "servelab.db"
+    if setup == "stored":
+        _stored_quick(tmp_path)
+    elif setup == "stored2":
+        _stored_quick(tmp_path)
+        from servelab.store import ResultStore
+        from servelab.studies import StudyOptions, get_study
+
+        ResultStore.create(
+            tmp_path, get_study("quick").build(StudyOptions()), {"hostname": "somewhere-else"}
+        )
+    elif setup == "garbage":
+        db.write_bytes(b"not a database" * 100)
+    elif setup == "foreign":
+        conn = sqlite3.connect(db)
+        conn.execute("CREATE TABLE t (x)")
+        conn.commit()
+        conn.close()
+    before = db.read_bytes() if db.exists() else None
+    done = servelab(*args, "--out", str(tmp_path))
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr
+    assert "Traceback" not in done.stderr
+    if setup in ("garbage", "foreign"):
+        assert db.read_bytes() == before, "a foreign file is never written to"

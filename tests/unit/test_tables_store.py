@@ -1,3 +1,4 @@
+import shutil
 from pathlib import Path
 
 import pytest
@@ -7,7 +8,7 @@ from servelab.report.tables import experiment_markdown, seed_tables, table_markd
 from servelab.results import LoadMeasurement, ProcessUsage, RunResult
 from servelab.runner import plan_launches
 from servelab.spec import experiment_from_dict
-from servelab.store import RUNS_FILE, ResultStore
+from servelab.store import DB_FILE, RUNS_FILE, Database, ResultStore, resolve_result, spec_hash
 
 EXPERIMENT = experiment_from_dict(
     {
@@ -22,25 +23,42 @@ EXPERIMENT = experiment_from_dict(
 
 def run(variant: str, repetition: int, rps: float, mean_ms: float, errors: int = 0) -> RunResult:
     load = LoadMeasurement(
-        driver="oha", requests_total=5000, duration_s=5000 / rps, rps=rps,
-        latency_mean_ms=mean_ms, latency_p50_ms=mean_ms, latency_p90_ms=mean_ms * 1.2,
-        latency_p99_ms=mean_ms * 2, latency_max_ms=mean_ms * 3,
+        driver="oha",
+        requests_total=5000,
+        duration_s=5000 / rps,
+        rps=rps,
+        latency_mean_ms=mean_ms,
+        latency_p50_ms=mean_ms,
+        latency_p90_ms=mean_ms * 1.2,
+        latency_p99_ms=mean_ms * 2,
+        latency_max_ms=mean_ms * 3,
         status_counts={"200": 5000 - errors, **({"502": errors} if errors else {})},
-        connection_errors={}, bytes_received=100_000,
+        connection_errors={},
+        bytes_received=100_000,
     )
     return RunResult(
-        experiment="port-vs-socket", variant=variant, workload="sync-small",
-        repetition=repetition, started_at="2026-11-22T00:00:00+0000", load=load,
-        processes=(ProcessUsage(role="app", pid=1, name="gunicorn", cpu_s=2.5,
-                                peak_rss_bytes=50 * 2**20),),
-        stack_cpus="0", driver_cpus="1", warmup_requests=200,
+        experiment="port-vs-socket",
+        variant=variant,
+        workload="sync-small",
+        repetition=repetition,
+        started_at="2026-11-22T00:00:00+0000",
+        load=load,
+        processes=(
+            ProcessUsage(role="app", pid=1, name="gunicorn", cpu_s=2.5, peak_rss_bytes=50 * 2**20),
+        ),
+        stack_cpus="0",
+        driver_cpus="1",
+        warmup_requests=200,
     )
 
 
 # The seed's own figures (nginx_port_socket.md, sync small): port then socket.
 RUNS = [
-    run("tcp", 1, 1375.63, 72.694), run("tcp", 2, 1349.77, 74.087), run("tcp", 3, 1305.75, 76.584),
-    run("unix", 1, 1321.34, 75.681), run("unix", 2, 1357.39, 73.671),
+    run("tcp", 1, 1375.63, 72.694),
+    run("tcp", 2, 1349.77, 74.087),
+    run("tcp", 3, 1305.75, 76.584),
+    run("unix", 1, 1321.34, 75.681),
+    run("unix", 2, 1357.39, 73.671),
     run("unix", 3, 1367.66, 73.118, errors=2),
 ]
 
@@ -80,18 +98,53 @@ def test_partial_results_render_without_missing_variants():
     assert [t.variant for t in tables] == ["tcp"]
 
 
-def test_store_round_trip_and_crash_cut_line(tmp_path: Path):
+def test_store_round_trip_through_the_database(tmp_path: Path):
     store = ResultStore.create(tmp_path, EXPERIMENT, {"cpu_count": 2})
+    assert store.id == 1 and store.path == (tmp_path / "1-port-vs-socket").resolve()
     for result in RUNS:
         store.add(result)
-    reopened = ResultStore.open(store.path)
+    reopened = resolve_result("1", tmp_path)
     assert reopened.experiment == EXPERIMENT
     assert reopened.environment == {"cpu_count": 2}
     assert reopened.runs() == RUNS
+    assert ResultStore.open(store.path).runs() == RUNS  # the export dir finds its database
+    database = Database(tmp_path / DB_FILE)
+    assert database.latest_unfinished(EXPERIMENT) == 1
+    assert database.stored_hash(1) == spec_hash(EXPERIMENT)
+    store.mark_finished()
+    assert database.latest_unfinished(EXPERIMENT) is None
+    (row,) = database.list_experiments()
+    assert (row.id, row.runs, row.planned) == (1, 6, 6)
+
+
+def test_a_run_is_never_stored_twice(tmp_path: Path):
+    store = ResultStore.create(tmp_path, EXPERIMENT, {})
+    store.add(RUNS[0])
+    with pytest.raises(ServelabError, match="already stored"):
+        store.add(RUNS[0])
+    assert store.runs() == [RUNS[0]]
+    assert (store.path / RUNS_FILE).read_text().count("\n") == 1
+
+
+def test_copied_export_directory_opens_read_only(tmp_path: Path):
+    store = ResultStore.create(tmp_path / "a", EXPERIMENT, {})
+    for result in RUNS:
+        store.add(result)
+    copy = tmp_path / "copy"
+    shutil.copytree(store.path, copy)
     # A run cut off mid-write (no newline) is ignored; the finished ones stay.
-    with open(store.path / RUNS_FILE, "a") as runs:
+    with open(copy / RUNS_FILE, "a") as runs:
         runs.write(RUNS[0].model_dump_json()[:40])
-    assert reopened.runs() == RUNS
+    opened = ResultStore.open(copy)
+    assert opened.database is None
+    assert opened.runs() == RUNS
+    with pytest.raises(ServelabError, match="read-only"):
+        opened.add(RUNS[0])
+
+
+def test_spec_hash_changes_with_the_spec():
+    assert spec_hash(EXPERIMENT) == spec_hash(EXPERIMENT.model_copy())
+    assert spec_hash(EXPERIMENT) != spec_hash(EXPERIMENT.model_copy(update={"repetitions": 4}))
 
 
 def test_store_refuses_foreign_directories(tmp_path: Path):
@@ -102,9 +155,16 @@ def test_store_refuses_foreign_directories(tmp_path: Path):
 def test_plan_is_interleaved_and_random_order_is_reproducible():
     plan = plan_launches(EXPERIMENT)
     assert [(p.repetition, p.stack.name) for p in plan] == [
-        (1, "tcp"), (1, "unix"), (2, "tcp"), (2, "unix"), (3, "tcp"), (3, "unix")]
+        (1, "tcp"),
+        (1, "unix"),
+        (2, "tcp"),
+        (2, "unix"),
+        (3, "tcp"),
+        (3, "unix"),
+    ]
     shuffled = EXPERIMENT.model_copy(update={"order": "random", "seed": 7})
     first, second = plan_launches(shuffled), plan_launches(shuffled)
     assert first == second
     assert sorted((p.repetition, p.stack.name) for p in first) == sorted(
-        (p.repetition, p.stack.name) for p in plan)
+        (p.repetition, p.stack.name) for p in plan
+    )

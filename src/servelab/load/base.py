@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Protocol
 
 from servelab.errors import LoadDriverError, SpecError
-from servelab.procs import tail, with_cpus
+from servelab.procs import JANITOR, tail, with_cpus
 from servelab.results import LoadMeasurement
 from servelab.spec import LoadSpec, RequestSpec
 
@@ -78,7 +78,11 @@ def run_load(
         popen = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True
         )
-    status, rusage, peak_rss = _wait_bounded(popen, limit)
+    JANITOR.watch("group", popen.pid)
+    try:
+        status, rusage, peak_rss = _wait_bounded(popen, limit)
+    finally:
+        JANITOR.forget("group", popen.pid)
     stdout, stderr = out_path.read_text(errors="replace"), err_path.read_text(errors="replace")
     if status is None:
         raise LoadDriverError(

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from tabulate import tabulate
 
+from servelab.analysis import METRIC_BY_KEY, ExperimentAnalysis, analyze, verdict_line
 from servelab.results import RunResult
 from servelab.spec import Experiment
 from servelab.stats import percent_change, summarize
@@ -119,10 +120,36 @@ def table_markdown(table: SeedTable) -> str:
     return tabulate(list(table.rows), headers=header, tablefmt="github", disable_numparse=True)
 
 
+def verdict_lines(analysis: ExperimentAnalysis, workload: str, variant: str) -> list[str]:
+    """The variant's verdict against the baseline, one line per metric."""
+    found = [v for v in analysis.for_workload(workload) if v.variant == variant]
+    if not found or not found[0].comparisons:
+        return []
+    return [
+        verdict_line(METRIC_BY_KEY[key], comparison)
+        for key, comparison in found[0].comparisons.items()
+    ]
+
+
+def warning_lines(analysis: ExperimentAnalysis) -> list[str]:
+    lines = []
+    for warning in analysis.all_warnings:
+        where = "/".join(x for x in (warning.variant, warning.workload) if x)
+        prefix = f"{where}: " if where else ""
+        lines.append(f"{prefix}{warning.message} (hint: {warning.hint})")
+    return lines
+
+
 def experiment_markdown(
-    experiment: Experiment, runs: Sequence[RunResult], notes: Sequence[str] = ()
+    experiment: Experiment,
+    runs: Sequence[RunResult],
+    notes: Sequence[str] = (),
+    *,
+    min_effect_pct: float = 0.0,
 ) -> str:
-    """The whole experiment as markdown: one section per workload, one table per variant."""
+    """The whole experiment as markdown: one section per workload, one table per variant,
+    each variant's verdicts against the baseline, then the warnings."""
+    analysis = analyze(experiment, runs, min_effect_pct=min_effect_pct)
     lines = [f"# {experiment.name}", ""]
     lines += [f"- {note}" for note in notes]
     if notes:
@@ -142,4 +169,11 @@ def experiment_markdown(
             table_markdown(table),
             "",
         ]
+        verdicts = verdict_lines(analysis, table.workload, table.variant)
+        if verdicts:
+            lines += ["Against the baseline (Welch's t-test, 95 %):", ""]
+            lines += [f"- {line}" for line in verdicts] + [""]
+    warnings = warning_lines(analysis)
+    if warnings:
+        lines += ["## Warnings", ""] + [f"- {line}" for line in warnings] + [""]
     return "\n".join(lines)

@@ -19,7 +19,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from servelab.apps import ResolvedApp, app_environment, resolve_app
-from servelab.procs import ManagedProcess, free_port
+from servelab.netns import Placement, place_stack
+from servelab.procs import JANITOR, ManagedProcess, free_port
 from servelab.spec import RequestSpec, StackSpec
 from servelab.stacks import gunicorn, nginx, uvicorn
 from servelab.stacks.base import RunningStack
@@ -47,18 +48,47 @@ def launch_stack(
     ``cpus`` (a taskset CPU list) pins every process of the stack. Raises
     SpecError for an unusable app or knob combination, StackStartError when a
     server fails to start or to answer ``probe`` within ``startup_timeout_s``.
+    With ``spec.network.somaxconn`` set the stack runs in a private network
+    namespace (``stack.placement``), removed after the stack has stopped.
     """
+    with (
+        place_stack(spec.network.somaxconn, spec.network.namespace) as placement,
+        _launch(_placed(spec, placement), placement, probe, cpus, startup_timeout_s) as stack,
+    ):
+        yield stack
+
+
+def _placed(spec: StackSpec, placement: Placement) -> StackSpec:
+    """``spec`` with the app's backlog capped when somaxconn is emulated (no namespace)."""
+    cap = placement.backlog_cap
+    if cap is None or spec.server.backlog <= cap:
+        return spec
+    return spec.model_copy(update={"server": spec.server.model_copy(update={"backlog": cap})})
+
+
+@contextmanager
+def _launch(
+    spec: StackSpec,
+    placement: Placement,
+    probe: RequestSpec,
+    cpus: str | None,
+    startup_timeout_s: float,
+) -> Iterator[RunningStack]:
+    netns = placement.namespace
     app = resolve_app(spec.app)
     if spec.server.kind == "gunicorn":
         gunicorn.check_worker_class(spec.server, app)
     workdir = _make_workdir()
+    JANITOR.watch("path", workdir)
     processes: dict[str, ManagedProcess] = {}
     deadline = time.monotonic() + startup_timeout_s
     try:
-        app_proc, app_address, upstream = _prepare_app_server(spec, app, workdir, cpus)
+        app_proc, app_address, upstream = _prepare_app_server(
+            spec, app, workdir, cpus, placement
+        )
         if spec.proxy.kind == "nginx":
             taken = app_address[1] if isinstance(app_address, tuple) else None
-            listen_port = _free_port_other_than(taken)
+            listen_port = _free_port_other_than(taken, placement)
             conf = nginx.write_nginx_conf(
                 spec.proxy, workdir=workdir, listen_port=listen_port, upstream=upstream,
                 stack_name=spec.name,
@@ -71,23 +101,27 @@ def launch_stack(
         processes["app"] = app_proc.start()
         # nginx starts only once the app listens, so its error log holds no
         # start-up noise ("connect() failed") that a run's log analysis would count.
-        wait_listening(app_address, processes, _left(deadline))
+        wait_listening(app_address, processes, _left(deadline), netns=netns)
         if spec.proxy.kind == "nginx":
             processes["nginx"] = ManagedProcess(
                 "nginx",
-                nginx.nginx_command(conf),
+                placement.wrap(nginx.nginx_command(conf)),
                 log_path=workdir / nginx.LOG_NAME,
                 cwd=workdir,
                 env={**os.environ, OWNER_ENV: str(os.getpid())},
                 cpus=cpus,
             ).start()
-        wait_ready(front_url + probe.path, probe, processes, _left(deadline))
-        yield RunningStack(spec=spec, base_url=front_url, workdir=workdir, processes=processes)
+        wait_ready(front_url + probe.path, probe, processes, _left(deadline), netns=netns)
+        yield RunningStack(
+            spec=spec, base_url=front_url, workdir=workdir, processes=processes,
+            placement=placement, app_address=app_address,
+        )
     finally:
         try:
             _stop_all(processes)
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
+            JANITOR.forget("path", workdir)
 
 
 def _left(deadline: float) -> float:
@@ -95,7 +129,7 @@ def _left(deadline: float) -> float:
 
 
 def _prepare_app_server(
-    spec: StackSpec, app: ResolvedApp, workdir: Path, cpus: str | None
+    spec: StackSpec, app: ResolvedApp, workdir: Path, cpus: str | None, placement: Placement
 ) -> tuple[ManagedProcess, tuple[str, int] | Path, str]:
     """The (not yet started) app server, where it listens ((host, port) or a unix
     socket path), and the nginx upstream address pointing there."""
@@ -106,7 +140,7 @@ def _prepare_app_server(
         socket = address = workdir / SOCKET_NAME
         upstream = nginx.upstream_address("unix", socket=socket)
     else:
-        port = free_port()
+        port = _free_port(placement)
         address = ("127.0.0.1", port)
         upstream = nginx.upstream_address("tcp", port=port)
     if spec.server.kind == "gunicorn":
@@ -123,15 +157,23 @@ def _prepare_app_server(
     env["PYTHONUNBUFFERED"] = "1"  # log lines reach the log file (and its tail) at once
     env[OWNER_ENV] = str(os.getpid())
     proc = ManagedProcess(
-        spec.server.kind, argv, log_path=log_path, cwd=app.app_dir, env=env, cpus=cpus
+        spec.server.kind, placement.wrap(argv), log_path=log_path, cwd=app.app_dir, env=env,
+        cpus=cpus,
     )
     return proc, address, upstream
 
 
-def _free_port_other_than(taken: int | None) -> int:
+def _free_port(placement: Placement) -> int:
+    """A free port where the stack runs (inside its namespace, if it has one)."""
+    if placement.namespace is None:
+        return free_port()
+    return placement.namespace.call(free_port)
+
+
+def _free_port_other_than(taken: int | None, placement: Placement) -> int:
     """A free port; the kernel may hand back a port it just gave us, so ask again."""
     for _ in range(20):
-        port = free_port()
+        port = _free_port(placement)
         if port != taken:
             return port
     return port
