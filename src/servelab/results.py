@@ -75,6 +75,7 @@ class RunResult(Record):
     stack_cpus: str | None
     driver_cpus: str | None
     warmup_requests: int
+    warmup_rps: tuple[float, ...] = ()  # requests/s of each discarded warm-up round
 
     @property
     def stack_cpu_s(self) -> float:

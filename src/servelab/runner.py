@@ -12,7 +12,7 @@ import os
 import random
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -127,6 +127,37 @@ def run_experiment(
     return results
 
 
+def warmup_settled(rps: Sequence[float], settle_pct: float) -> bool:
+    """True once the last two warm-up rounds differ by less than ``settle_pct`` percent."""
+    if len(rps) < 2 or rps[-2] <= 0:
+        return False
+    return abs(rps[-1] - rps[-2]) / rps[-2] * 100 < settle_pct
+
+
+def _warm_up(
+    experiment: Experiment,
+    workload: Workload,
+    driver: LoadDriver,
+    url: str,
+    scratch: Path,
+    cpu_plan: CpuPlan,
+) -> list[tuple[int, float]]:
+    """Warm-up rounds until throughput settles or the round budget is spent; each round's
+    (requests, requests/s) is returned so the result records what was discarded."""
+    warm = warmup_load(experiment, workload, driver)
+    rounds: list[tuple[int, float]] = []
+    if warm is None:
+        return rounds
+    for _ in range(experiment.warmup.max_rounds):
+        measured = run_load(
+            driver, url, workload.request, warm, scratch / "warmup", cpus=cpu_plan.driver
+        )
+        rounds.append((measured.requests_total, measured.rps))
+        if warmup_settled([rps for _, rps in rounds], experiment.warmup.settle_pct):
+            break
+    return rounds
+
+
 def _measure_launch(
     experiment: Experiment,
     launch: Launch,
@@ -153,12 +184,7 @@ def _measure_launch(
         for workload in todo:
             events.on_measure(launch, workload)
             url = stack.url(workload.request.path)
-            warm = warmup_load(experiment, workload, driver)
-            discarded = 0
-            if warm is not None:
-                discarded = run_load(
-                    driver, url, workload.request, warm, scratch / "warmup", cpus=cpu_plan.driver
-                ).requests_total
+            warmup_rps = _warm_up(experiment, workload, driver, url, scratch, cpu_plan)
             started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
             roots = {role: proc.pid for role, proc in stack.processes.items()}
             with ProcessSampler(roots) as sampler:
@@ -180,7 +206,8 @@ def _measure_launch(
                 processes=sampler.usage(),
                 stack_cpus=cpu_plan.stack,
                 driver_cpus=cpu_plan.driver,
-                warmup_requests=discarded,
+                warmup_requests=sum(n for n, _ in warmup_rps),
+                warmup_rps=tuple(rps for _, rps in warmup_rps),
             )
             store.add(result)
             results.append(result)

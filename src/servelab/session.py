@@ -41,8 +41,9 @@ def report_notes(experiment: Experiment, environment: dict[str, Any]) -> list[st
         f"Machine: {environment.get('cpu_model')}, {environment.get('cpu_count')} CPUs, "
         f"kernel {environment.get('kernel')}, somaxconn {environment.get('somaxconn')}",
         f"Repetitions: {experiment.repetitions}, each on a freshly started stack, "
-        f"variants {experiment.order}; {experiment.warmup.requests} warm-up requests "
-        "discarded before each run",
+        f"variants {experiment.order}; before each run, warm-up rounds of "
+        f"{experiment.warmup.requests} requests until requests/s settles within "
+        f"{experiment.warmup.settle_pct:g} % (at most {experiment.warmup.max_rounds}), discarded",
         "Time per request is the mean latency the driver measured (closed model: "
         "concurrency / throughput, as ab reports it).",
     ]

@@ -168,3 +168,14 @@ def test_plan_is_interleaved_and_random_order_is_reproducible():
     assert sorted((p.repetition, p.stack.name) for p in first) == sorted(
         (p.repetition, p.stack.name) for p in plan
     )
+
+
+def test_warmup_settles_when_two_rounds_agree():
+    from servelab.runner import warmup_settled
+
+    assert not warmup_settled([], 5.0)
+    assert not warmup_settled([900.0], 5.0)
+    assert not warmup_settled([600.0, 900.0], 5.0)  # still climbing: +50 %
+    assert warmup_settled([600.0, 900.0, 930.0], 5.0)  # +3.3 %
+    assert not warmup_settled([900.0, 1000.0], 5.0)  # exactly +11 %
+    assert not warmup_settled([0.0, 0.0], 5.0)

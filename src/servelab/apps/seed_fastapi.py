@@ -7,6 +7,10 @@ Endpoints (as in the seed articles' harness):
   take an Item and return the same ~1 MB document;
 - ``GET /health``: ``{"status": "ok"}``.
 
+``SERVELAB_EXTRA_WORK_US`` (default 0) makes every endpoint spin the CPU for
+that many microseconds per request: a planted, known slowdown that lets a
+benchmark check that servelab notices a change of a given size.
+
 The big document is generated once at import from a fixed seed, so every
 worker of every run serves the same bytes, and the response is serialised by
 the framework on every request, as in the seed (where that cost is part of
@@ -18,8 +22,10 @@ serialises through pydantic (~2.5 ms for the big document) rather than
 from __future__ import annotations
 
 import json
+import os
 import random
 import string
+import time
 from typing import Any
 
 from fastapi import FastAPI
@@ -73,6 +79,15 @@ def _json_size(key: str, record: dict[str, Any]) -> int:
 
 
 BIG_DOCUMENT = make_big_document()
+EXTRA_WORK_S = float(os.environ.get("SERVELAB_EXTRA_WORK_US", "0")) / 1e6
+
+
+def extra_work() -> None:
+    """Spin (not sleep) for EXTRA_WORK_S: CPU work, as a slower app would do."""
+    if EXTRA_WORK_S > 0:
+        end = time.perf_counter() + EXTRA_WORK_S
+        while time.perf_counter() < end:
+            pass
 
 app = FastAPI(title="servelab seed app", docs_url=None, redoc_url=None, openapi_url=None)
 
@@ -84,21 +99,25 @@ async def health() -> dict[str, str]:
 
 @app.post("/sync/items/")
 def sync_item(item: Item) -> Item:
+    extra_work()
     return item
 
 
 @app.post("/async/items/")
 async def async_item(item: Item) -> Item:
+    extra_work()
     return item
 
 
 @app.post("/sync/big_json_response/")
 def sync_big_json_response(item: Item) -> dict[str, Any]:
     del item  # validated, then ignored, as in the seed
+    extra_work()
     return BIG_DOCUMENT
 
 
 @app.post("/async/big_json_response/")
 async def async_big_json_response(item: Item) -> dict[str, Any]:
     del item
+    extra_work()
     return BIG_DOCUMENT

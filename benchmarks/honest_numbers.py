@@ -1,0 +1,133 @@
+"""Issue #4's benchmark: A/A, repeatability with and without CPU pinning, and
+sensitivity to a planted ~10 % slowdown. Prints figures; asserts nothing.
+
+    .venv/bin/python benchmarks/honest_numbers.py [--repetitions 5] [--duration 3]
+
+1. A/A: the same stack as baseline and variant -> expect "no significant difference".
+2. Repeatability: CV of requests/s over the repetitions, sync-small and
+   async-small, pinned (stack CPU 0, driver CPU 1) and not pinned.
+3. Sensitivity: the app spins ~10 % more CPU per request
+   (SERVELAB_EXTRA_WORK_US, sized from the A/A run's measured app CPU per
+   request) -> expect "worse" on requests/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from servelab.analysis import VariantAnalysis, analyze
+from servelab.cpus import CpuPlan, default_cpu_plan
+from servelab.environment import collect_environment
+from servelab.procs import JANITOR
+from servelab.results import RunResult
+from servelab.runner import run_experiment
+from servelab.spec import Experiment, experiment_from_dict
+from servelab.store import ResultStore
+from servelab.studies.seeds import SEED_ITEM_BODY, SEED_PROXY, SEED_SERVER
+
+STACK: dict[str, Any] = {"server": SEED_SERVER, "proxy": {**SEED_PROXY, "transport": "unix"}}
+
+
+def workload(name: str, path: str, duration: float) -> dict[str, Any]:
+    return {
+        "name": name,
+        "request": {"method": "POST", "path": path, "body": SEED_ITEM_BODY},
+        "load": {"concurrency": 100, "duration_s": duration},
+    }
+
+
+def run(experiment: Experiment, plan: CpuPlan, root: Path) -> list[RunResult]:
+    store = ResultStore.create(root, experiment, collect_environment())
+    with JANITOR.running():
+        results = run_experiment(experiment, store, plan)
+    store.mark_finished()
+    return results
+
+
+def app_cpu_us_per_request(runs: list[RunResult]) -> float:
+    per_run = [
+        sum(p.cpu_s for p in r.processes if p.role == "app") / r.load.requests_total for r in runs
+    ]
+    return 1e6 * sum(per_run) / len(per_run)
+
+
+def variant_line(v: VariantAnalysis) -> str:
+    rps = v.metrics["rps"].summary
+    line = f"  {v.workload:12} {v.variant:11} mean {rps.mean:8.1f} req/s  CV {100 * rps.cv:5.2f} %"
+    if v.comparisons:
+        c = v.comparisons["rps"]
+        line += f"  -> {c.verdict} ({c.difference_pct:+.2f} %, {c.reason})"
+    return line
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repetitions", type=int, default=5)
+    parser.add_argument("--duration", type=float, default=3.0)
+    args = parser.parse_args()
+    pinned = default_cpu_plan()
+    unpinned = CpuPlan(None, None)
+    small = [
+        workload("sync-small", "/sync/items/", args.duration),
+        workload("async-small", "/async/items/", args.duration),
+    ]
+    with tempfile.TemporaryDirectory(prefix="servelab-bench-") as scratch:
+        root = Path(scratch)
+
+        print("== 1. A/A (same stack twice), pinned:", pinned.describe())
+        aa = experiment_from_dict(
+            {
+                "name": "a-a",
+                "repetitions": args.repetitions,
+                "baseline": {"name": "A", **STACK},
+                "variants": [{"name": "A-again"}],
+                "workloads": small,
+            }
+        )
+        aa_runs = run(aa, pinned, root)
+        analysis = analyze(aa, aa_runs)
+        for v in analysis.variants:
+            print(variant_line(v))
+
+        print("\n== 2. Repeatability: CV of requests/s over", args.repetitions, "runs")
+        single = experiment_from_dict(
+            {
+                "name": "repeat",
+                "repetitions": args.repetitions,
+                "baseline": {"name": "A", **STACK},
+                "workloads": small,
+            }
+        )
+        for label, plan in (("pinned", pinned), ("not pinned", unpinned)):
+            runs = aa_runs if plan == pinned else run(single, plan, root)
+            for v in analyze(single, [r for r in runs if r.variant == "A"]).variants:
+                rps = v.metrics["rps"].summary
+                print(
+                    f"  {label:10} {v.workload:12} mean {rps.mean:8.1f} req/s  "
+                    f"CV {100 * rps.cv:5.2f} %  (min {rps.minimum:.0f}, max {rps.maximum:.0f})"
+                )
+
+        extra_us = round(0.10 * app_cpu_us_per_request([r for r in aa_runs if r.variant == "A"]))
+        print(
+            f"\n== 3. Sensitivity: the app spins {extra_us} µs more per request "
+            "(10 % of its measured CPU per request)"
+        )
+        slow_stack = {**STACK, "app": {"env": {"SERVELAB_EXTRA_WORK_US": str(extra_us)}}}
+        sensitivity = experiment_from_dict(
+            {
+                "name": "sensitivity",
+                "repetitions": args.repetitions,
+                "baseline": {"name": "as-is", **STACK},
+                "variants": [{"name": "10%-slower", **slow_stack}],
+                "workloads": small,
+            }
+        )
+        for v in analyze(sensitivity, run(sensitivity, pinned, root)).variants:
+            print(variant_line(v))
+
+
+if __name__ == "__main__":
+    main()
