@@ -15,6 +15,7 @@ class Summary:
     stdev: float  # sample standard deviation; 0 for a single value
     minimum: float
     maximum: float
+    median: float
 
     @property
     def cv(self) -> float:
@@ -26,7 +27,14 @@ def summarize(values: Sequence[float]) -> Summary:
     if not values:
         raise ValueError("cannot summarize no values")
     stdev = statistics.stdev(values) if len(values) > 1 else 0.0
-    return Summary(len(values), statistics.fmean(values), stdev, min(values), max(values))
+    return Summary(
+        len(values),
+        statistics.fmean(values),
+        stdev,
+        min(values),
+        max(values),
+        statistics.median(values),
+    )
 
 
 def percent_change(baseline: float, value: float) -> float | None:

@@ -35,7 +35,7 @@ def test_summarize_hand_computed():
     s = summarize([2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0])
     assert s.mean == 5.0
     assert s.stdev == pytest.approx(2.138089935)  # sample stdev, n - 1
-    assert (s.minimum, s.maximum, s.n) == (2.0, 9.0, 8)
+    assert (s.minimum, s.maximum, s.n, s.median) == (2.0, 9.0, 8, 4.5)
     assert s.cv == pytest.approx(2.138089935 / 5.0)
 
 
