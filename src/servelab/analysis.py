@@ -275,3 +275,16 @@ def compare_results(
             for m in METRICS
         }
     return compared
+
+
+def summary_line(metric: Metric, summary: MetricSummary) -> str:
+    """'Requests per second: mean 2150.4, median 2166.6, sd 45.2 (CV 2.10 %), ...'."""
+    s = summary.summary
+    cv = "n/a" if s.mean == 0 else f"{100 * s.cv:.2f} %"
+    text = (
+        f"{metric.label}: mean {s.mean:.1f}, median {s.median:.1f}, sd {s.stdev:.1f} "
+        f"(CV {cv}), min {s.minimum:.1f}, max {s.maximum:.1f}"
+    )
+    if summary.interval is not None:
+        text += f", 95 % CI {summary.interval[0]:.1f} … {summary.interval[1]:.1f}"
+    return text + f" {metric.unit} over {s.n} runs"

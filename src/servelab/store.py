@@ -340,7 +340,13 @@ class ResultStore:
     def experiment(self) -> Experiment:
         if self.database is not None and self.id is not None:
             return self.database.experiment(self.id)
-        return Experiment.model_validate(self._read_export(self.path)["experiment"])
+        try:
+            return Experiment.model_validate(self._read_export(self.path)["experiment"])
+        except (ValidationError, KeyError):
+            raise ServelabError(
+                f"{self.path / EXPERIMENT_FILE} does not hold an experiment this servelab reads",
+                "open it with the servelab version that wrote it",
+            ) from None
 
     @property
     def environment(self) -> dict[str, Any]:

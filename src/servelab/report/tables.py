@@ -13,7 +13,13 @@ from dataclasses import dataclass
 
 from tabulate import tabulate
 
-from servelab.analysis import METRIC_BY_KEY, ExperimentAnalysis, analyze, verdict_line
+from servelab.analysis import (
+    METRIC_BY_KEY,
+    ExperimentAnalysis,
+    analyze,
+    summary_line,
+    verdict_line,
+)
 from servelab.results import RunResult
 from servelab.spec import Experiment
 from servelab.stats import percent_change, summarize
@@ -120,12 +126,17 @@ def table_markdown(table: SeedTable) -> str:
     return tabulate(list(table.rows), headers=header, tablefmt="github", disable_numparse=True)
 
 
+SUMMARISED = ("rps", "latency_mean_ms")
+
+
 def verdict_lines(analysis: ExperimentAnalysis, workload: str, variant: str) -> list[str]:
-    """The variant's verdict against the baseline, one line per metric."""
+    """The variant's spread (requests/s, mean latency), then its verdict against the
+    baseline, one line per metric."""
     found = [v for v in analysis.for_workload(workload) if v.variant == variant]
-    if not found or not found[0].comparisons:
+    if not found:
         return []
-    return [
+    lines = [summary_line(METRIC_BY_KEY[key], found[0].metrics[key]) for key in SUMMARISED]
+    return lines + [
         verdict_line(METRIC_BY_KEY[key], comparison)
         for key, comparison in found[0].comparisons.items()
     ]
@@ -169,10 +180,8 @@ def experiment_markdown(
             table_markdown(table),
             "",
         ]
-        verdicts = verdict_lines(analysis, table.workload, table.variant)
-        if verdicts:
-            lines += ["Against the baseline (Welch's t-test, 95 %):", ""]
-            lines += [f"- {line}" for line in verdicts] + [""]
+        lines += [f"- {line}" for line in verdict_lines(analysis, table.workload, table.variant)]
+        lines.append("")
     warnings = warning_lines(analysis)
     if warnings:
         lines += ["## Warnings", ""] + [f"- {line}" for line in warnings] + [""]
