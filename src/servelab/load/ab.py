@@ -36,10 +36,9 @@ from __future__ import annotations
 
 import math
 import re
-import subprocess
 from pathlib import Path
 
-from servelab.errors import LoadDriverError
+from servelab.load.base import program_output
 from servelab.paths import require_program
 from servelab.results import LoadMeasurement
 from servelab.spec import LoadSpec, RequestSpec
@@ -49,7 +48,6 @@ from servelab.spec import LoadSpec, RequestSpec
 # so the duration is what ends it. (ab reserves memory for -n entries but only
 # touches what it uses.)
 AB_RATE_CEILING = 1_000_000
-VERSION_TIMEOUT_S = 10.0
 
 _NUMBER = r"([0-9]+(?:\.[0-9]+)?)"
 LATENCY_KEYS = ("mean", "p50", "p90", "p99", "max")
@@ -67,20 +65,9 @@ class AbDriver:
         return require_program("ab", "apt-get install apache2-utils (needed only for --driver ab)")
 
     def version(self) -> str:
-        try:
-            done = subprocess.run(
-                [self.executable(), "-V"],
-                capture_output=True,
-                text=True,
-                timeout=VERSION_TIMEOUT_S,
-                check=False,
-            )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise LoadDriverError(
-                f"could not run ab -V ({exc})", "check the ab installation (servelab doctor)"
-            ) from None
-        match = re.search(r"Version ([^\s,]+)", done.stdout)
-        return match.group(1) if match else (done.stdout.strip().splitlines() or ["unknown"])[0]
+        text = program_output([self.executable(), "-V"], "ab -V", "ab")
+        match = re.search(r"Version ([^\s,]+)", text)
+        return match.group(1) if match else (text.strip().splitlines() or ["unknown"])[0]
 
     def unsupported(self, request: RequestSpec, load: LoadSpec) -> str | None:
         if load.model == "open":

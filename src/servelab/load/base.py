@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -23,6 +24,21 @@ from servelab.spec import LoadSpec, RequestSpec
 
 # Extra seconds a driver gets beyond its own time limit before it is killed.
 KILL_MARGIN_S = 30.0
+# Time a driver gets to print its version or help.
+VERSION_TIMEOUT_S = 10.0
+
+
+def program_output(argv: list[str], what: str, tool: str) -> str:
+    """stdout + stderr of a short informational command (``oha --help``, ``ab -V``)."""
+    try:
+        done = subprocess.run(
+            argv, capture_output=True, text=True, timeout=VERSION_TIMEOUT_S, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise LoadDriverError(
+            f"could not run {what} ({exc})", f"check the {tool} installation (servelab doctor)"
+        ) from None
+    return done.stdout + done.stderr
 
 
 class LoadDriver(Protocol):
@@ -57,8 +73,13 @@ def run_load(
     workdir: Path,
     *,
     cpus: str | None = None,
+    prefix: Sequence[str] = (),
 ) -> LoadMeasurement:
-    """Run ``driver`` once against ``url`` and return what it measured."""
+    """Run ``driver`` once against ``url`` and return what it measured.
+
+    ``prefix`` goes before the driver's argv, e.g. ``ip netns exec NAME`` to run it
+    inside the stack's network namespace.
+    """
     reason = driver.unsupported(request, load)
     if reason:
         raise SpecError(
@@ -70,7 +91,7 @@ def run_load(
     if request.body is not None:
         body_path = workdir / "body"
         body_path.write_text(request.body)
-    argv = with_cpus(driver.command(url, request, load, body_path, workdir), cpus)
+    argv = with_cpus([*prefix, *driver.command(url, request, load, body_path, workdir)], cpus)
     out_path, err_path = workdir / f"{driver.name}.out", workdir / f"{driver.name}.err"
     limit = (load.duration_s or load.max_time_s) + KILL_MARGIN_S
     limit = min(limit, load.max_time_s + KILL_MARGIN_S)

@@ -40,11 +40,10 @@ from __future__ import annotations
 import functools
 import json
 import math
-import subprocess
 from pathlib import Path
 from typing import Any
 
-from servelab.errors import LoadDriverError
+from servelab.load.base import program_output
 from servelab.paths import cache_dir, require_program
 from servelab.results import LoadMeasurement
 from servelab.spec import LoadSpec, RequestSpec
@@ -79,7 +78,6 @@ ERROR_KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
 )
 DEADLINE_MESSAGE = "aborted due to deadline"
-VERSION_TIMEOUT_S = 10.0
 
 
 def error_kind(message: str) -> str:
@@ -114,19 +112,7 @@ class OhaFlags:
 
 @functools.lru_cache(maxsize=4)
 def _flags_of(program: str) -> OhaFlags:
-    return OhaFlags(_run_quietly([program, "--help"], "oha --help"))
-
-
-def _run_quietly(argv: list[str], what: str) -> str:
-    try:
-        done = subprocess.run(
-            argv, capture_output=True, text=True, timeout=VERSION_TIMEOUT_S, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise LoadDriverError(
-            f"could not run {what} ({exc})", "check the oha installation (servelab doctor)"
-        ) from None
-    return done.stdout + done.stderr
+    return OhaFlags(program_output([program, "--help"], "oha --help", "oha"))
 
 
 class OhaDriver:
@@ -151,7 +137,7 @@ class OhaDriver:
         return self._flags
 
     def version(self) -> str:
-        text = _run_quietly([self.executable(), "--version"], "oha --version").strip()
+        text = program_output([self.executable(), "--version"], "oha --version", "oha").strip()
         first = text.splitlines()[0] if text else "unknown"
         return first.removeprefix("oha ").strip()
 

@@ -28,18 +28,17 @@ from __future__ import annotations
 import json
 import math
 import os
-import subprocess
 from importlib import resources
 from pathlib import Path
 
 from servelab.errors import LoadDriverError
+from servelab.load.base import program_output
 from servelab.paths import require_program
 from servelab.results import LoadMeasurement
 from servelab.spec import LoadSpec, RequestSpec
 
 SCRIPT_NAME = "wrk_report.lua"
 REPORT_MARKER = '{"servelab_wrk"'
-VERSION_TIMEOUT_S = 10.0
 US_PER_MS = 1000.0
 US_PER_S = 1_000_000.0
 
@@ -66,20 +65,8 @@ class WrkDriver:
         return require_program("wrk", "apt-get install wrk (needed only for --driver wrk)")
 
     def version(self) -> str:
-        try:
-            done = subprocess.run(
-                [self.executable(), "-v"],
-                capture_output=True,
-                text=True,
-                timeout=VERSION_TIMEOUT_S,
-                check=False,
-            )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise LoadDriverError(
-                f"could not run wrk -v ({exc})", "check the wrk installation (servelab doctor)"
-            ) from None
         # "wrk 4.2.0 [epoll] Copyright (C) 2012 Will Glozer" (exits 1 after printing it).
-        words = (done.stdout + done.stderr).split()
+        words = program_output([self.executable(), "-v"], "wrk -v", "wrk").split()
         return words[1] if len(words) > 1 and words[0] == "wrk" else "unknown"
 
     def unsupported(self, request: RequestSpec, load: LoadSpec) -> str | None:
