@@ -64,6 +64,18 @@ class ProcessUsage(Record):
     peak_rss_bytes: int
 
 
+class ListenQueue(Record):
+    """The app's listen queue as ``ss`` saw it during the measured window."""
+
+    address: str
+    backlog: int  # the queue's limit (Send-Q): min(app backlog, somaxconn)
+    max_queued: int  # most connections seen waiting to be accepted (Recv-Q)
+    mean_queued: float
+    samples: int
+    full_samples: int  # samples with the queue at (or past) its limit
+    series: tuple[tuple[float, int], ...] = ()  # (seconds, queued), thinned
+
+
 class RunResult(Record):
     experiment: str
     variant: str
@@ -75,6 +87,18 @@ class RunResult(Record):
     stack_cpus: str | None
     driver_cpus: str | None
     warmup_requests: int
+    # Failure attribution (servelab.attribution): lines of nginx's and the app
+    # server's logs written during the measured window, counted by class, with
+    # the first line of each class. Empty in records written before they existed.
+    log_events: dict[str, int] = {}
+    log_examples: dict[str, str] = {}
+    # Where the stack ran: its network namespace (None: the host's network), the
+    # somaxconn there, the app's effective listen backlog, and its sampled queue.
+    namespace: str | None = None
+    somaxconn: int | None = None
+    listen_backlog: int | None = None
+    listen_queue: ListenQueue | None = None
+    notes: tuple[str, ...] = ()
     warmup_rps: tuple[float, ...] = ()  # requests/s of each discarded warm-up round
 
     @property

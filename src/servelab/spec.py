@@ -18,6 +18,8 @@ from servelab.errors import SpecError
 PositiveInt = Annotated[int, Field(ge=1)]
 NonNegativeInt = Annotated[int, Field(ge=0)]
 PositiveFloat = Annotated[float, Field(gt=0)]
+# One open-model run may not plan more requests than this (rate x duration).
+MAX_REQUESTS_PER_RUN = 10_000_000
 
 
 class Model(BaseModel):
@@ -42,11 +44,16 @@ class ServerSpec(Model):
     backlog: PositiveInt = 2048
     keepalive_s: PositiveInt = 5
     timeout_s: PositiveInt = 60
+    # Restart a worker after this many requests (0 = never), plus randint(0, jitter).
+    max_requests: NonNegativeInt = 0
+    max_requests_jitter: NonNegativeInt = 0
 
     @model_validator(mode="after")
     def _check(self) -> ServerSpec:
         if self.kind == "uvicorn" and self.threads != 1:
             raise ValueError("uvicorn has no threads setting; use kind='gunicorn' for threads")
+        if self.max_requests_jitter and not self.max_requests:
+            raise ValueError("max_requests_jitter needs max_requests > 0 (jitter adds to it)")
         return self
 
 
@@ -56,6 +63,8 @@ class ProxySpec(Model):
     kind: Literal["none", "nginx"] = "nginx"
     transport: Literal["tcp", "unix"] = "tcp"
     upstream_keepalive: NonNegativeInt = 0
+    # nginx closes idle upstream connections after this (its own default: 60 s).
+    upstream_keepalive_timeout_s: PositiveInt = 60
     worker_processes: PositiveInt = 1
     worker_connections: PositiveInt = 4096
     client_keepalive_timeout_s: NonNegativeInt = 120
@@ -76,6 +85,20 @@ class ProxySpec(Model):
         return self
 
 
+class NetworkSpec(Model):
+    """Where the stack and its load driver run, and the kernel's listen-queue cap there.
+
+    With ``somaxconn`` set, servelab runs both in a private network namespace with
+    net.core.somaxconn at that value, leaving the host untouched. ``namespace``:
+    "auto" falls back, when namespaces are unavailable (not root), to capping the
+    app server's backlog at ``somaxconn`` and says so; "require" fails instead;
+    "off" never creates one (the fallback is used).
+    """
+
+    somaxconn: Annotated[int, Field(ge=1, le=65535)] | None = None
+    namespace: Literal["auto", "require", "off"] = "auto"
+
+
 class StackSpec(Model):
     """One configuration to measure: app + server + proxy."""
 
@@ -83,6 +106,7 @@ class StackSpec(Model):
     app: AppSpec = Field(default_factory=AppSpec)
     server: ServerSpec = Field(default_factory=ServerSpec)
     proxy: ProxySpec = Field(default_factory=ProxySpec)
+    network: NetworkSpec = Field(default_factory=NetworkSpec)
 
     def describe(self) -> str:
         s, p = self.server, self.proxy
@@ -90,14 +114,18 @@ class StackSpec(Model):
             server = f"gunicorn[{s.worker_class}] workers={s.workers} threads={s.threads}"
         else:
             server = f"uvicorn workers={s.workers}"
+        if s.max_requests:
+            jitter = f"+0..{s.max_requests_jitter}" if s.max_requests_jitter else ""
+            server += f" max_requests={s.max_requests}{jitter}"
+        extra = f", somaxconn {self.network.somaxconn}" if self.network.somaxconn else ""
         if p.kind == "none":
-            return f"{server}, no proxy"
+            return f"{server}, no proxy{extra}"
         keepalive = (
             f"upstream keepalive {p.upstream_keepalive}"
             if p.upstream_keepalive
             else ("no upstream keepalive")
         )
-        return f"nginx --{p.transport}--> {server}, {keepalive}"
+        return f"nginx --{p.transport}--> {server}, {keepalive}{extra}"
 
 
 class RequestSpec(Model):
@@ -143,7 +171,26 @@ class LoadSpec(Model):
             raise ValueError("'rate' belongs to the open model; set model = 'open'")
         if self.duration_s is not None and self.duration_s > self.max_time_s:
             raise ValueError(f"duration_s {self.duration_s} exceeds max_time_s {self.max_time_s}")
+        if self.model == "open" and self.rate is not None:
+            self._check_open_bounds(self.rate)
         return self
+
+    def _check_open_bounds(self, rate: float) -> None:
+        """An open-model run must end: its request count and sending time are capped."""
+        if self.duration_s is not None:
+            planned = rate * self.duration_s
+            if planned > MAX_REQUESTS_PER_RUN:
+                raise ValueError(
+                    f"rate {rate:g}/s x duration_s {self.duration_s:g} = {planned:,.0f} requests "
+                    f"in one run, more than {MAX_REQUESTS_PER_RUN:,}; lower the rate or duration"
+                )
+        elif self.requests is not None:
+            sending_s = self.requests / rate
+            if sending_s > self.max_time_s:
+                raise ValueError(
+                    f"{self.requests} requests at {rate:g}/s take {sending_s:,.0f} s to send, "
+                    f"more than max_time_s {self.max_time_s:g}; raise the rate or send fewer"
+                )
 
 
 class Workload(Model):
@@ -153,10 +200,23 @@ class Workload(Model):
 
 
 class WarmupSpec(Model):
-    """Load sent to every fresh stack before measuring; its result is discarded."""
+    """Load sent to every fresh stack before measuring; its result is discarded.
+
+    Rounds of ``requests`` are sent until the requests/s of the last two rounds
+    differ by less than ``settle_pct`` percent, or ``max_rounds`` were sent.
+    """
 
     requests: NonNegativeInt = 200
     concurrency: PositiveInt = 10
+    max_rounds: PositiveInt = 5
+    settle_pct: PositiveFloat = 5.0
+
+
+class SloSpec(Model):
+    """A load step breaks the SLO when p99 latency or the error ratio goes above these."""
+
+    p99_ms: PositiveFloat = 1000.0
+    max_error_ratio: Annotated[float, Field(ge=0, lt=1)] = 0.01
 
 
 class Experiment(Model):
@@ -169,6 +229,9 @@ class Experiment(Model):
     driver: Literal["oha", "ab", "wrk"] = "oha"
     order: Literal["interleaved", "random"] = "interleaved"
     seed: int = 0
+    # Set for ramps: each launch measures its workloads in order (rising rates) and
+    # stops at the first one that breaks this SLO.
+    slo: SloSpec | None = None
 
     @model_validator(mode="after")
     def _check(self) -> Experiment:

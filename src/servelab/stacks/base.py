@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from servelab.netns import Placement
 from servelab.procs import ManagedProcess
 from servelab.spec import StackSpec
 
@@ -17,6 +18,9 @@ class RunningStack:
     base_url: str  # e.g. "http://127.0.0.1:41234" — where the load driver connects
     workdir: Path  # the stack's temporary directory (configs, sockets, logs)
     processes: dict[str, ManagedProcess] = field(default_factory=dict)  # role -> process
+    # Where it runs (host network or its own namespace) and where the app listens.
+    placement: Placement = field(default_factory=lambda: Placement(None, None))
+    app_address: tuple[str, int] | Path | None = None
 
     def url(self, path: str) -> str:
         return self.base_url + path

@@ -19,7 +19,8 @@ import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
 
-from servelab.errors import StackStartError
+from servelab.errors import ServelabError, StackStartError
+from servelab.netns import NetNamespace
 from servelab.procs import ManagedProcess
 from servelab.spec import RequestSpec
 
@@ -36,8 +37,12 @@ def wait_ready(
     request: RequestSpec,
     processes: Mapping[str, ManagedProcess],
     timeout_s: float,
+    *,
+    netns: NetNamespace | None = None,
 ) -> None:
     """Return once ``request`` sent to ``url`` gets ``request.expect_status``.
+
+    With ``netns``, every attempt's connection is made inside that namespace.
 
     Raises StackStartError naming the server when one of ``processes`` exits
     (its log tail as ``detail``), or when ``timeout_s`` passes (with the last
@@ -50,7 +55,7 @@ def wait_ready(
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             break
-        attempt = _Attempt(opener, _build_request(url, request), timeout_s=remaining)
+        attempt = _Attempt(opener, _build_request(url, request), timeout_s=remaining, netns=netns)
         attempt.start()
         while attempt.is_alive() and time.monotonic() < deadline:
             _raise_if_exited(processes)
@@ -77,8 +82,11 @@ def wait_listening(
     address: tuple[str, int] | Path,
     processes: Mapping[str, ManagedProcess],
     timeout_s: float,
+    *,
+    netns: NetNamespace | None = None,
 ) -> None:
-    """Return once a connection to ``address`` (host, port) or unix socket path succeeds.
+    """Return once a connection to ``address`` (host, port) or unix socket path succeeds
+    (made inside ``netns`` when given).
 
     Used before starting nginx, so that nginx never tries an upstream that is
     not listening yet (which would log errors the run's log analysis would see).
@@ -87,18 +95,30 @@ def wait_listening(
     last = "no attempt"
     while time.monotonic() < deadline:
         _raise_if_exited(processes)
-        family = socket.AF_UNIX if isinstance(address, Path) else socket.AF_INET
-        with socket.socket(family, socket.SOCK_STREAM) as sock:
-            sock.settimeout(max(0.05, min(1.0, deadline - time.monotonic())))
-            try:
-                sock.connect(str(address) if isinstance(address, Path) else address)
-                return
-            except OSError as exc:
-                last = f"{type(exc).__name__}: {exc}"
+        wait = max(0.05, min(1.0, deadline - time.monotonic()))
+        if netns is None:
+            error = _try_connect(address, wait)
+        else:
+            error = netns.call(lambda: _try_connect(address, wait))  # noqa: B023
+        if error is None:
+            return
+        last = error
         time.sleep(POLL_S)
     _raise_if_exited(processes)
     where = f"unix:{address}" if isinstance(address, Path) else "{}:{}".format(*address)
     _raise_timeout(f"connect to {where}", processes, timeout_s, last)
+
+
+def _try_connect(address: tuple[str, int] | Path, timeout_s: float) -> str | None:
+    """None if a connection to ``address`` succeeds, else what went wrong."""
+    family = socket.AF_UNIX if isinstance(address, Path) else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.settimeout(timeout_s)
+        try:
+            sock.connect(str(address) if isinstance(address, Path) else address)
+        except OSError as exc:
+            return f"{type(exc).__name__}: {exc}"
+    return None
 
 
 def _build_request(url: str, spec: RequestSpec) -> urllib.request.Request:
@@ -113,15 +133,23 @@ class _Attempt(threading.Thread):
     """One request; ``status`` is the HTTP status, else ``error`` says what went wrong."""
 
     def __init__(
-        self, opener: urllib.request.OpenerDirector, req: urllib.request.Request, timeout_s: float
+        self,
+        opener: urllib.request.OpenerDirector,
+        req: urllib.request.Request,
+        timeout_s: float,
+        netns: NetNamespace | None = None,
     ) -> None:
         super().__init__(name="servelab-readiness", daemon=True)
         self.opener, self.req, self.timeout_s = opener, req, timeout_s
+        self.netns = netns
         self.status: int | None = None
         self.error = ""
 
     def run(self) -> None:
         try:
+            if self.netns is not None:
+                # This thread only: the attempt's socket is made in the stack's namespace.
+                self.netns.enter_current_thread()
             with self.opener.open(self.req, timeout=self.timeout_s) as response:
                 response.read()
                 self.status = response.status
@@ -133,6 +161,8 @@ class _Attempt(threading.Thread):
             self.error = f"connection failed ({exc.reason})"
         except (OSError, http.client.HTTPException) as exc:
             self.error = f"connection failed ({type(exc).__name__}: {exc})"
+        except ServelabError as exc:  # could not enter the namespace
+            self.error = exc.one_line()
 
 
 def _raise_if_exited(processes: Mapping[str, ManagedProcess]) -> None:

@@ -48,4 +48,8 @@ def uvicorn_command(
         "--no-access-log",
         "--log-level", "warning",
     ]
+    if server.max_requests:
+        argv += ["--limit-max-requests", str(server.max_requests)]
+    if server.max_requests_jitter:
+        argv += ["--limit-max-requests-jitter", str(server.max_requests_jitter)]
     return argv

@@ -1,0 +1,301 @@
+"""Why requests failed: the proxy's and the app server's log lines, classified.
+
+A load driver only sees "502"; the cause is in nginx's error log (which
+upstream call failed, and how) and in gunicorn's log (workers timing out,
+recycled or killed). While a run goes, servelab remembers where each log
+ended (:class:`LogCursor`), and afterwards classifies every line written since
+(:func:`classify_line`); the counts per class go with the run's result.
+
+Classes, most specific first (see ``EVENT_CLASSES`` for causes and fixes):
+
+- nginx ``connect() ... failed (11: Resource temporarily unavailable)``
+  → ``backlog_overflow`` (the app's unix-socket listen queue was full);
+- nginx ``upstream timed out ... while connecting`` → ``connect_timeout``
+  (over TCP a full listen queue drops the handshake); ``upstream timed out``
+  otherwise → ``read_timeout``;
+- nginx ``upstream prematurely closed`` → ``upstream_closed``; ``reset by
+  peer`` / ``Broken pipe`` → ``upstream_reset``: a keepalive race (the app
+  closed an idle connection nginx was reusing) or a killed or recycled worker;
+- nginx ``Connection refused`` / ``No such file`` → ``upstream_refused``;
+- gunicorn ``WORKER TIMEOUT`` → ``worker_timeout``; ``was sent SIGKILL`` /
+  other signals → ``worker_killed``; ``exited with code`` → ``worker_crash``;
+  ``Autorestarting worker`` / uvicorn ``Maximum request limit`` →
+  ``worker_recycle``; ``Worker exiting`` / ``Child process died`` →
+  ``worker_exit``; ``Booting worker`` / ``Started server process`` →
+  ``worker_boot``; ``Error handling request`` / ``Exception in ASGI
+  application`` → ``app_error``;
+- any other line at warning level or above → ``other``. Informational lines
+  (start-up banners) and traceback continuation lines are not counted.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class EventClass:
+    key: str
+    label: str
+    cause: str
+    fix: str
+    failure: bool  # True when each line stands for a failed or broken request
+
+
+EVENT_CLASSES: tuple[EventClass, ...] = (
+    EventClass(
+        "backlog_overflow",
+        "backlog overflow (502)",
+        "nginx could not connect to the app: the unix socket's listen queue, "
+        "min(app backlog, net.core.somaxconn), was full (EAGAIN) and nginx answered 502",
+        "raise net.core.somaxconn and the app's backlog together, add workers, "
+        "or shed load before the queue fills",
+        True,
+    ),
+    EventClass(
+        "connect_timeout",
+        "connect timeout (504)",
+        "nginx's connect to the app timed out; over TCP a full listen queue drops the "
+        "handshake instead of refusing it, so overload shows as 504",
+        "raise somaxconn and the app's backlog, add workers, or lower proxy_connect_timeout "
+        "to fail fast",
+        True,
+    ),
+    EventClass(
+        "read_timeout",
+        "response timeout (504)",
+        "the app took longer than nginx's proxy_read_timeout to answer (often: the request "
+        "waited in the listen queue behind slow ones)",
+        "add workers or threads, make the slow path faster, or raise proxy_read_timeout",
+        True,
+    ),
+    EventClass(
+        "upstream_closed",
+        "upstream closed early (502)",
+        "the app closed the connection before answering: a keepalive race (the app closed "
+        "an idle connection nginx was just reusing) or a worker killed or recycled mid-request",
+        "make the app's keepalive timeout longer than nginx's upstream keepalive_timeout; "
+        "check worker timeouts and max_requests",
+        True,
+    ),
+    EventClass(
+        "upstream_reset",
+        "upstream reset (502)",
+        "the app reset the connection: same causes as an early close (keepalive race, "
+        "killed or recycled worker)",
+        "make the app's keepalive timeout longer than nginx's upstream keepalive_timeout; "
+        "check worker timeouts and max_requests",
+        True,
+    ),
+    EventClass(
+        "upstream_refused",
+        "upstream not listening (502)",
+        "nothing accepted connections at the app's address (app down or restarting)",
+        "check that the app server runs and listens where nginx points",
+        True,
+    ),
+    EventClass(
+        "proxy_limit",
+        "proxy out of connections or files",
+        "nginx ran out of worker_connections or file descriptors",
+        "raise worker_connections and the open-file limit (ulimit -n)",
+        True,
+    ),
+    EventClass(
+        "worker_timeout",
+        "worker timeout",
+        "gunicorn's master killed a worker that was silent longer than its timeout; "
+        "the request it was serving fails",
+        "raise gunicorn's timeout above the slowest request, or use a non-blocking worker",
+        True,
+    ),
+    EventClass(
+        "worker_killed",
+        "worker killed by a signal",
+        "a worker died from a signal (SIGKILL often means the kernel's OOM killer)",
+        "check memory limits and the kernel log",
+        True,
+    ),
+    EventClass(
+        "worker_crash",
+        "worker exited with an error",
+        "a worker exited with a non-zero code (after a timeout, or a crash)",
+        "see the app server's log around the line",
+        True,
+    ),
+    EventClass(
+        "app_error",
+        "app error",
+        "the app raised an exception while handling a request",
+        "see the traceback in the app server's log",
+        True,
+    ),
+    EventClass(
+        "worker_recycle",
+        "worker recycled (max_requests)",
+        "a worker reached max_requests and restarts after its current request",
+        "add max_requests_jitter so workers do not restart together, or raise max_requests",
+        False,
+    ),
+    EventClass(
+        "worker_exit",
+        "worker exit",
+        "a worker process exited (recycled, timed out or stopping)",
+        "",
+        False,
+    ),
+    EventClass(
+        "worker_boot",
+        "worker boot",
+        "a worker process started (replacing one that exited)",
+        "",
+        False,
+    ),
+    EventClass(
+        "other",
+        "other warning or error",
+        "a log line at warning level or above that servelab does not classify",
+        "read the line in the log",
+        False,
+    ),
+)
+EVENT_BY_KEY = {event.key: event for event in EVENT_CLASSES}
+
+# (pattern on the message, class), first match wins.
+_NGINX_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"connect\(\) to .* failed \(11: "), "backlog_overflow"),
+    (re.compile(r"upstream timed out .* while connecting to upstream"), "connect_timeout"),
+    (re.compile(r"upstream timed out"), "read_timeout"),
+    (re.compile(r"upstream prematurely closed connection"), "upstream_closed"),
+    (re.compile(r"reset by peer|\(32: Broken pipe\)"), "upstream_reset"),
+    (re.compile(r"\((111|2): [^)]*\) while connecting to upstream"), "upstream_refused"),
+    (re.compile(r"no live upstreams"), "upstream_refused"),
+    (re.compile(r"worker_connections are not enough|\(24: Too many open files\)"), "proxy_limit"),
+)
+_APP_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"WORKER TIMEOUT"), "worker_timeout"),
+    (re.compile(r"Worker \(pid:\d+\) was sent SIG(?!TERM)"), "worker_killed"),
+    (re.compile(r"Worker \(pid:\d+\) exited with code"), "worker_crash"),
+    (re.compile(r"Autorestarting worker|Maximum request limit"), "worker_recycle"),
+    (re.compile(r"Worker exiting|Child process \[?\d+\]? died"), "worker_exit"),
+    (re.compile(r"Booting worker with pid|Started server process"), "worker_boot"),
+    (re.compile(r"Error handling request|Exception in ASGI application"), "app_error"),
+)
+# nginx: "2026/11/22 00:31:04 [error] 29672#29672: *267 message"
+_NGINX_LINE = re.compile(r"^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d \[(?P<level>\w+)\] [^:]*: (?P<msg>.*)$")
+# gunicorn: "[2026-11-22 00:31:03 +0000] [29668] [INFO] message"
+_GUNICORN_LINE = re.compile(r"^\[[^\]]+\] \[\d+\] \[(?P<level>[A-Z]+)\] (?P<msg>.*)$")
+# uvicorn alone: "WARNING:  message"
+_UVICORN_LINE = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+(?P<msg>.*)$")
+_SERIOUS = {"warn", "warning", "error", "crit", "critical", "alert", "emerg"}
+
+
+def classify_line(line: str, source: str) -> str | None:
+    """The event class of one log line from ``source`` ("nginx" or an app server),
+    or None for lines that are not events (banners, tracebacks' inner lines)."""
+    line = line.rstrip("\n")
+    if source == "nginx":
+        match = _NGINX_LINE.match(line)
+        rules = _NGINX_RULES
+    else:
+        match = _GUNICORN_LINE.match(line) or _UVICORN_LINE.match(line)
+        rules = _APP_RULES
+    if match is None:
+        return None
+    message = match["msg"]
+    for pattern, key in rules:
+        if pattern.search(message):
+            return key
+    return "other" if match["level"].lower() in _SERIOUS else None
+
+
+@dataclass
+class LogEvents:
+    """Counts per event class, and the first line seen of each."""
+
+    counts: dict[str, int]
+    examples: dict[str, str]
+
+    @classmethod
+    def empty(cls) -> LogEvents:
+        return cls({}, {})
+
+    def add(self, key: str, line: str) -> None:
+        self.counts[key] = self.counts.get(key, 0) + 1
+        self.examples.setdefault(key, line.rstrip("\n"))
+
+    def merge(self, other: LogEvents) -> None:
+        for key, n in other.counts.items():
+            self.counts[key] = self.counts.get(key, 0) + n
+        for key, line in other.examples.items():
+            self.examples.setdefault(key, line)
+
+
+def classify_lines(lines: Iterable[str], source: str) -> LogEvents:
+    events = LogEvents.empty()
+    for line in lines:
+        key = classify_line(line, source)
+        if key is not None:
+            events.add(key, line)
+    return events
+
+
+def source_of(role: str) -> str:
+    """The log format of a stack process role ("nginx" or "app")."""
+    return "nginx" if role == "nginx" else "app"
+
+
+class LogCursor:
+    """Remembers where each log file ended, to classify only what is written after."""
+
+    def __init__(self, logs: Mapping[str, Path]) -> None:
+        """``logs``: role ("nginx", "app") -> log file."""
+        self.logs = dict(logs)
+        self.offsets = {role: _size(path) for role, path in self.logs.items()}
+
+    def read_new(self) -> dict[str, list[str]]:
+        """Whole lines written to each log since the cursor was made (or last read)."""
+        new: dict[str, list[str]] = {}
+        for role, path in self.logs.items():
+            start = self.offsets[role]
+            try:
+                with open(path, "rb") as handle:
+                    handle.seek(start)
+                    data = handle.read()
+            except OSError:
+                new[role] = []
+                continue
+            end = data.rfind(b"\n") + 1  # a half-written last line waits for next time
+            self.offsets[role] = start + end
+            new[role] = data[:end].decode(errors="replace").splitlines()
+        return new
+
+    def events(self) -> LogEvents:
+        """Classify every new line of every log."""
+        events = LogEvents.empty()
+        for role, lines in self.read_new().items():
+            events.merge(classify_lines(lines, source_of(role)))
+        return events
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def failure_events(counts: Mapping[str, int]) -> int:
+    """How many counted lines stand for failed or broken requests."""
+    return sum(n for key, n in counts.items() if key in EVENT_BY_KEY and EVENT_BY_KEY[key].failure)
+
+
+def describe_counts(counts: Mapping[str, int]) -> str:
+    """'backlog_overflow x67, worker_boot x1' in the order of EVENT_CLASSES; '-' if none."""
+    order = [e.key for e in EVENT_CLASSES]
+    keys = sorted(counts, key=lambda k: order.index(k) if k in order else len(order))
+    parts = [f"{key} x{counts[key]}" for key in keys if counts[key]]
+    return ", ".join(parts) or "-"
