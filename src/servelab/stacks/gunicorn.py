@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from servelab.apps import ResolvedApp
@@ -50,10 +51,30 @@ def bind_address(*, port: int | None = None, socket: Path | None = None) -> str:
     return f"127.0.0.1:{port}"
 
 
+@dataclass(frozen=True)
+class GunicornDeploy:
+    """What an exported gunicorn.conf.py (``servelab export``) adds for a real machine."""
+
+    app: str  # gunicorn's target, "package.module:app"
+    proc_name: str
+    umask: int | None  # for a unix socket: 0o007, so only owner and group can connect
+    graceful_timeout_s: int = 30
+    source: str = "a servelab result"  # named in the header comment
+
+
 def render_gunicorn_conf(
-    server: ServerSpec, *, bind: str, errorlog: Path, stack_name: str = "stack"
+    server: ServerSpec,
+    *,
+    bind: str,
+    errorlog: Path | str,
+    stack_name: str = "stack",
+    deploy: GunicornDeploy | None = None,
 ) -> str:
-    """The text of gunicorn.conf.py for ``server`` listening on ``bind``."""
+    """The text of gunicorn.conf.py for ``server`` listening on ``bind``.
+
+    With ``deploy``, the same settings for a real machine: the app named in the
+    file, a longer graceful timeout and the socket's umask.
+    """
     if server.kind != "gunicorn":
         raise ValueError(f"server kind {server.kind!r} is not gunicorn")
     return render(
@@ -61,7 +82,8 @@ def render_gunicorn_conf(
         server=server,
         bind=bind,
         worker_class=WORKER_CLASSES[server.worker_class],
-        graceful_timeout_s=GRACEFUL_TIMEOUT_S,
+        graceful_timeout_s=deploy.graceful_timeout_s if deploy else GRACEFUL_TIMEOUT_S,
+        deploy=deploy,
         # A heartbeat file on tmpfs: on a disk-backed /tmp it can stall workers.
         worker_tmp_dir="/dev/shm" if os.path.isdir("/dev/shm") else None,
         errorlog=str(errorlog),

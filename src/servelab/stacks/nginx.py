@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 from servelab.errors import StackStartError
@@ -37,27 +38,62 @@ def upstream_address(transport: str, *, port: int | None = None, socket: Path | 
     return f"127.0.0.1:{port}"
 
 
+@dataclass(frozen=True)
+class NginxDeploy:
+    """Where an exported nginx.conf (``servelab export``) puts things on the target machine,
+    instead of a private temp dir."""
+
+    listen: str  # what follows ``listen``: "80", "0.0.0.0:8080"
+    user: str  # the workers' user; a member of the app socket's group
+    pid_path: Path
+    temp_dir: Path  # client_body, proxy... temp dirs go under it
+    error_log: str = "stderr"  # under systemd: the journal
+    source: str = "a servelab result"  # named in the header comment
+
+
 def render_nginx_conf(
     proxy: ProxySpec,
     *,
-    workdir: Path,
-    listen_port: int,
+    workdir: Path | None = None,
+    listen_port: int | None = None,
     upstream: str,
     stack_name: str = "stack",
     run_as_root: bool | None = None,
+    deploy: NginxDeploy | None = None,
 ) -> str:
-    """The nginx.conf text; ``upstream`` as returned by :func:`upstream_address`."""
+    """The nginx.conf text; ``upstream`` as returned by :func:`upstream_address`.
+
+    Measuring: everything in ``workdir``, listening on 127.0.0.1:``listen_port``.
+    With ``deploy``: the same config for a real machine, with its paths and listen address.
+    """
     if run_as_root is None:
         run_as_root = os.geteuid() == 0
+    if deploy is not None:
+        places = {
+            "workdir": None,
+            "pid_path": deploy.pid_path,
+            "temp_dir": deploy.temp_dir,
+            "listen": deploy.listen,
+            "error_log": deploy.error_log,
+        }
+    elif workdir is None or listen_port is None:
+        raise ValueError("give workdir and listen_port, or deploy")
+    else:
+        places = {
+            "workdir": workdir,
+            "pid_path": workdir / "nginx.pid",
+            "temp_dir": workdir / "tmp",
+            "listen": f"127.0.0.1:{listen_port}",
+            "error_log": workdir / LOG_NAME,
+        }
     return render(
         "nginx.conf.j2",
         proxy=proxy,
-        workdir=workdir,
-        listen_port=listen_port,
         upstream=upstream,
         stack_name=stack_name,
-        error_log=workdir / LOG_NAME,
         run_as_root=run_as_root,
+        deploy=deploy,
+        **places,
     )
 
 
