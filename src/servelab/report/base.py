@@ -1,0 +1,268 @@
+"""What every report format is given, and the one interface they share.
+
+A ``ReportInput`` is a stored result (experiment, environment, raw runs) plus
+its analysis (``servelab.analysis.analyze``: summaries, verdicts, warnings),
+computed once and handed to every renderer, so that markdown, HTML, charts
+and data files can never disagree. The charts are built lazily, once, and
+shared by the chart files and the HTML page.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from servelab.analysis import ExperimentAnalysis, analyze
+from servelab.errors import ServelabError
+from servelab.results import RunResult
+from servelab.spec import Experiment
+
+# File names inside a report directory, shared by the renderers that link to each other.
+CHARTS_DIR = "charts"
+MARKDOWN_FILE = "report.md"
+HTML_FILE = "report.html"
+SCREENSHOT_FILE = "report.png"
+RUNS_JSON_FILE = "runs.json"
+RUNS_CSV_FILE = "runs.csv"
+
+if TYPE_CHECKING:
+    from servelab.report.charts import Chart
+    from servelab.store import ResultStore
+
+
+def log_events(run: RunResult) -> dict[str, int]:
+    """The run's classified proxy/app log lines ("backlog overflow": 3), if recorded.
+
+    ``log_events`` is added to RunResult by the failure-attribution work; older
+    results have none, which is the same as no classified line.
+    """
+    events = getattr(run, "log_events", None)
+    return dict(events) if isinstance(events, Mapping) else {}
+
+
+def failure_breakdown(runs: Sequence[RunResult]) -> dict[str, int]:
+    """Failed requests of ``runs`` by cause, summed: HTTP codes, connection errors by kind.
+
+    Keys: ``"HTTP 502"``, ``"connection: timeout"``. Log events are separate
+    (:func:`log_breakdown`): they explain failures, they do not add to them.
+    """
+    counts: dict[str, int] = {}
+    for run in runs:
+        for code, n in run.load.status_counts.items():
+            if n and code[0] not in "23":
+                counts[f"HTTP {code}"] = counts.get(f"HTTP {code}", 0) + n
+        for kind, n in run.load.connection_errors.items():
+            if n:
+                counts[f"connection: {kind}"] = counts.get(f"connection: {kind}", 0) + n
+    return dict(sorted(counts.items()))
+
+
+def log_breakdown(runs: Sequence[RunResult]) -> dict[str, int]:
+    """Classified log lines of ``runs``, summed by kind."""
+    counts: dict[str, int] = {}
+    for run in runs:
+        for kind, n in log_events(run).items():
+            if n:
+                counts[kind] = counts.get(kind, 0) + n
+    return dict(sorted(counts.items()))
+
+
+@dataclass(frozen=True)
+class ReportInput:
+    """One stored result, analysed; what every renderer reads."""
+
+    experiment: Experiment
+    environment: Mapping[str, Any]
+    runs: tuple[RunResult, ...]
+    analysis: ExperimentAnalysis
+
+    @classmethod
+    def build(
+        cls,
+        experiment: Experiment,
+        environment: Mapping[str, Any],
+        runs: Sequence[RunResult],
+        *,
+        source: str = "the result",
+    ) -> ReportInput:
+        if not runs:
+            raise ServelabError(
+                f"{source} has no finished run to report on",
+                "let the experiment finish at least one run (servelab run --resume)",
+            )
+        return cls(experiment, dict(environment), tuple(runs), analyze(experiment, runs))
+
+    @classmethod
+    def from_store(cls, store: ResultStore, *, source: str | None = None) -> ReportInput:
+        return cls.build(
+            store.experiment, store.environment, store.runs(), source=source or str(store.path)
+        )
+
+    @cached_property
+    def charts(self) -> tuple[Chart, ...]:
+        from servelab.report.charts import build_charts
+
+        return tuple(build_charts(self))
+
+
+class Renderer(Protocol):
+    """One output format: writes its files into ``out_dir`` and returns their paths."""
+
+    name: str
+
+    def write(self, report: ReportInput, out_dir: Path) -> list[Path]: ...
+
+
+# ---------------------------------------------------------------------------
+# What the markdown and HTML reports both show, computed once, formatted alike.
+
+
+@dataclass(frozen=True)
+class SummaryRow:
+    """One variant on one workload, as the "at a glance" tables show it."""
+
+    variant: str
+    description: str
+    is_baseline: bool
+    rps: str  # "1,223 (95 % CI 941 … 1,505)"
+    p99_ms: str
+    errors: str  # "0" or "43 of 3,151 (1.36 %)"
+    verdict: str  # "baseline", "better, +22.2 % (p = 0.003)", ...
+    verdict_kind: str  # baseline | better | worse | no significant difference | ...
+
+
+def _number(value: float) -> str:
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:,.1f}"
+
+
+def describe_workload(report: ReportInput, workload: str) -> str:
+    """'POST /sync/items/; closed model, 50 clients, 1 s per run'."""
+    found = next(w for w in report.experiment.workloads if w.name == workload)
+    load = found.load
+    if load.model == "open":
+        shape = f"open model, {load.rate:g} requests/s"
+    else:
+        keepalive = "" if load.keepalive else ", no client keepalive"
+        shape = f"closed model, {load.concurrency} clients{keepalive}"
+    bounds = []
+    if load.requests is not None:
+        bounds.append(f"{load.requests:,} requests")
+    if load.duration_s is not None:
+        bounds.append(f"{load.duration_s:g} s")
+    return f"{found.request.method} {found.request.path}; {shape}, {' or '.join(bounds)} per run"
+
+
+def summary_rows(report: ReportInput, workload: str) -> list[SummaryRow]:
+    rows = []
+    for found in report.analysis.for_workload(workload):
+        rps = found.metrics["rps"]
+        text = _number(rps.summary.mean)
+        if rps.interval is not None:
+            low, high = rps.interval
+            text += f" (95 % CI {_number(low)} … {_number(high)})"
+        else:
+            text += f" ({rps.summary.n} run, no interval)"
+        requests = sum(r.load.requests_total for r in found.runs)
+        errors = found.total_errors
+        errors_text = (
+            f"{errors:,} of {requests:,} ({100 * errors / requests:.2f} %)"
+            if errors and requests
+            else f"{errors:,}"
+        )
+        if found.is_baseline:
+            verdict, kind = "baseline", "baseline"
+        else:
+            comparison = found.comparisons.get("rps")
+            if comparison is None:
+                verdict, kind = "no baseline runs", "inconclusive"
+            else:
+                kind = comparison.verdict
+                verdict = comparison.verdict
+                if comparison.difference_pct is not None:
+                    verdict += f", {comparison.difference_pct:+.1f} %"
+                if comparison.p_value is not None:
+                    verdict += f" (p = {comparison.p_value:.2g})"
+                elif comparison.verdict == "inconclusive":
+                    verdict += f" ({comparison.reason})"
+        rows.append(
+            SummaryRow(
+                found.variant,
+                found.description,
+                found.is_baseline,
+                text,
+                f"{found.metrics['latency_p99_ms'].summary.mean:,.1f}",
+                errors_text,
+                verdict,
+                kind,
+            )
+        )
+    return rows
+
+
+_ENVIRONMENT_LABELS = {
+    "hostname": "Host",
+    "cpu_model": "CPU",
+    "cpu_count": "CPUs",
+    "cpus_usable": "CPUs usable",
+    "kernel": "Kernel",
+    "somaxconn": "net.core.somaxconn",
+    "open_files_limit": "Open files limit (soft, hard)",
+    "python": "Python",
+    "nginx": "nginx",
+    "gunicorn": "gunicorn",
+    "uvicorn": "uvicorn",
+    "fastapi": "FastAPI",
+    "servelab": "servelab",
+}
+
+
+def environment_rows(report: ReportInput) -> list[tuple[str, str]]:
+    """(label, value) of the machine and tools the result was measured with."""
+    env = dict(report.environment)
+    rows: list[tuple[str, str]] = []
+    for key, label in _ENVIRONMENT_LABELS.items():
+        if key in env:
+            value = env.pop(key)
+            if isinstance(value, list | tuple):
+                value = ", ".join(str(v) for v in value)
+            rows.append((label, "unknown" if value is None else str(value)))
+    version = env.pop("driver_version", None)
+    rows.append(("Load driver", f"{report.experiment.driver} {version or ''}".strip()))
+    plan = env.pop("cpu_plan", None)
+    if isinstance(plan, Mapping):
+        stack, driver = plan.get("stack"), plan.get("driver")
+        rows.append(
+            (
+                "CPU placement",
+                f"stack on CPUs {stack}, load driver on CPUs {driver}"
+                if stack or driver
+                else "not pinned",
+            )
+        )
+    for key in sorted(env):
+        value = env[key]
+        if isinstance(value, Mapping | list | tuple):
+            value = ", ".join(f"{k}={v}" for k, v in value.items()) if isinstance(
+                value, Mapping
+            ) else ", ".join(str(v) for v in value)
+        rows.append((key, str(value)))
+    return rows
+
+
+def run_period(report: ReportInput) -> str:
+    starts = sorted(r.started_at for r in report.runs)
+    return starts[0] if starts[0] == starts[-1] else f"{starts[0]} to {starts[-1]}"
+
+
+def experiment_line(report: ReportInput) -> str:
+    """'3 variants × 2 workloads × 2 repetitions = 12 runs (12 finished), oha, ...'."""
+    e = report.experiment
+    planned = len(e.stacks) * len(e.workloads) * e.repetitions
+    return (
+        f"{len(e.stacks)} variants × {len(e.workloads)} workloads × {e.repetitions} "
+        f"repetitions = {planned} runs ({len(report.runs)} finished), each on a freshly "
+        f"started stack, {e.order} order, load by {e.driver}; measured {run_period(report)}"
+    )

@@ -1,0 +1,115 @@
+"""Every raw run as JSON and as CSV, for spreadsheets, notebooks and other tools.
+
+JSON keeps each run record whole (the same model servelab stores) under the
+experiment and the machine it was measured on. CSV flattens a run to one row:
+fixed columns first, then one column per HTTP status, connection error kind
+and classified log event seen in any run (``status_502``, ``conn_timeout``,
+``log_backlog overflow``), so that every row has every column.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+from servelab.report.base import RUNS_CSV_FILE, RUNS_JSON_FILE, ReportInput, log_events
+from servelab.results import RunResult
+
+FIXED_COLUMNS = (
+    "experiment",
+    "variant",
+    "workload",
+    "repetition",
+    "started_at",
+    "driver",
+    "requests_total",
+    "duration_s",
+    "rps",
+    "latency_mean_ms",
+    "latency_p50_ms",
+    "latency_p90_ms",
+    "latency_p99_ms",
+    "latency_max_ms",
+    "errors",
+    "bytes_received",
+    "driver_cpu_s",
+    "driver_peak_rss_bytes",
+    "stack_cpu_s",
+    "stack_peak_rss_bytes",
+    "stack_processes",
+    "stack_cpus",
+    "driver_cpus",
+    "warmup_requests",
+)
+
+
+def runs_json(report: ReportInput) -> str:
+    document = {
+        "experiment": report.experiment.model_dump(mode="json"),
+        "environment": dict(report.environment),
+        "runs": [run.model_dump(mode="json") for run in report.runs],
+    }
+    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+
+
+def _row(run: RunResult) -> dict[str, Any]:
+    load = run.load
+    row: dict[str, Any] = {
+        "experiment": run.experiment,
+        "variant": run.variant,
+        "workload": run.workload,
+        "repetition": run.repetition,
+        "started_at": run.started_at,
+        "driver": load.driver,
+        "requests_total": load.requests_total,
+        "duration_s": load.duration_s,
+        "rps": load.rps,
+        "latency_mean_ms": load.latency_mean_ms,
+        "latency_p50_ms": load.latency_p50_ms,
+        "latency_p90_ms": load.latency_p90_ms,
+        "latency_p99_ms": load.latency_p99_ms,
+        "latency_max_ms": load.latency_max_ms,
+        "errors": load.errors,
+        "bytes_received": load.bytes_received,
+        "driver_cpu_s": load.driver_cpu_s,
+        "driver_peak_rss_bytes": load.driver_peak_rss_bytes,
+        "stack_cpu_s": round(run.stack_cpu_s, 6),
+        "stack_peak_rss_bytes": run.stack_peak_rss_bytes,
+        "stack_processes": len(run.processes),
+        "stack_cpus": run.stack_cpus or "",
+        "driver_cpus": run.driver_cpus or "",
+        "warmup_requests": run.warmup_requests,
+    }
+    row.update({f"status_{code}": n for code, n in load.status_counts.items()})
+    row.update({f"conn_{kind}": n for kind, n in load.connection_errors.items()})
+    row.update({f"log_{kind}": n for kind, n in log_events(run).items()})
+    return row
+
+
+def runs_csv(report: ReportInput) -> str:
+    rows = [_row(run) for run in report.runs]
+    extra: dict[str, list[str]] = {"status_": [], "conn_": [], "log_": []}
+    for row in rows:
+        for key in row:
+            for prefix, seen in extra.items():
+                if key.startswith(prefix) and key not in seen:
+                    seen.append(key)
+    columns = list(FIXED_COLUMNS) + [k for seen in extra.values() for k in sorted(seen)]
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=columns, restval=0, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buffer.getvalue()
+
+
+class DataRenderer:
+    name = "data"
+
+    def write(self, report: ReportInput, out_dir: Path) -> list[Path]:
+        json_path, csv_path = out_dir / RUNS_JSON_FILE, out_dir / RUNS_CSV_FILE
+        json_path.write_text(runs_json(report))
+        csv_path.write_text(runs_csv(report))
+        return [json_path, csv_path]

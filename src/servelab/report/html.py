@@ -1,0 +1,102 @@
+"""The HTML report: one self-contained page (inline CSS, inline SVG charts).
+
+Nothing is fetched: no script, stylesheet, font or image from anywhere, so
+the file can be mailed, attached to a CI run, or opened offline years later.
+Rendered from ``templates/report.html.j2`` with autoescaping on; the only
+markup inserted unescaped is matplotlib's SVG output.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+import jinja2
+from markupsafe import Markup
+
+from servelab.report.base import (
+    HTML_FILE,
+    RUNS_CSV_FILE,
+    RUNS_JSON_FILE,
+    ReportInput,
+    describe_workload,
+    environment_rows,
+    experiment_line,
+    failure_breakdown,
+    log_breakdown,
+    summary_rows,
+)
+from servelab.report.tables import seed_tables, verdict_lines
+
+
+@cache
+def _environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("servelab.report", "templates"),
+        undefined=jinja2.StrictUndefined,
+        autoescape=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+def render_html(report: ReportInput) -> str:
+    experiment = report.experiment
+    workloads = [
+        {
+            "name": w.name,
+            "description": describe_workload(report, w.name),
+            "rows": summary_rows(report, w.name),
+        }
+        for w in experiment.workloads
+        if report.analysis.for_workload(w.name)
+    ]
+    tables = [
+        {"table": t, "verdicts": verdict_lines(report.analysis, t.workload, t.variant)}
+        for t in seed_tables(experiment, report.runs)
+    ]
+    failures = []
+    for variant in report.analysis.variants:
+        causes, logs = failure_breakdown(variant.runs), log_breakdown(variant.runs)
+        if causes or logs:
+            failures.append(
+                {
+                    "workload": variant.workload,
+                    "variant": variant.variant,
+                    "requests": sum(r.load.requests_total for r in variant.runs),
+                    "failed": variant.total_errors,
+                    "causes": causes,
+                    "logs": logs,
+                }
+            )
+    charts = [
+        {
+            "name": chart.name,
+            "title": chart.title,
+            "description": chart.description,
+            "svg": Markup(chart.inline_svg),  # matplotlib's own SVG output
+        }
+        for chart in report.charts
+    ]
+    return _environment().get_template("report.html.j2").render(
+        experiment=experiment,
+        summary_line=experiment_line(report),
+        workloads=workloads,
+        charts=charts,
+        tables=tables,
+        failures=failures,
+        total_requests=sum(r.load.requests_total for r in report.runs),
+        warnings=report.analysis.all_warnings,
+        environment=environment_rows(report),
+        runs_json=RUNS_JSON_FILE,
+        runs_csv=RUNS_CSV_FILE,
+    )
+
+
+class HtmlRenderer:
+    name = "html"
+
+    def write(self, report: ReportInput, out_dir: Path) -> list[Path]:
+        path = out_dir / HTML_FILE
+        path.write_text(render_html(report))
+        return [path]

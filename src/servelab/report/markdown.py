@@ -1,0 +1,160 @@
+"""The markdown report: ready to paste into a README, an issue or a blog post.
+
+At a glance (one line per variant, with its verdict), the charts, the
+seed-style tables (report/tables.py) with each variant's verdicts, failed
+requests by cause, warnings with their fixes, and the machine. Deterministic:
+the same result always gives the same text.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tabulate import tabulate
+
+from servelab.report.base import (
+    CHARTS_DIR,
+    HTML_FILE,
+    MARKDOWN_FILE,
+    RUNS_CSV_FILE,
+    RUNS_JSON_FILE,
+    ReportInput,
+    describe_workload,
+    environment_rows,
+    experiment_line,
+    failure_breakdown,
+    log_breakdown,
+    summary_rows,
+)
+from servelab.report.tables import seed_tables, table_markdown, verdict_lines
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    return tabulate(rows, headers=header, tablefmt="github", disable_numparse=True)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def render_markdown(report: ReportInput, *, chart_titles: dict[str, str] | None = None) -> str:
+    """The report as markdown; ``chart_titles`` (file stem -> title) adds image links."""
+    experiment = report.experiment
+    lines = [f"# {experiment.name}", "", experiment_line(report), ""]
+
+    lines += ["## At a glance", ""]
+    for workload in experiment.workloads:
+        rows = summary_rows(report, workload.name)
+        if not rows:
+            continue
+        lines += [f"### {workload.name}", "", describe_workload(report, workload.name), ""]
+        lines.append(
+            _table(
+                ["Variant", "Requests/s", "p99 [ms]", "Errors", "Verdict on requests/s"],
+                [
+                    [
+                        _cell(f"**{r.variant}**" + (" (baseline)" if r.is_baseline else "")),
+                        r.rps,
+                        r.p99_ms,
+                        r.errors,
+                        r.verdict,
+                    ]
+                    for r in rows
+                ],
+            )
+        )
+        lines.append("")
+    lines += [
+        "Verdicts come from Welch's t-test on the runs' requests/s against the baseline "
+        "(95 %); \"no significant difference\" means the runs cannot tell the two apart, "
+        "whatever the averages say.",
+        "",
+    ]
+
+    if chart_titles:
+        lines += ["## Charts", ""]
+        for name, title in chart_titles.items():
+            lines += [f"![{title}]({CHARTS_DIR}/{name}.svg)", ""]
+
+    lines += ["## Seed-style tables", ""]
+    current = None
+    for table in seed_tables(experiment, report.runs):
+        if table.workload != current:
+            current = table.workload
+            lines += [f"### {current}", ""]
+        suffix = " (baseline)" if table.is_baseline else ""
+        lines += [
+            f"#### {table.variant}{suffix}",
+            "",
+            table.description,
+            "",
+            table_markdown(table),
+            "",
+        ]
+        verdicts = verdict_lines(report.analysis, table.workload, table.variant)
+        if verdicts:
+            lines += ["Against the baseline (Welch's t-test, 95 %):", ""]
+            lines += [f"- {line}" for line in verdicts] + [""]
+
+    lines += _failures(report)
+    lines += _warnings(report)
+
+    lines += ["## Environment", ""]
+    lines.append(_table(["", ""], [[_cell(k), _cell(v)] for k, v in environment_rows(report)]))
+    lines += [
+        "",
+        f"Every run's raw numbers: [{RUNS_JSON_FILE}]({RUNS_JSON_FILE}), "
+        f"[{RUNS_CSV_FILE}]({RUNS_CSV_FILE}); the same report with interactive-free charts: "
+        f"[{HTML_FILE}]({HTML_FILE}).",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _failures(report: ReportInput) -> list[str]:
+    rows = []
+    for variant in report.analysis.variants:
+        causes = failure_breakdown(variant.runs)
+        logs = log_breakdown(variant.runs)
+        if not causes and not logs:
+            continue
+        requests = sum(r.load.requests_total for r in variant.runs)
+        rows.append(
+            [
+                variant.workload,
+                variant.variant,
+                f"{requests:,}",
+                f"{variant.total_errors:,}",
+                ", ".join(f"{k}: {n:,}" for k, n in causes.items()) or "none",
+                ", ".join(f"{k}: {n:,}" for k, n in logs.items()) or "none",
+            ]
+        )
+    if not rows:
+        total = sum(r.load.requests_total for r in report.runs)
+        return ["## Failed requests", "", f"None: all {total:,} requests succeeded.", ""]
+    header = ["Workload", "Variant", "Requests", "Failed", "Causes", "Classified log lines"]
+    return ["## Failed requests", "", _table(header, [[_cell(c) for c in r] for r in rows]), ""]
+
+
+def _warnings(report: ReportInput) -> list[str]:
+    warnings = report.analysis.all_warnings
+    if not warnings:
+        return ["## Warnings", "", "None.", ""]
+    lines = ["## Warnings", ""]
+    for warning in warnings:
+        where = " / ".join(x for x in (warning.variant, warning.workload) if x)
+        where = f" ({where})" if where else ""
+        lines.append(f"- **{warning.kind}**{where}: {warning.message}. Fix: {warning.hint}.")
+    return [*lines, ""]
+
+
+class MarkdownRenderer:
+    name = "markdown"
+
+    def write(self, report: ReportInput, out_dir: Path) -> list[Path]:
+        from servelab.report.charts import plan_charts
+
+        titles = {planned.name: planned.title for planned in plan_charts(report)}
+        path = out_dir / MARKDOWN_FILE
+        path.write_text(render_markdown(report, chart_titles=titles))
+        return [path]
