@@ -269,6 +269,94 @@ def results_compare(first: str, second: str, out_dir: Path, min_effect: float, f
             out.print(f"  {verdict_line(METRIC_BY_KEY[key], comparison)}", highlight=False)
 
 
+_report_results_root = click.option(
+    "--results",
+    "results_root",
+    type=click.Path(path_type=Path),
+    default=Path("servelab-results"),
+    show_default=True,
+    help="The results directory holding servelab.db (where RESULT ids are looked up).",
+)
+
+
+@cli.command()
+@click.argument("result")
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Where the report goes (default: RESULT's directory/report).",
+)
+@_report_results_root
+@click.option("--force", is_flag=True, help="Replace the report's files in a non-empty --out.")
+@click.option(
+    "--screenshot", is_flag=True, help="Also open the HTML in headless Chromium; save report.png."
+)
+def report(result: str, out_dir: Path | None, results_root: Path, force: bool, screenshot: bool):
+    """Write RESULT's report: markdown, HTML, SVG/PNG charts, JSON and CSV of every run.
+
+    RESULT is an id (`servelab results list`) or a results directory.
+    """
+    from servelab.report.files import report_result
+
+    paths = report_result(
+        result, results_root=results_root, out_dir=out_dir, force=force, screenshot=screenshot
+    )
+    for path in paths:
+        out.print(str(path), highlight=False)
+
+
+@cli.command("export")
+@click.argument("result")
+@click.option(
+    "--variant",
+    default="best",
+    show_default=True,
+    help="'best' (fastest without errors, significantly better than the baseline) or a name.",
+)
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Where the files go (default: RESULT's directory/export).",
+)
+@_report_results_root
+@click.option(
+    "--name",
+    default="webapp",
+    show_default=True,
+    help="Deployment name: app user, socket group NAME-sock, units, /etc/NAME, /run/NAME.",
+)
+@click.option("--listen", default="80", show_default=True, help="nginx's listen address.")
+@click.option("--force", is_flag=True, help="Replace the exported files in a non-empty --out.")
+@click.option(
+    "--no-check", is_flag=True, help="Skip nginx -t and gunicorn --check-config (app not here)."
+)
+def export(result, variant, out_dir, results_root, name, listen, force, no_check) -> None:
+    """Write the deployable configuration of RESULT's best (or --variant NAME) stack."""
+    from servelab.export import export_result
+    from servelab.report.base import load_result
+
+    report_input, result_dir, label = load_result(result, results_root)
+    outcome = export_result(
+        report_input,
+        variant,
+        out_dir or result_dir / "export",
+        source=label,
+        name=name,
+        listen=listen,
+        force=force,
+        check=not no_check,
+    )
+    out.print(f"[bold]{outcome.choice.name}[/bold]: {outcome.choice.reason}", highlight=False)
+    for check in outcome.checks:
+        out.print(f"checked: {check}", highlight=False)
+    for path in outcome.paths:
+        out.print(str(path), highlight=False)
+
+
 @cli.command()
 def doctor() -> None:
     """Check this machine: nginx, load drivers, somaxconn, open files, CPUs."""

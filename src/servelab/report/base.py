@@ -266,3 +266,22 @@ def experiment_line(report: ReportInput) -> str:
         f"repetitions = {planned} runs ({len(report.runs)} finished), each on a freshly "
         f"started stack, {e.order} order, load by {e.driver}; measured {run_period(report)}"
     )
+
+
+def load_result(ref: str, results_root: Path) -> tuple[ReportInput, Path, str]:
+    """RESULT as users type it (an id in ``results_root``'s database, or a results
+    directory): analysed, with its directory and a label naming it.
+
+    The one place report and export resolve RESULT; ids and paths are the store's
+    business (``servelab.store.resolve_result``).
+    """
+    from servelab.store import DB_FILE, resolve_result
+
+    if ref.isdigit() and not (results_root / DB_FILE).exists():
+        raise ServelabError(
+            f"no result #{ref}: there is no results database at {results_root / DB_FILE}",
+            "pass --results DIR (the directory holding servelab.db) or a results directory",
+        )
+    store = resolve_result(ref, results_root)
+    label = store.label
+    return ReportInput.from_store(store, source=label), store.path, label

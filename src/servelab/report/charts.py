@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import io
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -80,8 +81,14 @@ class Chart:
 
     @property
     def inline_svg(self) -> str:
-        """The SVG element alone (no XML prolog or doctype), to embed in HTML."""
-        return self.svg[self.svg.index("<svg") :]
+        """The SVG element alone (no XML prolog or doctype), to embed in HTML, with its
+        ids prefixed by the chart's name: matplotlib numbers them the same way in every
+        figure (axes_1, clip paths), and ids must be unique in a page."""
+        svg = self.svg[self.svg.index("<svg") :]
+        prefix = f"{self.name}-"
+        svg = re.sub(r'\bid="', f'id="{prefix}', svg)
+        svg = svg.replace("url(#", f"url(#{prefix}")
+        return re.sub(r'(\bxlink:href|\bhref)="#', rf'\1="#{prefix}', svg)
 
 
 class RampPoint(NamedTuple):
@@ -130,7 +137,7 @@ def _workload_names(report: ReportInput) -> list[str]:
 
 
 def _panel_grid(
-    n_panels: int, n_rows: int, label_width: float, *, min_width: float = 0.0
+    n_panels: int, n_rows: int, label_width: float, *, min_width: float = 10.0
 ) -> tuple[Figure, list[Axes]]:
     """A figure of ``n_panels`` side by side sharing the variant axis (one row per variant)."""
     width = max(min_width, label_width + 3.4 * n_panels)
@@ -287,8 +294,8 @@ def heatmap_chart(report: ReportInput, knobs: tuple[str, str]) -> Chart:
     xs = sorted({k[x_key] for k in stacks.values()})
     ys = sorted({k[y_key] for k in stacks.values()})
     workloads = _workload_names(report)
-    width = min(16.0, 0.8 + (1.4 + 0.55 * len(xs)) * len(workloads))
-    figure = _figure(width, 1.4 + 0.45 * len(ys))
+    width = min(16.0, 0.8 + (1.8 + 0.9 * len(xs)) * len(workloads))
+    figure = _figure(width, 1.5 + 0.65 * len(ys))
     x_label, y_label = x_key.rsplit(".", 1)[-1], y_key.rsplit(".", 1)[-1]
     with matplotlib.rc_context(_RC):
         axes = figure.subplots(1, len(workloads), squeeze=False)[0]
@@ -338,9 +345,7 @@ def errors_chart(report: ReportInput) -> Chart:
     panels = [("Failed requests by cause", failures)]
     if has_logs:
         panels.append(("Classified log lines", logs))
-    figure, axes = _panel_grid(
-        len(panels), len(variants), _label_width(variants), min_width=7.5
-    )
+    figure, axes = _panel_grid(len(panels), len(variants), _label_width(variants))
     total_requests = sum(r.load.requests_total for r in report.runs)
     with matplotlib.rc_context(_RC):
         for ax, (title, counts) in zip(axes, panels, strict=True):
@@ -435,7 +440,7 @@ def ramp_chart(
     named = {k: sorted(RampPoint(*p) for p in v) for k, v in named.items() if v}
     if not named:
         raise ValueError("a ramp chart needs at least one point")
-    figure = _figure(7.5, 5.2)
+    figure = _figure(9.0, 5.4)
     with matplotlib.rc_context(_RC):
         top, bottom = figure.subplots(2, 1, sharex=True, height_ratios=[3, 2])
         first_error: float | None = None

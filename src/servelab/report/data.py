@@ -1,7 +1,7 @@
 """Every raw run as JSON and as CSV, for spreadsheets, notebooks and other tools.
 
-JSON keeps each run record whole (the same model servelab stores) under the
-experiment and the machine it was measured on. CSV flattens a run to one row:
+JSON keeps each run record whole, as stored, under the experiment and the
+machine it was measured on. CSV flattens a run to one row:
 fixed columns first, then one column per HTTP status, connection error kind
 and classified log event seen in any run (``status_502``, ``conn_timeout``,
 ``log_backlog overflow``), so that every row has every column.
@@ -50,7 +50,9 @@ def runs_json(report: ReportInput) -> str:
     document = {
         "experiment": report.experiment.model_dump(mode="json"),
         "environment": dict(report.environment),
-        "runs": [run.model_dump(mode="json") for run in report.runs],
+        # Only the fields the record holds: a run stored by an older servelab is
+        # exported as it was stored, not padded with fields it never measured.
+        "runs": [run.model_dump(mode="json", exclude_unset=True) for run in report.runs],
     }
     return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
 

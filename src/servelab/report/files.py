@@ -1,21 +1,16 @@
-"""Chart files, and writing a whole report directory without ever overwriting silently.
+"""Chart files, and a whole report directory: every format, written all or nothing.
 
-``write_report`` renders every format into a fresh temporary directory beside
-the target first; only when all of them succeeded are the files moved into
-place. So a failure leaves the target as it was, and an existing, non-empty
-target is refused unless ``force`` is given (then only the report's own files
-are replaced; nothing else in the directory is touched).
+``write_report`` renders every format into a staging directory beside the
+target (``servelab.outdir``); the files are moved into place only when all of
+them were written, and a non-empty target is refused unless ``force`` is given.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from servelab.errors import ServelabError
+from servelab.outdir import staged_output
 from servelab.report.base import CHARTS_DIR, HTML_FILE, SCREENSHOT_FILE, Renderer, ReportInput
 from servelab.report.data import DataRenderer
 from servelab.report.html import HtmlRenderer
@@ -47,31 +42,6 @@ RENDERERS: tuple[Renderer, ...] = (
 )
 
 
-def check_out_dir(out_dir: Path, *, force: bool, option: str = "--out") -> None:
-    """Refuse a target that is a file, or a directory with something in it (unless ``force``)."""
-    if out_dir.exists() and not out_dir.is_dir():
-        raise ServelabError(
-            f"{out_dir} exists and is not a directory", f"choose another {option} directory"
-        )
-    if out_dir.is_dir() and any(out_dir.iterdir()) and not force:
-        raise ServelabError(
-            f"output directory {out_dir} exists and is not empty",
-            f"choose a new {option} directory, or pass --force to replace the files "
-            "servelab writes there",
-        )
-
-
-def move_into(staging: Path, out_dir: Path) -> None:
-    """Move every file of ``staging`` to the same place under ``out_dir``; remove staging."""
-    for source in sorted(staging.rglob("*")):
-        if source.is_dir():
-            continue
-        target = out_dir / source.relative_to(staging)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(source, target)
-    shutil.rmtree(staging, ignore_errors=True)
-
-
 def write_report(
     report: ReportInput,
     out_dir: Path,
@@ -81,10 +51,7 @@ def write_report(
     renderers: Sequence[Renderer] = RENDERERS,
 ) -> list[Path]:
     """Write every format of ``report`` into ``out_dir``; the paths written, in order."""
-    check_out_dir(out_dir, force=force)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}-", dir=out_dir.parent))
-    try:
+    with staged_output(out_dir, force=force) as staging:
         written: list[Path] = []
         for renderer in renderers:
             written += renderer.write(report, staging)
@@ -93,8 +60,21 @@ def write_report(
 
             written.append(take_screenshot(staging / HTML_FILE, staging / SCREENSHOT_FILE))
         relative = [path.resolve().relative_to(staging.resolve()) for path in written]
-        out_dir.mkdir(exist_ok=True)
-        move_into(staging, out_dir)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
     return [out_dir / path for path in relative]
+
+
+def report_result(
+    ref: str,
+    *,
+    results_root: Path,
+    out_dir: Path | None = None,
+    force: bool = False,
+    screenshot: bool = False,
+) -> list[Path]:
+    """``servelab report``: every format of RESULT, into ``out_dir`` (default RESULT/report)."""
+    from servelab.report.base import load_result
+
+    report, result_dir, _ = load_result(ref, results_root)
+    return write_report(
+        report, out_dir or result_dir / "report", force=force, screenshot=screenshot
+    )

@@ -91,9 +91,9 @@ def render_markdown(report: ReportInput, *, chart_titles: dict[str, str] | None 
             table_markdown(table),
             "",
         ]
+        # Spread over the runs, then the verdicts against the baseline (Welch's t-test).
         verdicts = verdict_lines(report.analysis, table.workload, table.variant)
         if verdicts:
-            lines += ["Against the baseline (Welch's t-test, 95 %):", ""]
             lines += [f"- {line}" for line in verdicts] + [""]
 
     lines += _failures(report)
@@ -104,7 +104,7 @@ def render_markdown(report: ReportInput, *, chart_titles: dict[str, str] | None 
     lines += [
         "",
         f"Every run's raw numbers: [{RUNS_JSON_FILE}]({RUNS_JSON_FILE}), "
-        f"[{RUNS_CSV_FILE}]({RUNS_CSV_FILE}); the same report with interactive-free charts: "
+        f"[{RUNS_CSV_FILE}]({RUNS_CSV_FILE}); the same report as one self-contained page: "
         f"[{HTML_FILE}]({HTML_FILE}).",
         "",
     ]
@@ -144,7 +144,7 @@ def _warnings(report: ReportInput) -> list[str]:
     for warning in warnings:
         where = " / ".join(x for x in (warning.variant, warning.workload) if x)
         where = f" ({where})" if where else ""
-        lines.append(f"- **{warning.kind}**{where}: {warning.message}. Fix: {warning.hint}.")
+        lines.append(f"- **{warning.kind}**{where}: {warning.message}. Hint: {warning.hint}.")
     return [*lines, ""]
 
 

@@ -1,0 +1,56 @@
+"""``servelab export``: the measured stack as files that boot on a real machine.
+
+``choose`` picks the variant (by name, or the measured best), ``deploy``
+renders its nginx.conf, gunicorn.conf.py (or uvicorn command line), systemd
+units, sysctl snippet and a README that justifies each choice with the
+numbers, and ``validate`` checks them with the real tools (nginx -t,
+gunicorn --check-config) and can boot them with their paths moved into a
+temporary directory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from servelab.export.choose import BEST, Choice, choose_variant
+from servelab.export.deploy import DeployLayout, DeploySet, check_name, render_deploy_set
+from servelab.outdir import staged_output
+from servelab.report.base import ReportInput
+
+__all__ = ["BEST", "DeployLayout", "ExportOutcome", "export_result"]
+
+
+@dataclass(frozen=True)
+class ExportOutcome:
+    choice: Choice
+    deploy: DeploySet
+    paths: tuple[Path, ...]
+    checks: tuple[str, ...]  # what the real tools accepted ("nginx -t accepts nginx.conf")
+
+
+def export_result(
+    report: ReportInput,
+    variant: str,
+    out_dir: Path,
+    *,
+    source: str,
+    name: str = "webapp",
+    listen: str = "80",
+    force: bool = False,
+    check: bool = True,
+) -> ExportOutcome:
+    """Choose ``variant`` (or "best"), render its deployable set, check it with nginx -t
+    and gunicorn --check-config, and only then write it into ``out_dir``."""
+    from servelab.export.validate import check_export
+
+    layout = DeployLayout(check_name(name), listen)
+    choice = choose_variant(report, variant, source=source)
+    deploy = render_deploy_set(report, choice, layout, source=source)
+    with staged_output(out_dir, force=force) as staging:
+        for file_name, text in deploy.files.items():
+            (staging / file_name).write_text(text)
+        checks = tuple(check_export(staging, layout)) if check else ()
+    return ExportOutcome(
+        choice, deploy, tuple(out_dir / file_name for file_name in deploy.files), checks
+    )

@@ -1,0 +1,448 @@
+"""Render the deployable set of files for one measured stack.
+
+The nginx.conf and gunicorn.conf.py come from the very templates servelab
+measured with (``servelab.stacks``, in their deploy mode), so what is exported
+is what was measured, with three kinds of changes, each listed in the README:
+
+- places: real paths (/etc, /run, /var/lib), a real listen address, the
+  workers' user, a socket readable only by nginx and the app (a dedicated
+  group and umask 007, seed nginx_port_socket.md);
+- consistency fixes: the app must time out before the proxy gives up on it,
+  and the app must keep idle connections open longer than nginx keeps them
+  in its upstream pool, else nginx reuses a connection the app is closing
+  (502 "upstream prematurely closed");
+- production values where measuring used short ones (graceful timeout).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import sys
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from servelab.analysis import VariantAnalysis
+from servelab.apps import BUILTIN_APPS, resolve_app
+from servelab.errors import SpecError
+from servelab.export.choose import Choice
+from servelab.report.base import ReportInput
+from servelab.spec import StackSpec
+from servelab.stacks import gunicorn, nginx, uvicorn
+from servelab.stats import compare
+
+NGINX_BINARY = "/usr/sbin/nginx"  # Debian's
+DEFAULT_NAME = "webapp"
+DEFAULT_LISTEN = "80"
+NGINX_USER = "www-data"  # Debian's nginx workers' user
+APP_PORT = 8000  # the app's loopback port when nginx reaches it over TCP
+SOCKET_UMASK = 0o007
+GRACEFUL_TIMEOUT_S = 30
+MIN_SOMAXCONN = 4096  # Linux's default since 5.4: never lower it
+_NAME = re.compile(r"[a-z][a-z0-9-]{0,30}")
+
+NGINX_CONF = "nginx.conf"
+GUNICORN_CONF = "gunicorn.conf.py"
+README = "README.md"
+
+
+@dataclass(frozen=True)
+class DeployLayout:
+    """Where the exported stack lives on the target machine, all derived from ``name``."""
+
+    name: str
+    listen: str = DEFAULT_LISTEN
+
+    @property
+    def app_user(self) -> str:
+        return self.name
+
+    @property
+    def socket_group(self) -> str:
+        return f"{self.name}-sock"
+
+    @property
+    def nginx_user(self) -> str:
+        return NGINX_USER
+
+    @property
+    def conf_dir(self) -> Path:
+        return Path("/etc") / self.name
+
+    @property
+    def app_run_dir(self) -> Path:
+        """The app unit's RuntimeDirectory: the socket lives here."""
+        return Path("/run") / self.name
+
+    @property
+    def socket(self) -> Path:
+        return self.app_run_dir / "app.sock"
+
+    @property
+    def nginx_run_dir(self) -> Path:
+        return Path("/run") / f"{self.name}-nginx"
+
+    @property
+    def nginx_state_dir(self) -> Path:
+        return Path("/var/lib") / f"{self.name}-nginx"
+
+    @property
+    def app_dir(self) -> Path:
+        return Path("/opt") / self.name / "app"
+
+    @property
+    def venv(self) -> Path:
+        return Path("/opt") / self.name / "venv"
+
+    @property
+    def app_unit(self) -> str:
+        return f"{self.name}-app.service"
+
+    @property
+    def nginx_unit(self) -> str:
+        return f"{self.name}-nginx.service"
+
+    @property
+    def sysctl_file(self) -> str:
+        return f"99-{self.name}.conf"
+
+    def machine_paths(self) -> dict[str, Path]:
+        """Every absolute path of the target machine the files name (for moving them)."""
+        return {
+            "conf": self.conf_dir,
+            "run-app": self.app_run_dir,
+            "run-nginx": self.nginx_run_dir,
+            "state-nginx": self.nginx_state_dir,
+            "app": self.app_dir,
+            "venv": self.venv,
+        }
+
+
+def check_name(name: str) -> str:
+    if not _NAME.fullmatch(name):
+        raise SpecError(
+            f"deployment name {name!r} is not usable as a user, group and unit name",
+            "use lowercase letters, digits and '-', starting with a letter (at most 31)",
+        )
+    return name
+
+
+@dataclass(frozen=True)
+class Adjustment:
+    """A measured value the export changed, and why."""
+
+    setting: str
+    measured: str
+    exported: str
+    why: str
+
+
+def consistent_stack(stack: StackSpec) -> tuple[StackSpec, list[Adjustment]]:
+    """``stack`` with its timeouts made consistent for production, and what changed."""
+    server, proxy = stack.server, stack.proxy
+    adjustments: list[Adjustment] = []
+    if server.kind == "gunicorn" and server.timeout_s >= proxy.timeout_s:
+        new = server.timeout_s + 5
+        adjustments.append(
+            Adjustment(
+                "nginx proxy_connect/read/send_timeout",
+                f"{proxy.timeout_s} s",
+                f"{new} s",
+                f"gunicorn's timeout is {server.timeout_s} s: the app must give up (and log "
+                "it) before nginx answers 504 for a request the app is still working on",
+            )
+        )
+        proxy = proxy.model_copy(update={"timeout_s": new})
+    if proxy.upstream_keepalive > 0 and proxy.upstream_keepalive_timeout_s >= server.keepalive_s:
+        if server.keepalive_s >= 2:
+            idle = server.keepalive_s - 1
+        else:
+            idle = 1
+            adjustments.append(
+                Adjustment(
+                    "app keepalive timeout",
+                    f"{server.keepalive_s} s",
+                    "2 s",
+                    "nginx's idle upstream timeout cannot be shorter than 1 s, and the app's "
+                    "must be longer than it",
+                )
+            )
+            server = server.model_copy(update={"keepalive_s": 2})
+        adjustments.append(
+            Adjustment(
+                "nginx upstream keepalive_timeout",
+                f"{proxy.upstream_keepalive_timeout_s} s",
+                f"{idle} s",
+                f"the app closes idle connections after {server.keepalive_s} s; nginx must "
+                "drop them from its pool first, or it may send a request on a connection the "
+                "app is closing (502, 'upstream prematurely closed connection')",
+            )
+        )
+        proxy = proxy.model_copy(update={"upstream_keepalive_timeout_s": idle})
+    return stack.model_copy(update={"server": server, "proxy": proxy}), adjustments
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """The chosen stack against one that differs from it in a single knob."""
+
+    knob: str
+    ours: str
+    theirs: str
+    other: str  # the other variant's name
+    lines: tuple[str, ...]  # one per workload: rps of both and the verdict
+
+
+def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def knob_evidence(report: ReportInput, chosen: StackSpec) -> list[Evidence]:
+    """For every variant that differs from ``chosen`` in exactly one knob, what it measured."""
+    ours = _flatten(chosen.model_dump(mode="json", exclude={"name"}))
+    evidence = []
+    for other in report.experiment.stacks:
+        if other.name == chosen.name:
+            continue
+        theirs = _flatten(other.model_dump(mode="json", exclude={"name"}))
+        differing = [k for k in ours if ours.get(k) != theirs.get(k)]
+        if len(differing) != 1:
+            continue
+        knob = differing[0]
+        lines = []
+        for workload in report.experiment.workloads:
+            mine = _runs(report, chosen.name, workload.name)
+            them = _runs(report, other.name, workload.name)
+            if mine is None or them is None:
+                continue
+            comparison = compare(
+                [r.load.rps for r in them.runs], [r.load.rps for r in mine.runs]
+            )
+            pct = comparison.difference_pct
+            lines.append(
+                f"{workload.name}: {comparison.variant_mean:,.1f} vs "
+                f"{comparison.baseline_mean:,.1f} requests/s"
+                + (f" ({pct:+.1f} %)" if pct is not None else "")
+                + f", {comparison.verdict}"
+                + (f" (p = {comparison.p_value:.2g})" if comparison.p_value is not None else "")
+                + (f"; {them.total_errors} failed requests there" if them.total_errors else "")
+            )
+        if lines:
+            evidence.append(
+                Evidence(knob, str(ours[knob]), str(theirs[knob]), other.name, tuple(lines))
+            )
+    return evidence
+
+
+def _runs(report: ReportInput, variant: str, workload: str) -> VariantAnalysis | None:
+    return next(
+        (
+            v
+            for v in report.analysis.variants
+            if v.variant == variant and v.workload == workload
+        ),
+        None,
+    )
+
+
+@cache
+def _templates() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("servelab.export", "templates"),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,  # config files and markdown, not HTML
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["shell"] = lambda value: shlex.quote(str(value))
+    env.filters["systemd_env"] = lambda item: shlex.quote(f"{item[0]}={item[1]}")
+    return env
+
+
+def _app_target(stack: StackSpec) -> str:
+    """The app as gunicorn/uvicorn load it (no import here: it was measured)."""
+    return BUILTIN_APPS.get(stack.app.ref.strip(), stack.app.ref.strip())
+
+
+def uvicorn_command_line(stack: StackSpec, layout: DeployLayout) -> list[str]:
+    """The measured uvicorn command, with the target machine's interpreter and places."""
+    app = resolve_app(stack.app)  # tells ASGI from WSGI, which decides a flag
+    socket = layout.socket if stack.proxy.transport == "unix" else None
+    port = None if socket else APP_PORT
+    argv = uvicorn.uvicorn_command(stack.server, app, port=port, socket=socket)
+    if argv[0] != sys.executable:
+        raise AssertionError("uvicorn_command no longer starts with the interpreter")
+    argv[0] = str(layout.venv / "bin" / "python")
+    for flag, value in (
+        ("--timeout-graceful-shutdown", str(GRACEFUL_TIMEOUT_S)),
+        ("--app-dir", str(layout.app_dir)),
+    ):
+        if flag in argv:
+            argv[argv.index(flag) + 1] = value
+    return argv
+
+
+@dataclass(frozen=True)
+class DeploySet:
+    """The exported files (name -> text), and what the README says about them."""
+
+    files: dict[str, str]
+    choice: Choice
+    stack: StackSpec  # as exported (after the consistency fixes)
+    adjustments: tuple[Adjustment, ...]
+    layout: DeployLayout
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def somaxconn_for(backlog: int) -> int:
+    return max(backlog, MIN_SOMAXCONN)
+
+
+def render_deploy_set(
+    report: ReportInput, choice: Choice, layout: DeployLayout, *, source: str
+) -> DeploySet:
+    measured = choice.stack
+    if measured.proxy.kind != "nginx":
+        raise SpecError(
+            f"variant {measured.name!r} was measured without nginx in front; servelab exports "
+            "nginx + app server sets",
+            "choose a variant measured behind nginx (--variant NAME)",
+        )
+    stack, adjustments = consistent_stack(measured)
+    check_name(layout.name)
+    unix = stack.proxy.transport == "unix"
+    origin = source
+    files: dict[str, str] = {}
+    upstream = (
+        nginx.upstream_address("unix", socket=layout.socket)
+        if unix
+        else nginx.upstream_address("tcp", port=APP_PORT)
+    )
+    files[NGINX_CONF] = nginx.render_nginx_conf(
+        stack.proxy,
+        upstream=upstream,
+        stack_name=stack.name,
+        deploy=nginx.NginxDeploy(
+            listen=layout.listen,
+            user=layout.nginx_user,
+            pid_path=layout.nginx_run_dir / "nginx.pid",
+            temp_dir=layout.nginx_state_dir,
+            source=source,
+        ),
+    )
+    notes: list[str] = []
+    if stack.server.kind == "gunicorn":
+        files[GUNICORN_CONF] = gunicorn.render_gunicorn_conf(
+            stack.server,
+            bind=gunicorn.bind_address(
+                socket=layout.socket if unix else None, port=None if unix else APP_PORT
+            ),
+            errorlog="-",
+            stack_name=stack.name,
+            deploy=gunicorn.GunicornDeploy(
+                app=_app_target(stack),
+                proc_name=layout.name,
+                umask=SOCKET_UMASK if unix else None,
+                graceful_timeout_s=GRACEFUL_TIMEOUT_S,
+                source=source,
+            ),
+        )
+        exec_start = [
+            str(layout.venv / "bin" / "gunicorn"), "-c", str(layout.conf_dir / GUNICORN_CONF)
+        ]
+        if stack.server.worker_class == "sync" and stack.proxy.upstream_keepalive:
+            notes.append(
+                "gunicorn's sync worker closes every connection after its response, so "
+                "nginx's upstream keepalive pool stays empty with it; the setting is kept as "
+                "measured"
+            )
+    else:
+        exec_start = uvicorn_command_line(stack, layout)
+        notes.append(
+            "uvicorn has no request timeout (it never kills a busy worker); nginx's "
+            f"{stack.proxy.timeout_s} s proxy timeouts are the only limit"
+        )
+        if unix:
+            notes.append(
+                "uvicorn makes its socket file rw for everyone; the socket's directory "
+                f"({layout.app_run_dir}, mode 0750, group {layout.socket_group}) is what keeps "
+                "other users out"
+            )
+    context = {
+        "layout": layout,
+        "stack": stack,
+        "measured": measured,
+        "unix": unix,
+        "origin": origin,
+        "exec_start": shlex.join(exec_start),
+        "app_env": sorted(stack.app.env.items()),
+        "nginx_binary": NGINX_BINARY,
+        "graceful_timeout_s": GRACEFUL_TIMEOUT_S,
+        "nofile": max(
+            8192, 2 * stack.proxy.worker_connections * stack.proxy.worker_processes + 1024
+        ),
+        "somaxconn": somaxconn_for(stack.server.backlog),
+        "measured_somaxconn": report.environment.get("somaxconn") or "unknown",
+        "min_somaxconn": MIN_SOMAXCONN,
+    }
+    templates = _templates()
+    files[layout.app_unit] = templates.get_template("app.service.j2").render(**context)
+    files[layout.nginx_unit] = templates.get_template("nginx.service.j2").render(**context)
+    files[layout.sysctl_file] = templates.get_template("sysctl.conf.j2").render(**context)
+    deploy = DeploySet(files, choice, stack, tuple(adjustments), layout, tuple(notes))
+    files[README] = render_readme(report, deploy, context, source=source)
+    return deploy
+
+
+def render_readme(
+    report: ReportInput, deploy: DeploySet, context: dict[str, Any], *, source: str
+) -> str:
+    from servelab.report.base import describe_workload, environment_rows, summary_rows
+
+    chosen = deploy.choice.stack.name
+    workloads = []
+    for workload in report.experiment.workloads:
+        rows = summary_rows(report, workload.name)
+        ours = next((r for r in rows if r.variant == chosen), None)
+        base = next((r for r in rows if r.is_baseline), None)
+        if ours is not None:
+            workloads.append(
+                {
+                    "name": workload.name,
+                    "description": describe_workload(report, workload.name),
+                    "ours": ours,
+                    "baseline": base,
+                }
+            )
+    return _templates().get_template("README.md.j2").render(
+        **context,
+        source=source,
+        choice=deploy.choice,
+        baseline_name=report.experiment.baseline.name,
+        workloads=workloads,
+        warnings=[
+            w for w in report.analysis.all_warnings if w.variant in (None, chosen)
+        ],
+        cpus=report.environment.get("cpu_count") or "an unknown number of",
+        placement=dict(environment_rows(report)).get("CPU placement", ""),
+        conf_app_port=APP_PORT,
+        evidence=knob_evidence(report, deploy.choice.stack),
+        adjustments=deploy.adjustments,
+        notes=deploy.notes,
+        environment=environment_rows(report),
+        runs=len(report.runs),
+        repetitions=report.experiment.repetitions,
+        files=deploy.files,
+        conf_names={"nginx": NGINX_CONF, "gunicorn": GUNICORN_CONF},
+    )

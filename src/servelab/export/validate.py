@@ -1,0 +1,219 @@
+"""Check exported files with the real tools, and boot them away from the target's paths.
+
+The exported files name the target machine's places (/etc/NAME, /run/NAME,
+/var/lib/NAME-nginx, /opt/NAME, port 80). ``stage`` copies them into a
+private directory with every such path moved under it, loopback ports that
+are free right now, and nginx's workers as a user that can reach the staged
+socket; the rest of each file is left exactly as exported. The staged copy
+is then checked (``nginx -t``, ``gunicorn --check-config``, which also
+imports the app) or booted: the app server from the unit's own ExecStart
+line and environment, nginx in front, and a real request through both.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from servelab.apps import app_environment
+from servelab.errors import ServelabError, StackStartError
+from servelab.export.deploy import APP_PORT, GUNICORN_CONF, NGINX_CONF, DeployLayout
+from servelab.procs import ManagedProcess, free_port
+from servelab.spec import RequestSpec
+from servelab.stacks import OWNER_ENV, nginx
+from servelab.stacks.readiness import wait_listening, wait_ready
+
+CHECK_TIMEOUT_S = 60.0
+_USER_LINE = re.compile(r"^(\s*)user\s+([^;\s]+)[^;]*;", re.MULTILINE)
+_LISTEN_LINE = re.compile(r"^(\s*)listen\s+[^;]+;", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class StagedDeploy:
+    """An exported set, moved into ``root`` and ready to check or boot."""
+
+    root: Path
+    nginx_conf: Path
+    gunicorn_conf: Path | None
+    app_argv: list[str]
+    app_env: dict[str, str]
+    app_cwd: Path
+    app_address: tuple[str, int] | Path
+    front_url: str
+
+
+def _unit_values(text: str, key: str) -> list[str]:
+    return [line.split("=", 1)[1] for line in text.splitlines() if line.startswith(f"{key}=")]
+
+
+def stage(export_dir: Path, layout: DeployLayout, root: Path, *, for_boot: bool) -> StagedDeploy:
+    """Copy the exported set in ``export_dir`` into ``root``, with its places moved there.
+
+    ``for_boot``: nginx's workers run as the current user (as root: root), so
+    that they can reach the staged socket; otherwise the exported user is kept
+    when it exists on this machine, so that ``nginx -t`` checks it.
+    """
+    moved = {path: root / key for key, path in layout.machine_paths().items()}
+    for path in moved.values():
+        path.mkdir(parents=True, exist_ok=True)
+    pattern = re.compile(
+        "(" + "|".join(re.escape(str(p)) for p in sorted(moved, key=lambda p: -len(str(p))))
+        + r")(?![\w.-])"
+    )
+    listen_port = free_port()
+    app_port = free_port()
+    while app_port == listen_port:
+        app_port = free_port()
+
+    def move(text: str) -> str:
+        text = pattern.sub(lambda m: str(moved[Path(m.group(1))]), text)
+        return text.replace(f"127.0.0.1:{APP_PORT}", f"127.0.0.1:{app_port}")
+
+    conf = move((export_dir / NGINX_CONF).read_text())
+    conf = _LISTEN_LINE.sub(rf"\g<1>listen 127.0.0.1:{listen_port};", conf)
+    conf = _USER_LINE.sub(lambda m: _user_line(m, for_boot), conf)
+    conf_dir = moved[layout.conf_dir]  # where the units expect the configs
+    nginx_conf = conf_dir / NGINX_CONF
+    nginx_conf.write_text(conf)
+
+    gunicorn_conf = None
+    if (export_dir / GUNICORN_CONF).exists():
+        gunicorn_conf = conf_dir / GUNICORN_CONF
+        gunicorn_conf.write_text(move((export_dir / GUNICORN_CONF).read_text()))
+
+    unit = (export_dir / layout.app_unit).read_text()
+    argv = shlex.split(move(_unit_values(unit, "ExecStart")[0]))
+    argv = _runnable_here(argv, layout, moved)
+    if "--port" in argv:
+        argv[argv.index("--port") + 1] = str(app_port)
+    env: dict[str, str] = {}
+    for value in _unit_values(unit, "Environment"):
+        for item in shlex.split(value):
+            key, _, val = item.partition("=")
+            env[key] = val
+    cwd = Path(move(_unit_values(unit, "WorkingDirectory")[0]))
+    app_env = app_environment(env, None)
+    app_env.update({"PYTHONUNBUFFERED": "1", OWNER_ENV: str(os.getpid())})
+    unix = f"unix:{moved[layout.app_run_dir]}" in conf
+    address: tuple[str, int] | Path = (
+        moved[layout.app_run_dir] / layout.socket.name if unix else ("127.0.0.1", app_port)
+    )
+    return StagedDeploy(
+        root, nginx_conf, gunicorn_conf, argv, app_env, cwd, address,
+        f"http://127.0.0.1:{listen_port}",
+    )
+
+
+def _user_line(match: re.Match[str], for_boot: bool) -> str:
+    indent, user = match.group(1), match.group(2)
+    if for_boot:
+        return f"{indent}user root;" if os.geteuid() == 0 else f"{indent}# user {user}; (staged)"
+    try:
+        pwd.getpwnam(user)
+    except KeyError:
+        return f"{indent}# user {user}; (no such user on this machine)"
+    return match.group(0)
+
+
+def _runnable_here(argv: list[str], layout: DeployLayout, moved: dict[Path, Path]) -> list[str]:
+    """The unit's command with the target's venv replaced by this Python."""
+    venv_bin = moved[layout.venv] / "bin"
+    program = Path(argv[0])
+    if program == venv_bin / "gunicorn":
+        return [sys.executable, "-m", "gunicorn", *argv[1:]]
+    if program == venv_bin / "python":
+        return [sys.executable, *argv[1:]]
+    raise ServelabError(
+        f"the exported unit runs {argv[0]}, not a program of its venv",
+        "this is a servelab bug; please report it",
+    )
+
+
+def check_nginx(staged: StagedDeploy) -> None:
+    """``nginx -t`` on the staged nginx.conf."""
+    try:
+        nginx.nginx_check(staged.nginx_conf, timeout_s=CHECK_TIMEOUT_S)
+    except StackStartError as exc:
+        raise ServelabError(
+            f"the exported nginx.conf fails nginx -t: {exc.problem.split(': ', 1)[-1]}",
+            "this is a servelab bug unless a knob is out of nginx's range; see nginx's message",
+            detail=exc.detail,
+        ) from None
+
+
+def check_gunicorn(staged: StagedDeploy) -> None:
+    """``gunicorn --check-config`` on the staged gunicorn.conf.py; it also imports the app."""
+    if staged.gunicorn_conf is None:
+        return
+    argv = [sys.executable, "-m", "gunicorn", "--check-config", "-c", str(staged.gunicorn_conf)]
+    try:
+        done = subprocess.run(
+            argv, capture_output=True, text=True, errors="replace", cwd=staged.app_cwd,
+            env=staged.app_env, stdin=subprocess.DEVNULL, timeout=CHECK_TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired:
+        raise ServelabError(
+            f"gunicorn --check-config took more than {CHECK_TIMEOUT_S:g} s",
+            "check that the app imports quickly",
+        ) from None
+    if done.returncode != 0:
+        output = (done.stderr + done.stdout).strip()
+        last = output.splitlines()[-1] if output else f"exit code {done.returncode}"
+        raise ServelabError(
+            f"the exported gunicorn.conf.py fails gunicorn --check-config: {last}",
+            "if the app is not installed here, pass --no-check; else see gunicorn's output",
+            detail="\n".join(output.splitlines()[-20:]),
+        )
+
+
+def check_export(export_dir: Path, layout: DeployLayout) -> list[str]:
+    """Run every check on an exported set; what was checked, one line each."""
+    root = Path(tempfile.mkdtemp(prefix="servelab-check-", dir="/tmp"))
+    try:
+        staged = stage(export_dir, layout, root, for_boot=False)
+        check_nginx(staged)
+        checks = ["nginx -t accepts nginx.conf"]
+        if staged.gunicorn_conf is not None:
+            check_gunicorn(staged)
+            checks.append("gunicorn --check-config accepts gunicorn.conf.py and loads the app")
+        return checks
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@contextmanager
+def boot(staged: StagedDeploy, probe: RequestSpec, *, timeout_s: float = 30.0) -> Iterator[str]:
+    """Run the staged app server and nginx until the block ends; yields nginx's URL
+    once ``probe`` gets its expected answer through both. Both are always stopped."""
+    processes: dict[str, ManagedProcess] = {}
+    try:
+        processes["app"] = ManagedProcess(
+            "app server", staged.app_argv, log_path=staged.root / "app.log",
+            cwd=staged.app_cwd, env=staged.app_env,
+        ).start()
+        wait_listening(staged.app_address, processes, timeout_s)
+        processes["nginx"] = ManagedProcess(
+            "nginx", nginx.nginx_command(staged.nginx_conf), log_path=staged.root / "nginx.out",
+            cwd=staged.root, env={**os.environ, OWNER_ENV: str(os.getpid())},
+        ).start()
+        wait_ready(staged.front_url + probe.path, probe, processes, timeout_s)
+        yield staged.front_url
+    finally:
+        failure: BaseException | None = None
+        for proc in reversed(list(processes.values())):
+            try:
+                proc.stop()
+            except BaseException as exc:  # keep stopping the others
+                failure = failure or exc
+        if failure is not None:
+            raise failure
