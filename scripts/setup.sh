@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything servelab needs on a fresh Debian machine, idempotent:
 #   1. Debian packages: nginx (proxy under test), apache2-utils (ab), wrk, util-linux (taskset),
-#      iproute2 (ss, ip netns), python3-venv.
+#      iproute2 (ss, ip netns), python3-venv, chromium (the HTML report in a real browser).
 #   2. A virtualenv in .venv with servelab and its test tools.
 #   3. The oha load generator, built once with cargo into servelab's cache and reused.
 set -euo pipefail
@@ -15,7 +15,8 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 say() { printf '\033[1msetup:\033[0m %s\n' "$*"; }
 
 # 1. Debian packages -------------------------------------------------------------
-packages=(nginx-light apache2-utils wrk util-linux iproute2 procps python3-venv ca-certificates)
+packages=(nginx-light apache2-utils wrk util-linux iproute2 procps python3-venv ca-certificates
+  chromium)  # chromium: opens the HTML report headless (screenshot, browser test)
 missing=()
 for pkg in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
