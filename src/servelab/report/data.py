@@ -48,10 +48,10 @@ FIXED_COLUMNS = (
 
 def runs_json(report: ReportInput) -> str:
     document = {
-        "experiment": report.experiment.model_dump(mode="json"),
+        "experiment": report.experiment.model_dump(mode="json", exclude_unset=True),
         "environment": dict(report.environment),
-        # Only the fields the record holds: a run stored by an older servelab is
-        # exported as it was stored, not padded with fields it never measured.
+        # Only the fields the records hold: a result stored by an older servelab is
+        # exported as it was stored, not padded with knobs and fields it never had.
         "runs": [run.model_dump(mode="json", exclude_unset=True) for run in report.runs],
     }
     return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
