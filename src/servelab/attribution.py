@@ -21,7 +21,7 @@ Classes, most specific first (see ``EVENT_CLASSES`` for causes and fixes):
   other signals → ``worker_killed``; ``exited with code`` → ``worker_crash``;
   ``Autorestarting worker`` / uvicorn ``Maximum request limit`` →
   ``worker_recycle``; ``Worker exiting`` / ``Child process died`` →
-  ``worker_exit``; ``Booting worker`` / ``Started server process`` →
+  ``worker_exit``; ``Booting worker`` →
   ``worker_boot``; ``Error handling request`` / ``Exception in ASGI
   application`` → ``app_error``;
 - any other line at warning level or above → ``other``. Informational lines
@@ -181,7 +181,7 @@ _APP_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"Worker \(pid:\d+\) exited with code"), "worker_crash"),
     (re.compile(r"Autorestarting worker|Maximum request limit"), "worker_recycle"),
     (re.compile(r"Worker exiting|Child process \[?\d+\]? died"), "worker_exit"),
-    (re.compile(r"Booting worker with pid|Started server process"), "worker_boot"),
+    (re.compile(r"Booting worker with pid"), "worker_boot"),
     (re.compile(r"Error handling request|Exception in ASGI application"), "app_error"),
 )
 # nginx: "2026/11/22 00:31:04 [error] 29672#29672: *267 message"

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from servelab.cpus import make_cpu_plan
 from servelab.errors import ServelabError, SpecError
+from servelab.netns import check_somaxconn
 from servelab.session import ExperimentSession
 from servelab.spec import Experiment, load_experiment_file
 from servelab.studies import StudyOptions, all_studies, get_study
@@ -77,6 +78,44 @@ def cpu_and_out_options(func):
     return func
 
 
+_failure_options = [
+    click.option("--rate", type=float, help="Arrival rate, requests/s (backlog, recycling)."),
+    click.option("--sleep", type=float, help="Seconds the sleepy app holds a worker (backlog)."),
+    click.option("--somaxconn", help="net.core.somaxconn values, e.g. '128,1024' (backlog)."),
+    click.option(
+        "--netns",
+        type=click.Choice(["auto", "require", "off"]),
+        help="Private network namespace for somaxconn: auto (default), require, or off "
+        "(emulate it with the app's backlog).",
+    ),
+    click.option("--timeout", type=float, help="Per-request timeout of the load driver [s]."),
+]
+
+
+def failure_options(func):
+    for option in reversed(_failure_options):
+        func = option(func)
+    return func
+
+
+def failure_study_options(rate, sleep, somaxconn, netns, timeout) -> dict:
+    """StudyOptions fields of the failure-mode studies, from their CLI options."""
+    try:
+        values = tuple(int(v) for v in somaxconn.split(",")) if somaxconn else None
+    except ValueError:
+        raise SpecError(
+            f"invalid --somaxconn list {somaxconn!r}", "write values with commas, e.g. '128,1024'"
+        ) from None
+    for label, value in (("--rate", rate), ("--sleep", sleep), ("--timeout", timeout)):
+        if value is not None and not value > 0:
+            raise SpecError(f"{label} must be positive, got {value:g}", f"pass {label} > 0")
+    if values:
+        for value in values:
+            check_somaxconn(value)
+    return {"rate": rate, "sleep_s": sleep, "somaxconn": values, "netns": netns,
+            "timeout_s": timeout}
+
+
 @click.group()
 @click.version_option(package_name="servelab")
 def cli() -> None:
@@ -107,6 +146,7 @@ def studies() -> None:
 @click.option("--workers", help="Worker counts, e.g. '1-5' (workers-threads, gunicorn-vs-uvicorn).")
 @click.option("--threads", help="Thread counts, e.g. '1-5' (workers-threads).")
 @click.option("--warmup", type=int, help="Warm-up requests before each measured run.")
+@failure_options
 @cpu_and_out_options
 def study(
     name: str,
@@ -127,6 +167,7 @@ def study(
     force,
     order,
     seed,
+    **failure,
 ) -> None:
     """Run the ready-made study NAME (see `servelab studies`)."""
     for label, value in (
@@ -150,6 +191,7 @@ def study(
         workers=parse_int_list(workers, "workers"),
         threads=parse_int_list(threads, "threads"),
         warmup_requests=warmup,
+        **failure_study_options(**failure),
     )
     experiment = with_order(get_study(name).build(options), order, seed)
     cpu_plan = make_cpu_plan(stack_cpus, driver_cpus, pin=not no_pin)

@@ -31,6 +31,8 @@ class LoadMeasurement(Record):
     bytes_received: int
     driver_cpu_s: float = 0.0
     driver_peak_rss_bytes: int = 0
+    # Answered requests slower than the load's slow_ms (None when not asked for).
+    slow_requests: int | None = None
 
     @property
     def ok_responses(self) -> int:

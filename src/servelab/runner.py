@@ -21,7 +21,9 @@ from servelab.cpus import CpuPlan, parse_cpu_list
 from servelab.load import get_driver
 from servelab.load.base import LoadDriver, run_load
 from servelab.metrics import ProcessSampler
+from servelab.observe import RunObserver
 from servelab.procs import JANITOR
+from servelab.ramp import ramp_should_stop
 from servelab.results import RunResult
 from servelab.spec import Experiment, LoadSpec, StackSpec, Workload
 from servelab.stacks import launch_stack
@@ -141,6 +143,7 @@ def _warm_up(
     url: str,
     scratch: Path,
     cpu_plan: CpuPlan,
+    prefix: Sequence[str] = (),
 ) -> list[tuple[int, float]]:
     """Warm-up rounds until throughput settles or the round budget is spent; each round's
     (requests, requests/s) is returned so the result records what was discarded."""
@@ -150,7 +153,8 @@ def _warm_up(
         return rounds
     for _ in range(experiment.warmup.max_rounds):
         measured = run_load(
-            driver, url, workload.request, warm, scratch / "warmup", cpus=cpu_plan.driver
+            driver, url, workload.request, warm, scratch / "warmup", cpus=cpu_plan.driver,
+            prefix=prefix,
         )
         rounds.append((measured.requests_total, measured.rps))
         if warmup_settled([rps for _, rps in rounds], experiment.warmup.settle_pct):
@@ -184,10 +188,12 @@ def _measure_launch(
         for workload in todo:
             events.on_measure(launch, workload)
             url = stack.url(workload.request.path)
-            warmup_rps = _warm_up(experiment, workload, driver, url, scratch, cpu_plan)
+            # In the stack's network namespace, if it has one (somaxconn studies).
+            inside = stack.placement.wrap([])
+            warmup_rps = _warm_up(experiment, workload, driver, url, scratch, cpu_plan, inside)
             started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
             roots = {role: proc.pid for role, proc in stack.processes.items()}
-            with ProcessSampler(roots) as sampler:
+            with ProcessSampler(roots) as sampler, RunObserver(stack) as observed:
                 measured = run_load(
                     driver,
                     url,
@@ -195,6 +201,7 @@ def _measure_launch(
                     workload.load,
                     scratch / "measure",
                     cpus=cpu_plan.driver,
+                    prefix=inside,
                 )
             result = RunResult(
                 experiment=experiment.name,
@@ -208,7 +215,10 @@ def _measure_launch(
                 driver_cpus=cpu_plan.driver,
                 warmup_requests=sum(n for n, _ in warmup_rps),
                 warmup_rps=tuple(rps for _, rps in warmup_rps),
+                **observed.result_fields(),  # log events, namespace, listen queue
             )
             store.add(result)
             results.append(result)
             events.on_result(result)
+            if ramp_should_stop(results, launch.stack.name, launch.repetition, experiment.slo):
+                break  # a ramp past its breaking point: higher rates are not tried

@@ -22,6 +22,7 @@ from servelab.environment import collect_environment, machine_differences
 from servelab.errors import ServelabError
 from servelab.load import get_driver
 from servelab.procs import JANITOR
+from servelab.report.failures import render_failures
 from servelab.report.tables import experiment_markdown, seed_tables, verdict_lines, warning_lines
 from servelab.results import RunResult
 from servelab.runner import Launch, RunnerEvents, run_experiment, run_key
@@ -73,6 +74,7 @@ def render_tables(
         for line in verdict_lines(analysis, table.workload, table.variant):
             colour = "green" if ": better" in line else "red" if ": worse" in line else "dim"
             console.print(f"  [{colour}]{line}[/{colour}]", highlight=False)
+    render_failures(console, experiment, runs)  # status counts beside their logged causes
     warnings = warning_lines(analysis)
     if warnings:
         console.rule("[bold yellow]warnings")

@@ -149,17 +149,22 @@ class LoadSpec(Model):
     """How hard and how long: closed model (concurrency) or open model (fixed rate).
 
     Every run is bounded: a request count, a duration, or both; the driver is
-    also killed after ``max_time_s``.
+    also killed after ``max_time_s``. The ``bursts`` model sends ``burst_size``
+    requests at once, then waits ``burst_gap_s``, and again (idle-then-reuse).
     """
 
-    model: Literal["closed", "open"] = "closed"
+    model: Literal["closed", "open", "bursts"] = "closed"
     concurrency: PositiveInt = 100
     requests: PositiveInt | None = None
     duration_s: PositiveFloat | None = None
     rate: PositiveFloat | None = None
+    burst_size: PositiveInt | None = None
+    burst_gap_s: PositiveFloat | None = None
     keepalive: bool = True
     timeout_s: PositiveFloat = 30.0
     max_time_s: PositiveFloat = 600.0
+    # Count the requests slower than this (latency from the intended send time).
+    slow_ms: PositiveFloat | None = None
 
     @model_validator(mode="after")
     def _check(self) -> LoadSpec:
@@ -173,7 +178,24 @@ class LoadSpec(Model):
             raise ValueError(f"duration_s {self.duration_s} exceeds max_time_s {self.max_time_s}")
         if self.model == "open" and self.rate is not None:
             self._check_open_bounds(self.rate)
+        if self.model == "bursts":
+            self._check_bursts()
+        elif self.burst_size is not None or self.burst_gap_s is not None:
+            raise ValueError("burst_size and burst_gap_s belong to model = 'bursts'")
         return self
+
+    def _check_bursts(self) -> None:
+        if self.burst_size is None or self.burst_gap_s is None:
+            raise ValueError("the bursts model needs burst_size and burst_gap_s")
+        if self.requests is None or self.duration_s is not None:
+            raise ValueError("the bursts model is bounded by 'requests' (burst_size x bursts)")
+        sending_s = -(-self.requests // self.burst_size) * self.burst_gap_s
+        if sending_s > self.max_time_s:
+            raise ValueError(
+                f"{self.requests} requests in bursts of {self.burst_size} every "
+                f"{self.burst_gap_s:g} s take {sending_s:,.0f} s, more than max_time_s "
+                f"{self.max_time_s:g}; send fewer requests or bigger bursts"
+            )
 
     def _check_open_bounds(self, rate: float) -> None:
         """An open-model run must end: its request count and sending time are capped."""
@@ -213,10 +235,15 @@ class WarmupSpec(Model):
 
 
 class SloSpec(Model):
-    """A load step breaks the SLO when p99 latency or the error ratio goes above these."""
+    """A load step breaks the SLO when p99 latency or the error ratio goes above these.
+
+    A ramp stops at the first step that breaks it, or, when no 502 was seen yet,
+    after up to ``extra_steps`` more steps spent looking for the first 502.
+    """
 
     p99_ms: PositiveFloat = 1000.0
     max_error_ratio: Annotated[float, Field(ge=0, lt=1)] = 0.01
+    extra_steps: Annotated[int, Field(ge=0, le=10)] = 2
 
 
 class Experiment(Model):

@@ -41,6 +41,16 @@ def program_output(argv: list[str], what: str, tool: str) -> str:
     return done.stdout + done.stderr
 
 
+def needed_features(load: LoadSpec) -> set[str]:
+    """Optional features ``load`` needs; a driver lists those it has in ``features``."""
+    needed = set()
+    if load.model == "bursts":
+        needed.add("bursts")
+    if load.slow_ms is not None:
+        needed.add("slow_ms")
+    return needed
+
+
 class LoadDriver(Protocol):
     name: str
 
@@ -80,7 +90,10 @@ def run_load(
     ``prefix`` goes before the driver's argv, e.g. ``ip netns exec NAME`` to run it
     inside the stack's network namespace.
     """
-    reason = driver.unsupported(request, load)
+    missing = needed_features(load) - set(getattr(driver, "features", ()))
+    reason = (
+        f"it has no {' / '.join(sorted(missing))} support" if missing else None
+    ) or driver.unsupported(request, load)
     if reason:
         raise SpecError(
             f"load driver {driver.name} cannot do this: {reason}",
@@ -125,8 +138,10 @@ def run_load(
             f"check that {driver.name}'s version is supported (servelab doctor)",
             detail=stdout[-2000:],
         ) from None
+    extra = getattr(driver, "extra_measurements", None)  # e.g. oha's slow-request count
     return measured.model_copy(
         update={
+            **(extra(workdir, load) if extra is not None else {}),
             "driver_cpu_s": rusage.ru_utime + rusage.ru_stime,
             # ru_maxrss would also count servelab's own memory: Linux carries the
             # high-water mark over from the forked parent across exec.

@@ -37,12 +37,15 @@ is oha's ``totalData``: response bodies only, without headers.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
+import sqlite3
 from pathlib import Path
 from typing import Any
 
+from servelab.errors import LoadDriverError
 from servelab.load.base import program_output
 from servelab.paths import cache_dir, require_program
 from servelab.results import LoadMeasurement
@@ -78,6 +81,7 @@ ERROR_KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
 )
 DEADLINE_MESSAGE = "aborted due to deadline"
+REQUESTS_DB = "requests.sqlite"
 
 
 def error_kind(message: str) -> str:
@@ -117,6 +121,7 @@ def _flags_of(program: str) -> OhaFlags:
 
 class OhaDriver:
     name = "oha"
+    features = frozenset({"bursts", "slow_ms"})
 
     def __init__(self, program: str | None = None, help_text: str | None = None) -> None:
         """``program`` / ``help_text`` pin the binary and its flags (tests, odd installs)."""
@@ -162,6 +167,16 @@ class OhaDriver:
             argv += ["-n", str(load.requests)]
         if load.model == "open":
             argv += ["-q", repr(float(load.rate or 0)), "--latency-correction"]
+        elif load.model == "bursts":
+            # oha sleeps burst-delay, sends burst-rate requests, and again.
+            argv += [
+                "--burst-delay", duration_arg(load.burst_gap_s or 1.0),
+                "--burst-rate", str(load.burst_size),
+            ]
+        if load.slow_ms is not None:
+            # oha appends to an existing database; each run counts its own requests.
+            (workdir / REQUESTS_DB).unlink(missing_ok=True)
+            argv += ["--db-url", str(workdir / REQUESTS_DB)]
         if not load.keepalive:
             argv.append("--disable-keepalive")
         argv += ["-t", duration_arg(load.timeout_s), "-m", request.method]
@@ -171,6 +186,12 @@ class OhaDriver:
             argv += ["-T", request.content_type, "-D", str(body_path)]
         argv.append(url)
         return argv
+
+    def extra_measurements(self, workdir: Path, load: LoadSpec) -> dict[str, Any]:
+        """The count of slow requests, from the per-request database oha wrote."""
+        if load.slow_ms is None:
+            return {}
+        return {"slow_requests": count_slow_requests(workdir / REQUESTS_DB, load.slow_ms)}
 
     def parse(self, stdout: str, stderr: str, load: LoadSpec) -> LoadMeasurement:
         data = json.loads(stdout)
@@ -199,6 +220,25 @@ class OhaDriver:
             connection_errors=errors,
             bytes_received=int(summary.get("totalData") or 0),
         )
+
+
+def count_slow_requests(db: Path, slow_ms: float) -> int:
+    """Answered requests slower than ``slow_ms`` in oha's ``--db-url`` database.
+
+    oha's ``duration`` column runs from the request's intended start (when
+    latency correction is on) to its end, like the latencies it reports.
+    """
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
+            row = conn.execute(
+                "SELECT COUNT(*) FROM oha WHERE duration * 1000.0 > ?", (slow_ms,)
+            ).fetchone()
+    except sqlite3.Error as exc:
+        raise LoadDriverError(
+            f"could not read oha's request database {db} ({exc})",
+            "check that this oha supports --db-url (servelab doctor)",
+        ) from None
+    return int(row[0])
 
 
 def _ms(seconds: Any) -> float:

@@ -20,6 +20,8 @@ from servelab.analysis import (
     summary_line,
     verdict_line,
 )
+from servelab.attribution import failure_events
+from servelab.report.failures import failures_markdown
 from servelab.results import RunResult
 from servelab.spec import Experiment
 from servelab.stats import percent_change, summarize
@@ -38,6 +40,8 @@ ATTRIBUTES: tuple[Attribute, ...] = (
     Attribute("Time per request [ms]", lambda r: r.load.latency_mean_ms, 3, "ms"),
     Attribute("p99 latency [ms]", lambda r: r.load.latency_p99_ms, 3, "ms"),
     Attribute("Errors", lambda r: float(r.load.errors), 0, "count"),
+    # Failure lines in nginx's and the app's logs (servelab.attribution), beside Errors.
+    Attribute("Logged failures", lambda r: float(failure_events(r.log_events)), 0, "count"),
     Attribute(
         "Stack CPU per request [µs]",
         lambda r: 1e6 * r.stack_cpu_s / r.load.requests_total if r.load.requests_total else 0,
@@ -182,6 +186,7 @@ def experiment_markdown(
         ]
         lines += [f"- {line}" for line in verdict_lines(analysis, table.workload, table.variant)]
         lines.append("")
+    lines += failures_markdown(experiment, runs)  # status counts beside their logged causes
     warnings = warning_lines(analysis)
     if warnings:
         lines += ["## Warnings", ""] + [f"- {line}" for line in warnings] + [""]

@@ -22,6 +22,12 @@ class StudyOptions:
     workers: tuple[int, ...] | None = None
     threads: tuple[int, ...] | None = None
     warmup_requests: int | None = None
+    # Failure-mode studies (servelab.studies.failures)
+    rate: float | None = None  # open-model arrival rate, requests per second
+    sleep_s: float | None = None  # seconds the sleepy app holds its worker per request
+    somaxconn: tuple[int, ...] | None = None  # one variant per value (backlog study)
+    netns: str | None = None  # "auto" | "require" | "off" (see spec.NetworkSpec)
+    timeout_s: float | None = None  # the load driver's per-request timeout
 
 
 @dataclass(frozen=True)
@@ -33,9 +39,10 @@ class Study:
 
 
 def all_studies() -> dict[str, Study]:
+    from servelab.studies.failures import FAILURE_STUDIES
     from servelab.studies.seeds import SEED_STUDIES
 
-    return {study.name: study for study in SEED_STUDIES}
+    return {study.name: study for study in (*SEED_STUDIES, *FAILURE_STUDIES)}
 
 
 def get_study(name: str) -> Study:

@@ -1,0 +1,221 @@
+"""Failures and their causes, beside the seed tables: status counts, classified log
+lines, the listen queue, and (for ramps) the breaking point.
+
+Built as plain rows (header + rows of strings) so that the terminal (rich)
+and markdown renderers show the same thing.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rich.console import Console
+from rich.table import Table
+from tabulate import tabulate
+
+from servelab.attribution import EVENT_BY_KEY, describe_counts, failure_events
+from servelab.ramp import ramp_verdicts, rate_of, slo_problem
+from servelab.results import RunResult
+from servelab.spec import Experiment
+
+
+@dataclass(frozen=True)
+class Rows:
+    title: str
+    header: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+
+
+def describe_statuses(runs: Sequence[RunResult]) -> str:
+    """'200 x134, 502 x66' (HTTP codes) then 'timeout x3' (no answer), summed over ``runs``."""
+    codes: Counter[str] = Counter()
+    errors: Counter[str] = Counter()
+    for run in runs:
+        codes.update(run.load.status_counts)
+        errors.update(run.load.connection_errors)
+    parts = [f"{code} x{n}" for code, n in sorted(codes.items()) if n]
+    parts += [f"{kind} x{n}" for kind, n in sorted(errors.items()) if n]
+    return ", ".join(parts) or "-"
+
+
+def _events(runs: Sequence[RunResult]) -> Counter[str]:
+    total: Counter[str] = Counter()
+    for run in runs:
+        total.update(run.log_events)
+    return total
+
+
+def _queue(runs: Sequence[RunResult]) -> str:
+    """'128 (max 129 waiting)': the measured backlog and the longest queue seen."""
+    queues = [r.listen_queue for r in runs if r.listen_queue is not None]
+    if not queues:
+        backlogs = {r.listen_backlog for r in runs if r.listen_backlog is not None}
+        return f"{min(backlogs)} (not sampled)" if backlogs else "-"
+    return f"{max(q.backlog for q in queues)} (max {max(q.max_queued for q in queues)} waiting)"
+
+
+def failure_rows(experiment: Experiment, runs: Sequence[RunResult]) -> Rows:
+    """One row per (workload, variant), summed over its repetitions."""
+    rows = []
+    for workload in experiment.workloads:
+        for stack in experiment.stacks:
+            mine = [r for r in runs if r.variant == stack.name and r.workload == workload.name]
+            if not mine:
+                continue
+            requests = sum(r.load.requests_total for r in mine)
+            failed = sum(r.load.errors for r in mine)
+            slow = [r.load.slow_requests for r in mine if r.load.slow_requests is not None]
+            rows.append(
+                (
+                    workload.name,
+                    stack.name,
+                    f"{requests:,}",
+                    f"{failed:,} ({failed / requests:.1%})" if requests else "-",
+                    describe_statuses(mine),
+                    describe_counts(_events(mine)),
+                    f"{sum(slow):,}" if slow else "-",
+                    f"{max(r.load.latency_p99_ms for r in mine):,.0f}",
+                    _queue(mine),
+                )
+            )
+    header = (
+        "Workload",
+        "Variant",
+        "Requests",
+        "Failed",
+        "Status counts",
+        "Log events (nginx + app)",
+        "Slow",
+        "p99 [ms]",
+        "Listen backlog",
+    )
+    return Rows("Failures and their causes", header, tuple(rows))
+
+
+def cause_lines(runs: Sequence[RunResult]) -> list[str]:
+    """One line per event class seen: count, what it means, the fix, and a real log line."""
+    counts = _events(runs)
+    examples: dict[str, str] = {}
+    for run in runs:
+        for key, line in run.log_examples.items():
+            examples.setdefault(key, line)
+    lines = []
+    for key in EVENT_BY_KEY:
+        if not counts.get(key):
+            continue
+        event = EVENT_BY_KEY[key]
+        fix = f" Fix: {event.fix}." if event.fix else ""
+        example = f' e.g. "{short_line(examples[key])}"' if key in examples else ""
+        lines.append(f"{key} x{counts[key]}: {event.cause}.{fix}{example}")
+    return lines
+
+
+def short_line(line: str, limit: int = 200) -> str:
+    """A log line without nginx's trailing request details, at most ``limit`` characters."""
+    line = line.split(", client: ", 1)[0]
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def placement_notes(runs: Sequence[RunResult]) -> list[str]:
+    notes: list[str] = []
+    for run in runs:
+        for note in run.notes:
+            if note not in notes:
+                notes.append(note)
+    return notes
+
+
+def ramp_rows(experiment: Experiment, runs: Sequence[RunResult]) -> Rows | None:
+    """The ramp's steps (rate order) with the SLO verdict of each; None if not a ramp."""
+    if experiment.slo is None:
+        return None
+    slo = experiment.slo
+    rows = []
+    for verdict in ramp_verdicts(runs, slo):
+        for step in verdict.steps:
+            load = step.load
+            problem = slo_problem(step, slo)
+            rows.append(
+                (
+                    verdict.variant,
+                    str(verdict.repetition),
+                    f"{rate_of(step):g}",
+                    f"{load.rps:,.1f}",
+                    f"{load.latency_p50_ms:,.1f}",
+                    f"{load.latency_p99_ms:,.1f}",
+                    describe_statuses([step]),
+                    describe_counts(step.log_events),
+                    "ok" if problem is None else f"broken: {problem}",
+                )
+            )
+    header = (
+        "Variant", "Run", "Rate [req/s]", "Achieved [req/s]", "p50 [ms]", "p99 [ms]",
+        "Status counts", "Log events", f"SLO (p99 <= {slo.p99_ms:g} ms, "
+        f"errors <= {slo.max_error_ratio:.1%})",
+    )
+    return Rows("Fixed-rate ramp", header, tuple(rows))
+
+
+def ramp_summary_lines(experiment: Experiment, runs: Sequence[RunResult]) -> list[str]:
+    if experiment.slo is None:
+        return []
+    return [
+        f"{v.variant} run {v.repetition}: {v.summary()}"
+        for v in ramp_verdicts(runs, experiment.slo)
+    ]
+
+
+def rows_markdown(rows: Rows) -> str:
+    return tabulate(list(rows.rows), headers=list(rows.header), tablefmt="github",
+                    disable_numparse=True)
+
+
+def failures_markdown(experiment: Experiment, runs: Sequence[RunResult]) -> list[str]:
+    """The section as markdown lines (empty when there are no runs)."""
+    if not runs:
+        return []
+    lines: list[str] = []
+    ramp = ramp_rows(experiment, runs)
+    if ramp is not None:
+        lines += [f"## {ramp.title}", ""]
+        lines += [f"- {line}" for line in ramp_summary_lines(experiment, runs)] + [""]
+        lines += [rows_markdown(ramp), ""]
+    table = failure_rows(experiment, runs)
+    lines += [f"## {table.title}", "", rows_markdown(table), ""]
+    lines += [f"- {line}" for line in cause_lines(runs)]
+    lines += [f"- note: {note}" for note in placement_notes(runs)]
+    if any(r.log_events or r.notes for r in runs):
+        lines.append("")
+    return lines
+
+
+def has_failure_data(runs: Sequence[RunResult]) -> bool:
+    """True when any run failed requests or logged events (worth a section of its own)."""
+    return any(r.load.errors or failure_events(r.log_events) or r.log_events for r in runs)
+
+
+def render_failures(console: Console, experiment: Experiment, runs: Sequence[RunResult]) -> None:
+    """The section in the terminal, as rich tables."""
+    if not runs:
+        return
+    ramp = ramp_rows(experiment, runs)
+    sections = [r for r in (ramp, failure_rows(experiment, runs)) if r is not None]
+    for rows in sections:
+        console.rule(f"[bold]{rows.title}")
+        if rows is ramp:
+            for line in ramp_summary_lines(experiment, runs):
+                console.print(f"[bold]{line}[/bold]", highlight=False)
+        table = Table(title_justify="left")
+        for index, column in enumerate(rows.header):
+            table.add_column(
+                column, justify="left" if index < 2 else "right", no_wrap=index < 2
+            )
+        for row in rows.rows:
+            table.add_row(*row)
+        console.print(table)
+    for line in cause_lines(runs):
+        console.print(f"- {line}", highlight=False, markup=False)
+    for note in placement_notes(runs):
+        console.print(f"[yellow]note:[/yellow] {note}", highlight=False)
