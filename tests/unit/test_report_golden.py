@@ -86,8 +86,8 @@ def test_markdown_carries_tables_verdicts_warnings_and_environment() -> None:
     assert "| **Test attribute**" in text and "Difference to baseline" in text
     # analysis.verdict_line for each variant against the baseline.
     assert "- Requests per second: no significant difference, -28.86 %" in text
-    # Failed requests by cause: the TCP variant timed out at 4000 requests/s.
-    assert "| rate-4000  | tcp       |" in text and "connection: timeout: 43" in text
+    # Failures and their causes (report/failures.py): TCP timed out at 4000 requests/s.
+    assert "| rate-4000  | tcp       | 3,151      | 43 (1.4%) | 200 x3108, timeout x43 |" in text
     # Warnings as data, with their fixes.
     assert "- **errors** (tcp / rate-4000): 43 of 3151 requests failed (timeout: 43). Hint:" in text
     assert "## Environment" in text and "| CPU placement" in text

@@ -196,7 +196,7 @@ def test_html_shows_verdicts_warnings_failures_and_environment(ramp: ReportInput
     html = render_html(ramp)
     assert 'class="badge no"' in html  # "no significant difference"
     assert "43 of 3,151 (1.36 %)" in html
-    assert "connection: timeout: 43" in html
+    assert "200 x3108, timeout x43" in html  # status counts beside their causes
     assert "requests/s varies by 57.1 %" in html
     assert "stack on CPUs 0, load driver on CPUs 1" in html
 
@@ -209,17 +209,19 @@ def test_classified_log_lines_are_shown_when_runs_have_them(ramp: ReportInput) -
     for run in ramp.runs:
         data = run.model_dump()
         if run.variant == "tcp" and run.workload == "rate-4000":
-            data["log_events"] = {"upstream timed out": 20, "backlog overflow": 3}
+            data["log_events"] = {"read_timeout": 20, "backlog_overflow": 3}
         runs.append(RunResult.model_validate(data))
     report = ReportInput.build(ramp.experiment, ramp.environment, runs)
-    assert log_events(runs[-1]) in ({}, {"upstream timed out": 20, "backlog overflow": 3})
+    assert log_events(runs[-1]) in ({}, {"read_timeout": 20, "backlog_overflow": 3})
     markdown = render_markdown(report)
-    assert "backlog overflow: 6, upstream timed out: 40" in markdown  # two runs summed
+    assert "backlog_overflow x6, read_timeout x40" in markdown  # two runs summed
+    assert "- backlog_overflow x6: " in markdown  # the cause, and its fix
     errors = next(c for c in report.charts if c.name == "errors")
-    assert "Classified log lines" in errors.svg and "backlog overflow" in errors.svg
+    assert "Classified log lines" in errors.svg and "backlog_overflow" in errors.svg
     header = runs_csv(report).splitlines()[0].split(",")
-    assert "log_backlog overflow" in header and "log_upstream timed out" in header
-    assert "backlog overflow: 6" in render_html(report)
+    assert "log_backlog_overflow" in header and "log_read_timeout" in header
+    html = render_html(report)
+    assert "backlog_overflow x6, read_timeout x40" in html and "backlog_overflow x6: " in html
 
 
 def test_failure_breakdown_counts_codes_and_connection_errors(ramp: ReportInput) -> None:

@@ -66,6 +66,7 @@ _RC = {
     "axes.spines.right": False,
 }
 PNG_DPI = 110
+PANELS_PER_LINE = 4
 RAMP_TITLE = "Latency and errors against the arrival rate"
 
 
@@ -139,13 +140,19 @@ def _workload_names(report: ReportInput) -> list[str]:
 def _panel_grid(
     n_panels: int, n_rows: int, label_width: float, *, min_width: float = 10.0
 ) -> tuple[Figure, list[Axes]]:
-    """A figure of ``n_panels`` side by side sharing the variant axis (one row per variant)."""
-    width = max(min_width, label_width + 3.4 * n_panels)
-    height = 1.3 + 0.32 * max(n_rows, 2)
+    """A figure of ``n_panels`` sharing the variant axis (one row per variant), side by
+    side, wrapped after PANELS_PER_LINE (a rate ramp may have dozens of workloads)."""
+    columns = min(n_panels, PANELS_PER_LINE)
+    lines = math.ceil(n_panels / columns)
+    width = max(min_width, label_width + 3.4 * columns)
+    height = lines * (1.0 + 0.32 * max(n_rows, 2)) + 0.4
     figure = _figure(min(width, 16.0), height)
     with matplotlib.rc_context(_RC):
-        axes = figure.subplots(1, n_panels, sharey=True, squeeze=False)[0]
-    return figure, list(axes)
+        grid = figure.subplots(lines, columns, sharey=True, squeeze=False)
+    axes = [ax for line in grid for ax in line]
+    for spare in axes[n_panels:]:
+        spare.set_visible(False)
+    return figure, axes[:n_panels]
 
 
 def _label_width(names: Sequence[str]) -> float:
@@ -520,7 +527,12 @@ def plan_charts(report: ReportInput) -> list[PlannedChart]:
         )
     ramp = ramp_points(report)
     if ramp:
-        plan.append(PlannedChart("ramp", RAMP_TITLE, lambda: ramp_chart(ramp)))
+        slo = getattr(report.experiment, "slo", None)  # a ramp's SLO, where it has one
+        limits = {
+            "p99_limit_ms": getattr(slo, "p99_ms", None),
+            "max_error_ratio": getattr(slo, "max_error_ratio", None),
+        }
+        plan.append(PlannedChart("ramp", RAMP_TITLE, lambda: ramp_chart(ramp, **limits)))
     plan.append(PlannedChart("errors", "Errors and their causes", lambda: errors_chart(report)))
     return plan
 

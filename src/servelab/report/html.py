@@ -22,9 +22,14 @@ from servelab.report.base import (
     describe_workload,
     environment_rows,
     experiment_line,
-    failure_breakdown,
-    log_breakdown,
     summary_rows,
+)
+from servelab.report.failures import (
+    cause_lines,
+    failure_rows,
+    placement_notes,
+    ramp_rows,
+    ramp_summary_lines,
 )
 from servelab.report.tables import seed_tables, verdict_lines
 
@@ -55,20 +60,10 @@ def render_html(report: ReportInput) -> str:
         {"table": t, "verdicts": verdict_lines(report.analysis, t.workload, t.variant)}
         for t in seed_tables(experiment, report.runs)
     ]
-    failures = []
-    for variant in report.analysis.variants:
-        causes, logs = failure_breakdown(variant.runs), log_breakdown(variant.runs)
-        if causes or logs:
-            failures.append(
-                {
-                    "workload": variant.workload,
-                    "variant": variant.variant,
-                    "requests": sum(r.load.requests_total for r in variant.runs),
-                    "failed": variant.total_errors,
-                    "causes": causes,
-                    "logs": logs,
-                }
-            )
+    # Status counts beside their logged causes, and a ramp's steps: the same rows
+    # as the terminal and the markdown report (report/failures.py).
+    ramp = ramp_rows(experiment, report.runs)
+    failure_tables = [rows for rows in (ramp, failure_rows(experiment, report.runs)) if rows]
     charts = [
         {
             "name": chart.name,
@@ -84,8 +79,12 @@ def render_html(report: ReportInput) -> str:
         workloads=workloads,
         charts=charts,
         tables=tables,
-        failures=failures,
+        failure_tables=failure_tables,
+        ramp_lines=ramp_summary_lines(experiment, report.runs),
+        cause_lines=cause_lines(report.runs),
+        placement_notes=placement_notes(report.runs),
         total_requests=sum(r.load.requests_total for r in report.runs),
+        total_failed=sum(r.load.errors for r in report.runs),
         warnings=report.analysis.all_warnings,
         environment=environment_rows(report),
         runs_json=RUNS_JSON_FILE,

@@ -1,8 +1,9 @@
 """The markdown report: ready to paste into a README, an issue or a blog post.
 
 At a glance (one line per variant, with its verdict), the charts, the
-seed-style tables (report/tables.py) with each variant's verdicts, failed
-requests by cause, warnings with their fixes, and the machine. Deterministic:
+seed-style tables (report/tables.py) with each variant's verdicts, failures
+and their causes (report/failures.py), warnings with their hints, and the
+machine. Deterministic:
 the same result always gives the same text.
 """
 
@@ -22,10 +23,9 @@ from servelab.report.base import (
     describe_workload,
     environment_rows,
     experiment_line,
-    failure_breakdown,
-    log_breakdown,
     summary_rows,
 )
+from servelab.report.failures import failures_markdown
 from servelab.report.tables import seed_tables, table_markdown, verdict_lines
 
 
@@ -96,7 +96,8 @@ def render_markdown(report: ReportInput, *, chart_titles: dict[str, str] | None 
         if verdicts:
             lines += [f"- {line}" for line in verdicts] + [""]
 
-    lines += _failures(report)
+    # Status counts beside their logged causes, and a ramp's steps (report/failures.py).
+    lines += failures_markdown(experiment, report.runs)
     lines += _warnings(report)
 
     lines += ["## Environment", ""]
@@ -109,31 +110,6 @@ def render_markdown(report: ReportInput, *, chart_titles: dict[str, str] | None 
         "",
     ]
     return "\n".join(lines)
-
-
-def _failures(report: ReportInput) -> list[str]:
-    rows = []
-    for variant in report.analysis.variants:
-        causes = failure_breakdown(variant.runs)
-        logs = log_breakdown(variant.runs)
-        if not causes and not logs:
-            continue
-        requests = sum(r.load.requests_total for r in variant.runs)
-        rows.append(
-            [
-                variant.workload,
-                variant.variant,
-                f"{requests:,}",
-                f"{variant.total_errors:,}",
-                ", ".join(f"{k}: {n:,}" for k, n in causes.items()) or "none",
-                ", ".join(f"{k}: {n:,}" for k, n in logs.items()) or "none",
-            ]
-        )
-    if not rows:
-        total = sum(r.load.requests_total for r in report.runs)
-        return ["## Failed requests", "", f"None: all {total:,} requests succeeded.", ""]
-    header = ["Workload", "Variant", "Requests", "Failed", "Causes", "Classified log lines"]
-    return ["## Failed requests", "", _table(header, [[_cell(c) for c in r] for r in rows]), ""]
 
 
 def _warnings(report: ReportInput) -> list[str]:
