@@ -322,3 +322,52 @@ def test_cli_refuses_a_non_empty_out_and_writes_with_force(tmp_path: Path) -> No
     assert done.returncode == 0, done.stderr
     assert (out / "report.md").read_text().startswith("# sleepy-workers")
     assert (out / "report.html").is_file() and (out / "charts" / "rps.png").is_file()
+
+
+def test_report_and_export_by_result_id(tmp_path: Path) -> None:
+    """RESULT as an id of the results database, stored the way `servelab run` stores it."""
+    source = ResultStore.open(SLEEPY)
+    root = tmp_path / "results"
+    store = ResultStore.create(root, source.experiment, source.environment)
+    for run in source.runs():
+        store.add(run)
+    done = servelab("report", str(store.id), "--results", str(root))
+    assert done.returncode == 0, done.stderr
+    assert (store.path / "report" / "report.html").is_file()
+    done = servelab("export", str(store.id), "--results", str(root), "--no-check")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("gthread-2x4-unix-keepalive: the best variant")
+    readme = (store.path / "export" / "README.md").read_text()
+    assert f"from #{store.id} ({store.path})" in readme
+
+
+def test_a_variant_without_nginx_is_not_exported() -> None:
+    report = load(SLEEPY)
+    stack = report.experiment.baseline
+    alone = stack.model_copy(update={"proxy": stack.proxy.model_copy(update={"kind": "none"})})
+    with pytest.raises(SpecError, match="measured without nginx"):
+        render_deploy_set(report, Choice(alone, "named", "t", ()), DeployLayout("w"), source="r")
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="no systemd-analyze")
+def test_systemd_accepts_the_exported_units(tmp_path: Path) -> None:
+    report = load(SLEEPY)
+    deploy = render_deploy_set(
+        report, choose_variant(report, "best"), DeployLayout("webapp"), source="r"
+    )
+    units = []
+    for name in ("webapp-app.service", "webapp-nginx.service"):
+        # systemd checks that ExecStart's program exists: point it at this machine's.
+        text = deploy.files[name].replace(
+            "/opt/webapp/venv/bin/gunicorn", str(Path(sys.executable).parent / "gunicorn")
+        )
+        (tmp_path / name).write_text(text)
+        units.append(str(tmp_path / name))
+    done = subprocess.run(
+        ["systemd-analyze", "verify", *units],
+        capture_output=True, text=True, timeout=60, check=False,
+    )
+    complaints = [
+        line for line in (done.stdout + done.stderr).splitlines() if str(tmp_path) in line
+    ]
+    assert not complaints, "\n".join(complaints)
