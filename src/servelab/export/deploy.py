@@ -30,7 +30,13 @@ from servelab.analysis import VariantAnalysis
 from servelab.apps import BUILTIN_APPS, resolve_app
 from servelab.errors import SpecError
 from servelab.export.choose import Choice
-from servelab.report.base import ReportInput
+from servelab.report.base import (
+    ReportInput,
+    describe_workload,
+    environment_rows,
+    stack_knobs,
+    summary_rows,
+)
 from servelab.spec import StackSpec
 from servelab.stacks import gunicorn, nginx, uvicorn
 from servelab.stats import compare
@@ -197,24 +203,14 @@ class Evidence:
     lines: tuple[str, ...]  # one per workload: rps of both and the verdict
 
 
-def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    flat: dict[str, Any] = {}
-    for key, value in data.items():
-        if isinstance(value, dict):
-            flat.update(_flatten(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
-
-
 def knob_evidence(report: ReportInput, chosen: StackSpec) -> list[Evidence]:
     """For every variant that differs from ``chosen`` in exactly one knob, what it measured."""
-    ours = _flatten(chosen.model_dump(mode="json", exclude={"name"}))
+    ours = stack_knobs(chosen, with_app=True)
     evidence = []
     for other in report.experiment.stacks:
         if other.name == chosen.name:
             continue
-        theirs = _flatten(other.model_dump(mode="json", exclude={"name"}))
+        theirs = stack_knobs(other, with_app=True)
         differing = [k for k in ours if ours.get(k) != theirs.get(k)]
         if len(differing) != 1:
             continue
@@ -408,8 +404,6 @@ def render_deploy_set(
 def render_readme(
     report: ReportInput, deploy: DeploySet, context: dict[str, Any], *, source: str
 ) -> str:
-    from servelab.report.base import describe_workload, environment_rows, summary_rows
-
     chosen = deploy.choice.stack.name
     workloads = []
     for workload in report.experiment.workloads:

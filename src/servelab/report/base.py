@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from servelab.analysis import ExperimentAnalysis, analyze
 from servelab.errors import ServelabError
 from servelab.results import RunResult
-from servelab.spec import Experiment
+from servelab.spec import Experiment, StackSpec
 
 # File names inside a report directory, shared by the renderers that link to each other.
 CHARTS_DIR = "charts"
@@ -31,6 +31,22 @@ RUNS_CSV_FILE = "runs.csv"
 if TYPE_CHECKING:
     from servelab.report.charts import Chart
     from servelab.store import ResultStore
+
+
+def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, Mapping):
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def stack_knobs(stack: StackSpec, *, with_app: bool = False) -> dict[str, Any]:
+    """Every knob of ``stack`` by dotted name ("server.workers": 2), its name left out."""
+    exclude = {"name"} if with_app else {"name", "app"}
+    return _flatten(stack.model_dump(mode="json", exclude=exclude))
 
 
 def log_events(run: RunResult) -> dict[str, int]:

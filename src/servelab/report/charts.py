@@ -27,12 +27,12 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import matplotlib
 from matplotlib.figure import Figure
 
-from servelab.report.base import failure_breakdown, log_breakdown
+from servelab.report.base import failure_breakdown, log_breakdown, stack_knobs
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -258,21 +258,6 @@ def latency_chart(report: ReportInput) -> Chart:
     )
 
 
-def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    flat: dict[str, Any] = {}
-    for key, value in data.items():
-        if isinstance(value, Mapping):
-            flat.update(_flatten(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
-
-
-def _knobs(stack: StackSpec) -> dict[str, Any]:
-    """Every knob of ``stack`` by dotted name (server.workers), except its name and app."""
-    return _flatten(stack.model_dump(mode="json", exclude={"name", "app"}))
-
-
 def grid_knobs(stacks: Sequence[StackSpec]) -> tuple[str, str] | None:
     """The two numeric knobs a grid varies (e.g. server.workers, server.threads), or None.
 
@@ -281,7 +266,7 @@ def grid_knobs(stacks: Sequence[StackSpec]) -> tuple[str, str] | None:
     """
     if len(stacks) < 4:
         return None
-    knobs = [_knobs(s) for s in stacks]
+    knobs = [stack_knobs(s) for s in stacks]
     varying = [k for k in knobs[0] if len({repr(kn.get(k)) for kn in knobs}) > 1]
     if len(varying) != 2:
         return None
@@ -297,7 +282,7 @@ def grid_knobs(stacks: Sequence[StackSpec]) -> tuple[str, str] | None:
 
 def heatmap_chart(report: ReportInput, knobs: tuple[str, str]) -> Chart:
     x_key, y_key = knobs
-    stacks = {s.name: _knobs(s) for s in report.experiment.stacks}
+    stacks = {s.name: stack_knobs(s) for s in report.experiment.stacks}
     xs = sorted({k[x_key] for k in stacks.values()})
     ys = sorted({k[y_key] for k in stacks.values()})
     workloads = _workload_names(report)
