@@ -335,7 +335,9 @@ _report_results_root = click.option(
 @click.option(
     "--screenshot", is_flag=True, help="Also open the HTML in headless Chromium; save report.png."
 )
-def report(result: str, out_dir: Path | None, results_root: Path, force: bool, screenshot: bool):
+def report(
+    result: str, out_dir: Path | None, results_root: Path, force: bool, screenshot: bool
+) -> None:
     """Write RESULT's report: markdown, HTML, SVG/PNG charts, JSON and CSV of every run.
 
     RESULT is an id (`servelab results list`) or a results directory.
