@@ -212,6 +212,62 @@ def run(file: Path, stack_cpus, driver_cpus, no_pin, out_dir, resume, force, ord
     ).run()
 
 
+@cli.command()
+@click.option("--start", type=float, default=50.0, show_default=True, help="First rate [req/s].")
+@click.option("--max-rate", type=float, default=500.0, show_default=True, help="Last rate.")
+@click.option("--step", type=float, help="Add this to the rate each step (default 50).")
+@click.option("--factor", type=float, help="Multiply the rate by this each step instead.")
+@click.option("--step-seconds", type=float, default=5.0, show_default=True)
+@click.option("--timeout", type=float, default=10.0, show_default=True, help="Per request [s].")
+@click.option("-c", "--concurrency", type=int, default=500, show_default=True,
+              help="Most connections the driver opens to keep to the schedule.")
+@click.option("--p99-ms", type=float, default=500.0, show_default=True, help="SLO: p99 limit.")
+@click.option("--max-error-ratio", type=float, default=0.01, show_default=True,
+              help="SLO: most failed requests, as a ratio.")
+@click.option("--extra-steps", type=int, default=2, show_default=True,
+              help="Steps past the SLO break spent looking for the first 502.")
+@click.option("--app", default="sleepy", show_default=True,
+              help="Built-in app (sleepy, fastapi) or package.module:attr.")
+@click.option("--sleep", type=float, help="sleepy app: seconds per request (default 0.01).")
+@click.option("--method", default="GET", show_default=True)
+@click.option("--path", default="/", show_default=True)
+@click.option("--body", help="Request body (e.g. JSON).")
+@click.option("--server", type=click.Choice(["gunicorn", "uvicorn"]), default="gunicorn")
+@click.option("--worker-class", type=click.Choice(["sync", "gthread", "uvicorn"]))
+@click.option("--workers", type=int, default=2, show_default=True)
+@click.option("--transport", type=click.Choice(["tcp", "unix"]), default="unix")
+@click.option("--somaxconn", type=int, help="Run in a namespace with this somaxconn.")
+@click.option("--netns", type=click.Choice(["auto", "require", "off"]), default="auto")
+@click.option("-r", "--repetitions", type=int, default=1, show_default=True)
+@cpu_and_out_options
+def ramp(start, max_rate, step, factor, step_seconds, timeout, concurrency, p99_ms,
+         max_error_ratio, extra_steps, stack_cpus, driver_cpus, no_pin, out_dir, resume, force,
+         order, seed, repetitions, sleep, **stack) -> None:
+    """Raise a fixed arrival rate step by step until the SLO breaks; report the highest
+    sustainable rate and the rate of the first 502."""
+    from servelab.ramp import RampOptions, RampPlan, build_ramp
+
+    if repetitions < 1 or stack["workers"] < 1:
+        raise SpecError("--repetitions and --workers must be 1 or more", "pass 1 or more")
+    plan = RampPlan(
+        start=start, stop=max_rate, step=step if step or factor else 50.0, factor=factor,
+        step_s=step_seconds, timeout_s=timeout, concurrency=concurrency,
+    )
+    if stack["somaxconn"] is not None:
+        check_somaxconn(stack["somaxconn"])
+    experiment = build_ramp(
+        RampOptions(
+            plan=plan, p99_ms=p99_ms, max_error_ratio=max_error_ratio, extra_steps=extra_steps,
+            sleep_s=sleep, repetitions=repetitions, **stack,
+        )
+    )
+    cpu_plan = make_cpu_plan(stack_cpus, driver_cpus, pin=not no_pin)
+    ExperimentSession(
+        with_order(experiment, order, seed), cpu_plan, out_dir, console=console, out=out,
+        resume=resume, force=force,
+    ).run()
+
+
 def with_order(experiment: Experiment, order: str | None, seed: int | None) -> Experiment:
     update: dict[str, object] = {}
     if order is not None:

@@ -89,6 +89,19 @@ def run_checks() -> list[Check]:
         )
     else:
         checks.append(Check("net.core.somaxconn", "ok", somaxconn))
+    from servelab.netns import unavailable_reason
+
+    no_netns = unavailable_reason()
+    checks.append(
+        Check(
+            "network namespaces (somaxconn studies)",
+            "warn" if no_netns else "ok",
+            no_netns or "available",
+            "run as root with iproute2; otherwise somaxconn is emulated by the app's backlog"
+            if no_netns
+            else "",
+        )
+    )
     soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     checks.append(
         Check(

@@ -21,9 +21,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import ValidationError
+
 from servelab.errors import SpecError
 from servelab.results import RunResult
-from servelab.spec import Experiment, LoadSpec, SloSpec, experiment_from_dict
+from servelab.spec import (
+    MAX_REQUESTS_PER_RUN,
+    Experiment,
+    LoadSpec,
+    SloSpec,
+    describe_validation_error,
+    experiment_from_dict,
+)
 
 MAX_STEPS = 40
 MAX_STEP_S = 120.0
@@ -93,6 +102,12 @@ def check_ramp(plan: RampPlan) -> None:
         )
     if plan.concurrency < 1:
         raise SpecError("ramp concurrency must be 1 or more", "e.g. -c 500")
+    if plan.stop * plan.step_s > MAX_REQUESTS_PER_RUN:
+        raise SpecError(
+            f"the ramp's last step would send {plan.stop * plan.step_s:,.0f} requests "
+            f"({plan.stop:g}/s for {plan.step_s:g} s), more than {MAX_REQUESTS_PER_RUN:,}",
+            "lower --max-rate or --step-seconds",
+        )
     steps = _count_steps(plan)
     if steps > MAX_STEPS:
         raise SpecError(
@@ -251,3 +266,65 @@ def ramp_experiment(
         "slo": slo.model_dump(),
     }
     return experiment_from_dict(data, source=name)
+
+
+@dataclass(frozen=True)
+class RampOptions:
+    """What `servelab ramp` asks for: the stack, the request, the rates and the SLO."""
+
+    plan: RampPlan
+    p99_ms: float = 500.0
+    max_error_ratio: float = 0.01
+    extra_steps: int = 2
+    app: str = "sleepy"
+    sleep_s: float | None = None  # the sleepy app's seconds per request
+    method: str = "GET"
+    path: str = "/"
+    body: str | None = None
+    server: str = "gunicorn"
+    worker_class: str | None = None  # default: sync for WSGI apps, uvicorn for ASGI
+    workers: int = 2
+    transport: str = "unix"
+    somaxconn: int | None = None
+    netns: str = "auto"
+    repetitions: int = 1
+
+
+def build_ramp(options: RampOptions) -> Experiment:
+    """The ramp experiment for ``options``; SpecError (one line) for bad values."""
+    check_ramp(options.plan)
+    try:
+        slo = SloSpec(
+            p99_ms=options.p99_ms,
+            max_error_ratio=options.max_error_ratio,
+            extra_steps=options.extra_steps,
+        )
+    except ValidationError as exc:
+        raise SpecError(
+            f"ramp SLO: {describe_validation_error(exc)}",
+            "--p99-ms > 0, 0 <= --max-error-ratio < 1, 0 <= --extra-steps <= 10",
+        ) from None
+    app: dict[str, Any] = {"ref": options.app}
+    if options.sleep_s is not None:
+        if not options.sleep_s > 0:
+            raise SpecError(f"--sleep must be positive, got {options.sleep_s:g}", "e.g. 0.01")
+        app["env"] = {"SERVELAB_SLEEP_S": f"{options.sleep_s:g}"}
+    elif options.app == "sleepy":
+        app["env"] = {"SERVELAB_SLEEP_S": "0.01"}
+    worker_class = options.worker_class or ("sync" if options.app == "sleepy" else "uvicorn")
+    server: dict[str, Any] = {"kind": options.server, "workers": options.workers}
+    if options.server == "gunicorn":
+        server["worker_class"] = worker_class
+    stack = {
+        "name": f"{options.app}-{options.transport}",
+        "app": app,
+        "server": server,
+        "proxy": {"transport": options.transport},
+        "network": {"somaxconn": options.somaxconn, "namespace": options.netns},
+    }
+    request: dict[str, Any] = {"method": options.method, "path": options.path}
+    if options.body is not None:
+        request["body"] = options.body
+    return ramp_experiment(
+        "ramp", stack, request, options.plan, slo, repetitions=options.repetitions
+    )

@@ -207,6 +207,11 @@ class LoadSpec(Model):
                     f"in one run, more than {MAX_REQUESTS_PER_RUN:,}; lower the rate or duration"
                 )
         elif self.requests is not None:
+            if self.requests > MAX_REQUESTS_PER_RUN:
+                raise ValueError(
+                    f"{self.requests:,} requests in one open-model run, more than "
+                    f"{MAX_REQUESTS_PER_RUN:,}; send fewer"
+                )
             sending_s = self.requests / rate
             if sending_s > self.max_time_s:
                 raise ValueError(

@@ -56,30 +56,38 @@ def _queue(runs: Sequence[RunResult]) -> str:
     return f"{max(q.backlog for q in queues)} (max {max(q.max_queued for q in queues)} waiting)"
 
 
+def _row(workload: str, variant: str, mine: Sequence[RunResult]) -> tuple[str, ...]:
+    requests = sum(r.load.requests_total for r in mine)
+    failed = sum(r.load.errors for r in mine)
+    slow = [r.load.slow_requests for r in mine if r.load.slow_requests is not None]
+    return (
+        workload,
+        variant,
+        f"{requests:,}",
+        f"{failed:,} ({failed / requests:.1%})" if requests else "-",
+        describe_statuses(mine),
+        describe_counts(_events(mine)),
+        f"{sum(slow):,}" if slow else "-",
+        f"{max(r.load.latency_p99_ms for r in mine):,.0f}",
+        _queue(mine),
+    )
+
+
 def failure_rows(experiment: Experiment, runs: Sequence[RunResult]) -> Rows:
-    """One row per (workload, variant), summed over its repetitions."""
+    """One row per (workload, variant), summed over its repetitions; with several
+    workloads (or a ramp), one "(all)" row per variant."""
     rows = []
-    for workload in experiment.workloads:
+    for workload in experiment.workloads if experiment.slo is None else ():
         for stack in experiment.stacks:
             mine = [r for r in runs if r.variant == stack.name and r.workload == workload.name]
-            if not mine:
-                continue
-            requests = sum(r.load.requests_total for r in mine)
-            failed = sum(r.load.errors for r in mine)
-            slow = [r.load.slow_requests for r in mine if r.load.slow_requests is not None]
-            rows.append(
-                (
-                    workload.name,
-                    stack.name,
-                    f"{requests:,}",
-                    f"{failed:,} ({failed / requests:.1%})" if requests else "-",
-                    describe_statuses(mine),
-                    describe_counts(_events(mine)),
-                    f"{sum(slow):,}" if slow else "-",
-                    f"{max(r.load.latency_p99_ms for r in mine):,.0f}",
-                    _queue(mine),
-                )
-            )
+            if mine:
+                rows.append(_row(workload.name, stack.name, mine))
+    # A ramp's steps are in the ramp table; here only their sum.
+    if len(experiment.workloads) > 1 or experiment.slo is not None:
+        for stack in experiment.stacks:
+            mine = [r for r in runs if r.variant == stack.name]
+            if mine:
+                rows.append(_row("(all)", stack.name, mine))
     header = (
         "Workload",
         "Variant",

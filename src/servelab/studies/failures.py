@@ -162,7 +162,9 @@ def keepalive_mismatch(options: StudyOptions) -> Experiment:
         }
         for offset in GAP_OFFSETS_MS
     ]
-    server = {**SEED_SERVER, "workers": 1, "keepalive_s": APP_KEEPALIVE_S}
+    # Backlog 2048, not the seeds' 64: a burst of 100 new connections (after nginx
+    # dropped its idle ones) would otherwise overflow the listen queue, a different 502.
+    server = {**SEED_SERVER, "workers": 1, "keepalive_s": APP_KEEPALIVE_S, "backlog": 2048}
     proxy = {
         "transport": "unix",
         "upstream_keepalive": max(128, size),
