@@ -9,24 +9,31 @@ import tempfile
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 
 pytestmark = pytest.mark.integration
 
-SERVER_NAMES = {"nginx", "gunicorn", "uvicorn", "oha", "ab", "wrk"}
+def owned_by(pid: int) -> list[int]:
+    """Processes started (directly or not) by servelab process ``pid``: they carry its marker
+    in their environment, so other people's servers on this machine do not count."""
+    marker = f"SERVELAB_OWNER_PID={pid}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker in (entry / "environ").read_bytes().split(b"\0"):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
 
 
-def servers_running() -> set[int]:
-    pids = set()
-    for proc in psutil.process_iter(["name", "cmdline"]):
-        try:
-            words = " ".join(proc.info["cmdline"] or [])
-        except psutil.Error:
-            continue
-        if proc.info["name"] in SERVER_NAMES or any(f"-m {n}" in words for n in SERVER_NAMES):
-            pids.add(proc.pid)
-    return pids
+def servelab(*args: str, timeout: float = 300) -> tuple[int, int, str, str]:
+    """Run servelab to the end: (its pid, exit code, stdout, stderr)."""
+    proc = subprocess.Popen([sys.executable, "-m", "servelab", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    stdout, stderr = proc.communicate(timeout=timeout)
+    return proc.pid, proc.returncode, stdout, stderr
 
 
 def servelab_temp_dirs() -> set[str]:
@@ -34,14 +41,11 @@ def servelab_temp_dirs() -> set[str]:
 
 
 def test_quick_study_runs_every_variant_and_leaves_nothing(tmp_path):
-    before, dirs_before = servers_running(), servelab_temp_dirs()
-    done = subprocess.run(
-        [sys.executable, "-m", "servelab", "study", "quick", "-r", "1", "-d", "1",
-         "--endpoints", "sync-small,async-small",
-         "--warmup", "20", "--out", str(tmp_path)],
-        capture_output=True, text=True, timeout=300, check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    dirs_before = servelab_temp_dirs()
+    pid, code, stdout, stderr = servelab(
+        "study", "quick", "-r", "1", "-d", "1", "--endpoints", "sync-small,async-small",
+        "--warmup", "20", "--out", str(tmp_path))
+    assert code == 0, stderr
     result_dir = tmp_path / "1-quick"
     assert (tmp_path / "servelab.db").is_file()
     runs = [json.loads(line) for line in (result_dir / "runs.jsonl").read_text().splitlines()]
@@ -55,13 +59,13 @@ def test_quick_study_runs_every_variant_and_leaves_nothing(tmp_path):
         assert run["stack_cpus"] == "0" and run["driver_cpus"] == "1"
     report = (result_dir / "report.md").read_text()
     assert "Difference to baseline" in report and "### nginx-unix-keepalive" in report
-    assert "Requests per second" in done.stdout
-    assert servers_running() <= before
+    assert "Requests per second" in stdout
+    assert owned_by(pid) == []
     assert servelab_temp_dirs() <= dirs_before
 
 
 def test_ctrl_c_stops_everything_and_keeps_finished_runs(tmp_path):
-    before, dirs_before = servers_running(), servelab_temp_dirs()
+    dirs_before = servelab_temp_dirs()
     proc = subprocess.Popen(
         [sys.executable, "-m", "servelab", "study", "quick", "-r", "3", "-d", "2",
          "--warmup", "20", "--out", str(tmp_path)],
@@ -85,22 +89,8 @@ def test_ctrl_c_stops_everything_and_keeps_finished_runs(tmp_path):
     assert len(kept) >= 1
     assert all(json.loads(line)["load"]["rps"] > 0 for line in kept)
     time.sleep(0.5)
-    assert servers_running() <= before
+    assert owned_by(proc.pid) == []
     assert servelab_temp_dirs() <= dirs_before
-
-
-def owned_by(pid: int) -> list[int]:
-    """Processes started (directly or not) by servelab process ``pid``: they carry its marker."""
-    marker = f"SERVELAB_OWNER_PID={pid}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if marker in (entry / "environ").read_bytes().split(b"\0"):
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
 
 
 def test_sigkill_then_resume_loses_and_duplicates_nothing(tmp_path):
