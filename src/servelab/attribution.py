@@ -23,7 +23,9 @@ Classes, most specific first (see ``EVENT_CLASSES`` for causes and fixes):
   ``worker_recycle``; ``Worker exiting`` / ``Child process died`` →
   ``worker_exit``; ``Booting worker`` →
   ``worker_boot``; ``Error handling request`` / ``Exception in ASGI
-  application`` → ``app_error``;
+  application`` → ``app_error``, or ``aborted_request`` when its traceback
+  goes through gunicorn's ``handle_abort`` (gunicorn 27 answers 500 for a
+  request its worker timeout cut);
 - any other line at warning level or above → ``other``. Informational lines
   (start-up banners) and traceback continuation lines are not counted.
 """
@@ -105,26 +107,35 @@ EVENT_CLASSES: tuple[EventClass, ...] = (
         True,
     ),
     EventClass(
-        "worker_timeout",
-        "worker timeout",
-        "gunicorn's master killed a worker that was silent longer than its timeout; "
-        "the request it was serving fails",
+        "aborted_request",
+        "request cut by a worker timeout (500)",
+        "gunicorn aborted the worker mid-request (its traceback goes through handle_abort) "
+        "and the request was answered 500",
         "raise gunicorn's timeout above the slowest request, or use a non-blocking worker",
         True,
+    ),
+    # Process-level events: the requests they break show as the lines above.
+    EventClass(
+        "worker_timeout",
+        "worker timeout",
+        "gunicorn's master aborted a worker that was silent longer than its timeout; the "
+        "request it was serving fails (500 from the aborting worker, or 502 if it was killed)",
+        "raise gunicorn's timeout above the slowest request, or use a non-blocking worker",
+        False,
     ),
     EventClass(
         "worker_killed",
         "worker killed by a signal",
         "a worker died from a signal (SIGKILL often means the kernel's OOM killer)",
         "check memory limits and the kernel log",
-        True,
+        False,
     ),
     EventClass(
         "worker_crash",
         "worker exited with an error",
         "a worker exited with a non-zero code (after a timeout, or a crash)",
         "see the app server's log around the line",
-        True,
+        False,
     ),
     EventClass(
         "app_error",
@@ -235,12 +246,33 @@ class LogEvents:
 
 
 def classify_lines(lines: Iterable[str], source: str) -> LogEvents:
+    """Classify every line; an ``app_error`` whose traceback (the unformatted lines after
+    it) goes through gunicorn's ``handle_abort`` is an ``aborted_request`` instead."""
     events = LogEvents.empty()
+    pending: str | None = None  # an app_error line whose traceback is being read
+    aborted = False
     for line in lines:
         key = classify_line(line, source)
-        if key is not None:
+        formatted = key is not None or _is_log_line(line, source)
+        if pending is not None and formatted:
+            events.add("aborted_request" if aborted else "app_error", pending)
+            pending = None
+        if pending is not None:
+            aborted = aborted or "in handle_abort" in line
+            continue
+        if key == "app_error":
+            pending, aborted = line, False
+        elif key is not None:
             events.add(key, line)
+    if pending is not None:
+        events.add("aborted_request" if aborted else "app_error", pending)
     return events
+
+
+def _is_log_line(line: str, source: str) -> bool:
+    if source == "nginx":
+        return _NGINX_LINE.match(line) is not None
+    return _GUNICORN_LINE.match(line) is not None or _UVICORN_LINE.match(line) is not None
 
 
 def source_of(role: str) -> str:
