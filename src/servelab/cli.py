@@ -48,6 +48,14 @@ _cpu_options = [
     click.option("--driver-cpus", help="CPUs for the load driver (e.g. '1').", default=None),
     click.option("--no-pin", is_flag=True, help="Do not pin stack and driver to separate CPUs."),
     click.option(
+        "--stack-cpu-quota",
+        "stack_cpu_quota",
+        type=float,
+        default=None,
+        help="Cap the stack's CPU time at this many CPUs (a cgroup, like a container's "
+        "--cpus; needs root).",
+    ),
+    click.option(
         "--out",
         "out_dir",
         type=click.Path(path_type=Path),
@@ -112,8 +120,13 @@ def failure_study_options(rate, sleep, somaxconn, netns, timeout) -> dict:
     if values:
         for value in values:
             check_somaxconn(value)
-    return {"rate": rate, "sleep_s": sleep, "somaxconn": values, "netns": netns,
-            "timeout_s": timeout}
+    return {
+        "rate": rate,
+        "sleep_s": sleep,
+        "somaxconn": values,
+        "netns": netns,
+        "timeout_s": timeout,
+    }
 
 
 @click.group()
@@ -162,6 +175,7 @@ def study(
     stack_cpus,
     driver_cpus,
     no_pin,
+    stack_cpu_quota,
     out_dir,
     resume,
     force,
@@ -194,7 +208,7 @@ def study(
         **failure_study_options(**failure),
     )
     experiment = with_order(get_study(name).build(options), order, seed)
-    cpu_plan = make_cpu_plan(stack_cpus, driver_cpus, pin=not no_pin)
+    cpu_plan = make_cpu_plan(stack_cpus, driver_cpus, pin=not no_pin, quota=stack_cpu_quota)
     ExperimentSession(
         experiment, cpu_plan, out_dir, console=console, out=out, resume=resume, force=force
     ).run()
@@ -203,10 +217,21 @@ def study(
 @cli.command()
 @click.argument("file", type=click.Path(path_type=Path))
 @cpu_and_out_options
-def run(file: Path, stack_cpus, driver_cpus, no_pin, out_dir, resume, force, order, seed) -> None:
+def run(
+    file: Path,
+    stack_cpus,
+    driver_cpus,
+    no_pin,
+    stack_cpu_quota,
+    out_dir,
+    resume,
+    force,
+    order,
+    seed,
+) -> None:
     """Run the experiment described in the TOML file FILE."""
     experiment = with_order(load_experiment_file(file), order, seed)
-    cpu_plan = make_cpu_plan(stack_cpus, driver_cpus, pin=not no_pin)
+    cpu_plan = make_cpu_plan(stack_cpus, driver_cpus, pin=not no_pin, quota=stack_cpu_quota)
     ExperimentSession(
         experiment, cpu_plan, out_dir, console=console, out=out, resume=resume, force=force
     ).run()
@@ -219,15 +244,35 @@ def run(file: Path, stack_cpus, driver_cpus, no_pin, out_dir, resume, force, ord
 @click.option("--factor", type=float, help="Multiply the rate by this each step instead.")
 @click.option("--step-seconds", type=float, default=5.0, show_default=True)
 @click.option("--timeout", type=float, default=10.0, show_default=True, help="Per request [s].")
-@click.option("-c", "--concurrency", type=int, default=500, show_default=True,
-              help="Most connections the driver opens to keep to the schedule.")
+@click.option(
+    "-c",
+    "--concurrency",
+    type=int,
+    default=500,
+    show_default=True,
+    help="Most connections the driver opens to keep to the schedule.",
+)
 @click.option("--p99-ms", type=float, default=500.0, show_default=True, help="SLO: p99 limit.")
-@click.option("--max-error-ratio", type=float, default=0.01, show_default=True,
-              help="SLO: most failed requests, as a ratio.")
-@click.option("--extra-steps", type=int, default=2, show_default=True,
-              help="Steps past the SLO break spent looking for the first 502.")
-@click.option("--app", default="sleepy", show_default=True,
-              help="Built-in app (sleepy, fastapi) or package.module:attr.")
+@click.option(
+    "--max-error-ratio",
+    type=float,
+    default=0.01,
+    show_default=True,
+    help="SLO: most failed requests, as a ratio.",
+)
+@click.option(
+    "--extra-steps",
+    type=int,
+    default=2,
+    show_default=True,
+    help="Steps past the SLO break spent looking for the first 502.",
+)
+@click.option(
+    "--app",
+    default="sleepy",
+    show_default=True,
+    help="Built-in app (sleepy, fastapi) or package.module:attr.",
+)
 @click.option("--sleep", type=float, help="sleepy app: seconds per request (default 0.01).")
 @click.option("--method", default="GET", show_default=True)
 @click.option("--path", default="/", show_default=True)
@@ -240,9 +285,30 @@ def run(file: Path, stack_cpus, driver_cpus, no_pin, out_dir, resume, force, ord
 @click.option("--netns", type=click.Choice(["auto", "require", "off"]), default="auto")
 @click.option("-r", "--repetitions", type=int, default=1, show_default=True)
 @cpu_and_out_options
-def ramp(start, max_rate, step, factor, step_seconds, timeout, concurrency, p99_ms,
-         max_error_ratio, extra_steps, stack_cpus, driver_cpus, no_pin, out_dir, resume, force,
-         order, seed, repetitions, sleep, **stack) -> None:
+def ramp(
+    start,
+    max_rate,
+    step,
+    factor,
+    step_seconds,
+    timeout,
+    concurrency,
+    p99_ms,
+    max_error_ratio,
+    extra_steps,
+    stack_cpus,
+    driver_cpus,
+    no_pin,
+    stack_cpu_quota,
+    out_dir,
+    resume,
+    force,
+    order,
+    seed,
+    repetitions,
+    sleep,
+    **stack,
+) -> None:
     """Raise a fixed arrival rate step by step until the SLO breaks; report the highest
     sustainable rate and the rate of the first 502."""
     from servelab.ramp import RampOptions, RampPlan, build_ramp
@@ -250,21 +316,36 @@ def ramp(start, max_rate, step, factor, step_seconds, timeout, concurrency, p99_
     if repetitions < 1 or stack["workers"] < 1:
         raise SpecError("--repetitions and --workers must be 1 or more", "pass 1 or more")
     plan = RampPlan(
-        start=start, stop=max_rate, step=step if step or factor else 50.0, factor=factor,
-        step_s=step_seconds, timeout_s=timeout, concurrency=concurrency,
+        start=start,
+        stop=max_rate,
+        step=step if step or factor else 50.0,
+        factor=factor,
+        step_s=step_seconds,
+        timeout_s=timeout,
+        concurrency=concurrency,
     )
     if stack["somaxconn"] is not None:
         check_somaxconn(stack["somaxconn"])
     experiment = build_ramp(
         RampOptions(
-            plan=plan, p99_ms=p99_ms, max_error_ratio=max_error_ratio, extra_steps=extra_steps,
-            sleep_s=sleep, repetitions=repetitions, **stack,
+            plan=plan,
+            p99_ms=p99_ms,
+            max_error_ratio=max_error_ratio,
+            extra_steps=extra_steps,
+            sleep_s=sleep,
+            repetitions=repetitions,
+            **stack,
         )
     )
-    cpu_plan = make_cpu_plan(stack_cpus, driver_cpus, pin=not no_pin)
+    cpu_plan = make_cpu_plan(stack_cpus, driver_cpus, pin=not no_pin, quota=stack_cpu_quota)
     ExperimentSession(
-        with_order(experiment, order, seed), cpu_plan, out_dir, console=console, out=out,
-        resume=resume, force=force,
+        with_order(experiment, order, seed),
+        cpu_plan,
+        out_dir,
+        console=console,
+        out=out,
+        resume=resume,
+        force=force,
     ).run()
 
 

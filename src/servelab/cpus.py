@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from servelab.errors import SpecError
 
@@ -38,6 +38,7 @@ class CpuPlan:
 
     stack: str | None
     driver: str | None
+    stack_quota: float | None = None  # CPUs of time the stack may use (cgroup), like --cpus
 
     @property
     def pinned(self) -> bool:
@@ -51,9 +52,10 @@ class CpuPlan:
         return bool(parse_cpu_list(self.stack) & parse_cpu_list(self.driver))  # type: ignore[arg-type]
 
     def describe(self) -> str:
+        quota = f"; stack capped at {self.stack_quota:g} CPUs of time" if self.stack_quota else ""
         if not self.pinned:
-            return "not pinned: the stack and the load driver share all CPUs"
-        return f"stack on CPU {self.stack}, load driver on CPU {self.driver}"
+            return f"not pinned: the stack and the load driver share all CPUs{quota}"
+        return f"stack on CPU {self.stack}, load driver on CPU {self.driver}{quota}"
 
 
 def default_cpu_plan(available: frozenset[int] | None = None) -> CpuPlan:
@@ -68,12 +70,18 @@ def default_cpu_plan(available: frozenset[int] | None = None) -> CpuPlan:
     )
 
 
-def make_cpu_plan(stack: str | None, driver: str | None, pin: bool = True) -> CpuPlan:
+def make_cpu_plan(
+    stack: str | None, driver: str | None, pin: bool = True, quota: float | None = None
+) -> CpuPlan:
     """Validate user-chosen CPU sets against the CPUs this process may use."""
+    if quota is not None and quota <= 0:
+        raise SpecError(
+            f"--stack-cpu-quota must be positive, got {quota:g}", "pass CPUs of time, e.g. 1.5"
+        )
     if not pin:
-        return CpuPlan(stack=None, driver=None)
+        return CpuPlan(stack=None, driver=None, stack_quota=quota)
     if stack is None and driver is None:
-        return default_cpu_plan()
+        return replace(default_cpu_plan(), stack_quota=quota)
     if stack is None or driver is None:
         raise SpecError(
             "only one of --stack-cpus / --driver-cpus was given", "give both, or neither"
@@ -87,5 +95,7 @@ def make_cpu_plan(stack: str | None, driver: str | None, pin: bool = True) -> Cp
                 f"choose among CPUs {format_cpu_list(frozenset(available))}",
             )
     return CpuPlan(
-        stack=format_cpu_list(parse_cpu_list(stack)), driver=format_cpu_list(parse_cpu_list(driver))
+        stack=format_cpu_list(parse_cpu_list(stack)),
+        driver=format_cpu_list(parse_cpu_list(driver)),
+        stack_quota=quota,
     )

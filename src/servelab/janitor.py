@@ -10,7 +10,7 @@ janitor stops every group still listed (SIGTERM, then SIGKILL), removes the
 directories and deletes the namespaces. A clean exit lists nothing.
 
 Protocol, one line each: ``+group PGID``, ``-group PGID``, ``+path DIR``,
-``-path DIR``, ``+netns NAME``, ``-netns NAME``.
+``-path DIR``, ``+netns NAME``, ``-netns NAME``, ``+cgroup DIR``, ``-cgroup DIR``.
 """
 
 from __future__ import annotations
@@ -26,7 +26,9 @@ import time
 from servelab.procs import group_members
 
 
-def clean_up(groups: set[int], paths: set[str], namespaces: set[str]) -> None:
+def clean_up(
+    groups: set[int], paths: set[str], namespaces: set[str], cgroups: set[str] = frozenset()
+) -> None:
     for pgid in groups:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, signal.SIGTERM)
@@ -38,6 +40,9 @@ def clean_up(groups: set[int], paths: set[str], namespaces: set[str]) -> None:
             os.killpg(pgid, signal.SIGKILL)
     for path in paths:
         shutil.rmtree(path, ignore_errors=True)
+    for cgroup in cgroups:
+        with contextlib.suppress(OSError):
+            os.rmdir(cgroup)  # a cgroup is removed with rmdir, never rmtree
     for name in namespaces:
         subprocess.run(["ip", "netns", "delete", name], capture_output=True, check=False)
 
@@ -46,7 +51,7 @@ def main() -> None:
     # The janitor must outlive Ctrl-C and SIGTERM aimed at servelab's group.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    watched: dict[str, set[str]] = {"group": set(), "path": set(), "netns": set()}
+    watched: dict[str, set[str]] = {"group": set(), "path": set(), "netns": set(), "cgroup": set()}
     for line in sys.stdin:
         op, _, rest = line.rstrip("\n").partition(" ")
         kind = op[1:]
@@ -56,7 +61,9 @@ def main() -> None:
             watched[kind].add(rest)
         else:
             watched[kind].discard(rest)
-    clean_up({int(g) for g in watched["group"]}, watched["path"], watched["netns"])
+    clean_up(
+        {int(g) for g in watched["group"]}, watched["path"], watched["netns"], watched["cgroup"]
+    )
 
 
 if __name__ == "__main__":

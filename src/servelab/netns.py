@@ -37,6 +37,7 @@ from itertools import count
 from pathlib import Path
 from typing import TypeVar
 
+from servelab.cgroups import CpuQuota
 from servelab.errors import ServelabError, SpecError
 from servelab.procs import JANITOR
 
@@ -275,9 +276,16 @@ class Placement:
     somaxconn: int | None  # what listen() is capped at where the stack runs
     backlog_cap: int | None = None
     note: str = ""
+    quota: CpuQuota | None = None  # the stack's CPU-time cap, if one was asked for
 
     def wrap(self, argv: list[str]) -> list[str]:
-        return self.namespace.wrap(argv) if self.namespace else list(argv)
+        """``argv`` made to start inside the CPU-quota cgroup and the namespace, if any."""
+        argv = self.quota.wrap(argv) if self.quota else list(argv)
+        return self.namespace.wrap(argv) if self.namespace else argv
+
+    def driver_prefix(self) -> list[str]:
+        """What the load driver's argv starts with: the stack's namespace, never its quota."""
+        return self.namespace.wrap([]) if self.namespace else []
 
 
 def host_somaxconn() -> int | None:

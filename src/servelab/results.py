@@ -87,6 +87,7 @@ class RunResult(Record):
     load: LoadMeasurement
     processes: tuple[ProcessUsage, ...]
     stack_cpus: str | None
+    stack_cpu_quota: float | None = None  # CPUs of time the stack was capped at (cgroup)
     driver_cpus: str | None
     warmup_requests: int
     # Failure attribution (servelab.attribution): lines of nginx's and the app

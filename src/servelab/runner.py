@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from servelab.cgroups import CpuQuota, cpu_quota
 from servelab.cpus import CpuPlan, parse_cpu_list
 from servelab.load import get_driver
 from servelab.load.base import LoadDriver, run_load
@@ -123,9 +124,11 @@ def run_experiment(
     driver.executable()  # a missing driver is an error before any stack starts
     done = done or set()
     results: list[RunResult] = []
-    with _beside_the_driver(cpu_plan):
+    with _beside_the_driver(cpu_plan), cpu_quota(cpu_plan.stack_quota) as quota:
         for launch in plan_launches(experiment):
-            _measure_launch(experiment, launch, store, cpu_plan, events, done, driver, results)
+            _measure_launch(
+                experiment, launch, store, cpu_plan, quota, events, done, driver, results
+            )
     return results
 
 
@@ -153,7 +156,12 @@ def _warm_up(
         return rounds
     for _ in range(experiment.warmup.max_rounds):
         measured = run_load(
-            driver, url, workload.request, warm, scratch / "warmup", cpus=cpu_plan.driver,
+            driver,
+            url,
+            workload.request,
+            warm,
+            scratch / "warmup",
+            cpus=cpu_plan.driver,
             prefix=prefix,
         )
         rounds.append((measured.requests_total, measured.rps))
@@ -167,6 +175,7 @@ def _measure_launch(
     launch: Launch,
     store: ResultStore,
     cpu_plan: CpuPlan,
+    quota: CpuQuota | None,
     events: RunnerEvents,
     done: set[tuple[str, str, int]],
     driver: LoadDriver,
@@ -182,14 +191,16 @@ def _measure_launch(
         return
     events.on_launch(launch)
     with (
-        launch_stack(launch.stack, probe=todo[0].request, cpus=cpu_plan.stack) as stack,
+        launch_stack(
+            launch.stack, probe=todo[0].request, cpus=cpu_plan.stack, quota=quota
+        ) as stack,
         _scratch_dir() as scratch,
     ):
         for workload in todo:
             events.on_measure(launch, workload)
             url = stack.url(workload.request.path)
             # In the stack's network namespace, if it has one (somaxconn studies).
-            inside = stack.placement.wrap([])
+            inside = stack.placement.driver_prefix()
             warmup_rps = _warm_up(experiment, workload, driver, url, scratch, cpu_plan, inside)
             started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
             roots = {role: proc.pid for role, proc in stack.processes.items()}
@@ -212,6 +223,7 @@ def _measure_launch(
                 load=measured,
                 processes=sampler.usage(),
                 stack_cpus=cpu_plan.stack,
+                stack_cpu_quota=cpu_plan.stack_quota,
                 driver_cpus=cpu_plan.driver,
                 warmup_requests=sum(n for n, _ in warmup_rps),
                 warmup_rps=tuple(rps for _, rps in warmup_rps),

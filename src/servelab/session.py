@@ -34,7 +34,7 @@ REPORT_FILE = "report.md"
 
 def report_notes(experiment: Experiment, environment: dict[str, Any]) -> list[str]:
     plan = environment.get("cpu_plan") or {}
-    cpu_text = CpuPlan(plan.get("stack"), plan.get("driver")).describe()
+    cpu_text = CpuPlan(plan.get("stack"), plan.get("driver"), plan.get("stack_quota")).describe()
     return [
         f"CPU placement: {cpu_text}",
         f"Load driver: {experiment.driver} ("
@@ -134,7 +134,11 @@ class ExperimentSession:
         driver.executable()
         environment = collect_environment()
         environment["driver_version"] = driver.version()
-        environment["cpu_plan"] = {"stack": self.cpu_plan.stack, "driver": self.cpu_plan.driver}
+        environment["cpu_plan"] = {
+            "stack": self.cpu_plan.stack,
+            "driver": self.cpu_plan.driver,
+            "stack_quota": self.cpu_plan.stack_quota,
+        }
         store, runs = self._open_store(environment)
         notes = report_notes(experiment, environment)
         done = {run_key(r.variant, r.workload, r.repetition) for r in runs}

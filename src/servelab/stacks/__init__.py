@@ -16,9 +16,11 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 from servelab.apps import ResolvedApp, app_environment, resolve_app
+from servelab.cgroups import CpuQuota
 from servelab.netns import Placement, place_stack
 from servelab.procs import JANITOR, ManagedProcess, free_port
 from servelab.spec import RequestSpec, StackSpec
@@ -41,19 +43,24 @@ def launch_stack(
     *,
     probe: RequestSpec,
     cpus: str | None = None,
+    quota: CpuQuota | None = None,
     startup_timeout_s: float = 30.0,
 ) -> Iterator[RunningStack]:
     """Run ``spec`` until the ``with`` block ends; yields it once ``probe`` succeeds.
 
-    ``cpus`` (a taskset CPU list) pins every process of the stack. Raises
+    ``cpus`` (a taskset CPU list) pins every process of the stack; ``quota`` caps
+    their CPU time together (a cgroup, see servelab.cgroups). Raises
     SpecError for an unusable app or knob combination, StackStartError when a
     server fails to start or to answer ``probe`` within ``startup_timeout_s``.
     With ``spec.network.somaxconn`` set the stack runs in a private network
     namespace (``stack.placement``), removed after the stack has stopped.
     """
     with (
-        place_stack(spec.network.somaxconn, spec.network.namespace) as placement,
-        _launch(_placed(spec, placement), placement, probe, cpus, startup_timeout_s) as stack,
+        place_stack(spec.network.somaxconn, spec.network.namespace) as on_network,
+        _launch(
+            _placed(spec, on_network), replace(on_network, quota=quota), probe, cpus,
+            startup_timeout_s,
+        ) as stack,
     ):
         yield stack
 
