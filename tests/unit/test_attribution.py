@@ -159,7 +159,7 @@ def test_failure_section_puts_status_counts_beside_log_causes() -> None:
     assert rows[0][:6] == (
         "w", "small", "200", "67 (33.5%)", "200 x133, 502 x67", "backlog_overflow x67"
     )
-    assert rows[0][-1] == "128 (max 129 waiting)"
+    assert rows[0][-1] == "min(2048, 128) = 128, max 129 waiting"
     assert rows[1][3] == "0 (0.0%)"
     (line,) = cause_lines(runs)
     assert line.startswith("backlog_overflow x67: nginx could not connect")

@@ -47,16 +47,24 @@ def _events(runs: Sequence[RunResult]) -> Counter[str]:
     return total
 
 
-def _queue(runs: Sequence[RunResult]) -> str:
-    """'128 (max 129 waiting)': the measured backlog and the longest queue seen."""
+def _queue(runs: Sequence[RunResult], app_backlog: int | None = None) -> str:
+    """'min(1024, 128) = 128, max 129 waiting': the effective backlog (app backlog,
+    somaxconn), as ss measured it, and the longest queue seen."""
     queues = [r.listen_queue for r in runs if r.listen_queue is not None]
+    somaxconn = runs[0].somaxconn
+    formula = (
+        f"min({app_backlog}, {somaxconn}) = " if app_backlog and somaxconn is not None else ""
+    )
     if not queues:
         backlogs = {r.listen_backlog for r in runs if r.listen_backlog is not None}
-        return f"{min(backlogs)} (not sampled)" if backlogs else "-"
-    return f"{max(q.backlog for q in queues)} (max {max(q.max_queued for q in queues)} waiting)"
+        return f"{formula}{min(backlogs)}, not sampled" if backlogs else "-"
+    measured = max(q.backlog for q in queues)
+    return f"{formula}{measured}, max {max(q.max_queued for q in queues)} waiting"
 
 
-def _row(workload: str, variant: str, mine: Sequence[RunResult]) -> tuple[str, ...]:
+def _row(
+    workload: str, variant: str, mine: Sequence[RunResult], app_backlog: int | None = None
+) -> tuple[str, ...]:
     requests = sum(r.load.requests_total for r in mine)
     failed = sum(r.load.errors for r in mine)
     slow = [r.load.slow_requests for r in mine if r.load.slow_requests is not None]
@@ -68,8 +76,9 @@ def _row(workload: str, variant: str, mine: Sequence[RunResult]) -> tuple[str, .
         describe_statuses(mine),
         describe_counts(_events(mine)),
         f"{sum(slow):,}" if slow else "-",
+        f"{max(r.load.latency_p50_ms for r in mine):,.0f} / "
         f"{max(r.load.latency_p99_ms for r in mine):,.0f}",
-        _queue(mine),
+        _queue(mine, app_backlog),
     )
 
 
@@ -81,13 +90,13 @@ def failure_rows(experiment: Experiment, runs: Sequence[RunResult]) -> Rows:
         for stack in experiment.stacks:
             mine = [r for r in runs if r.variant == stack.name and r.workload == workload.name]
             if mine:
-                rows.append(_row(workload.name, stack.name, mine))
+                rows.append(_row(workload.name, stack.name, mine, stack.server.backlog))
     # A ramp's steps are in the ramp table; here only their sum.
     if len(experiment.workloads) > 1 or experiment.slo is not None:
         for stack in experiment.stacks:
             mine = [r for r in runs if r.variant == stack.name]
             if mine:
-                rows.append(_row("(all)", stack.name, mine))
+                rows.append(_row("(all)", stack.name, mine, stack.server.backlog))
     header = (
         "Workload",
         "Variant",
@@ -96,8 +105,8 @@ def failure_rows(experiment: Experiment, runs: Sequence[RunResult]) -> Rows:
         "Status counts",
         "Log events (nginx + app)",
         "Slow",
-        "p99 [ms]",
-        "Listen backlog",
+        "p50 / p99 [ms]",
+        "Listen backlog (measured by ss)",
     )
     return Rows("Failures and their causes", header, tuple(rows))
 
