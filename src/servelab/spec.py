@@ -18,8 +18,10 @@ from servelab.errors import SpecError
 PositiveInt = Annotated[int, Field(ge=1)]
 NonNegativeInt = Annotated[int, Field(ge=0)]
 PositiveFloat = Annotated[float, Field(gt=0)]
-# One open-model run may not plan more requests than this (rate x duration).
+# One open-model run may not plan more requests than this (rate x duration),
+# and no run may be given more than an hour.
 MAX_REQUESTS_PER_RUN = 10_000_000
+MAX_RUN_S = 3600.0
 
 
 class Model(BaseModel):
@@ -162,7 +164,7 @@ class LoadSpec(Model):
     burst_gap_s: PositiveFloat | None = None
     keepalive: bool = True
     timeout_s: PositiveFloat = 30.0
-    max_time_s: PositiveFloat = 600.0
+    max_time_s: Annotated[float, Field(gt=0, le=MAX_RUN_S)] = 600.0
     # Count the requests slower than this (latency from the intended send time).
     slow_ms: PositiveFloat | None = None
 

@@ -120,6 +120,7 @@ def test_build_ramp_is_an_experiment_with_an_slo_and_no_warmup() -> None:
         ({"model": "open", "rate": 10, "duration_s": -1}, "greater than 0"),
         ({"model": "open", "rate": 1e9, "duration_s": 500}, "more than 10,000,000"),
         ({"model": "open", "rate": 1, "requests": 10_000}, "take 10,000 s to send"),
+        ({"requests": 10, "max_time_s": 7200}, "less than or equal to 3600"),
         ({"model": "bursts", "requests": 10}, "needs burst_size and burst_gap_s"),
         ({"burst_size": 5, "requests": 10}, "belong to model = 'bursts'"),
         (

@@ -28,7 +28,7 @@ from typing import Any
 from servelab.errors import SpecError
 from servelab.netns import check_somaxconn
 from servelab.ramp import RampPlan, ramp_experiment
-from servelab.spec import Experiment, SloSpec, experiment_from_dict
+from servelab.spec import MAX_RUN_S, Experiment, SloSpec, experiment_from_dict
 from servelab.studies import Study, StudyOptions
 from servelab.studies.seeds import SEED_ITEM_BODY, SEED_SERVER
 
@@ -85,6 +85,14 @@ def backlog(options: StudyOptions) -> Experiment:
     netns = options.netns or "auto"
     # Long enough for the last queued request (one worker serves them one by one).
     drain_s = requests * sleep
+    worst_s = requests / rate + drain_s
+    if worst_s > MAX_RUN_S / 2:
+        raise SpecError(
+            f"{requests} requests at {rate:g}/s, {sleep:g} s each on one worker, may take "
+            f"{worst_s:,.0f} s per run (sending, then draining the queue), more than "
+            f"{MAX_RUN_S / 2:,.0f}",
+            "send fewer requests (-n), at a higher --rate, or with a shorter --sleep",
+        )
     timeout = options.timeout_s or max(SEED_TIMEOUT_S, 1.5 * drain_s)
     load = {
         "model": "open",
