@@ -81,6 +81,7 @@ def _experiment(
     variants: list[dict[str, Any]] | None = None,
     grid: dict[str, list[Any]] | None = None,
     workloads: list[dict[str, Any]],
+    warmup: dict[str, Any] | None = None,
 ) -> Experiment:
     data: dict[str, Any] = {
         "name": name,
@@ -88,13 +89,14 @@ def _experiment(
         "variants": variants or [],
         "grid": grid or {},
         "workloads": workloads,
+        "warmup": dict(warmup or {}),
     }
     if options.repetitions is not None:
         data["repetitions"] = options.repetitions
     if options.driver is not None:
         data["driver"] = options.driver
     if options.warmup_requests is not None:
-        data["warmup"] = {"requests": options.warmup_requests}
+        data["warmup"]["requests"] = options.warmup_requests
     return experiment_from_dict(data, source=f"study {name}")
 
 
@@ -199,6 +201,8 @@ def quick(options: StudyOptions) -> Experiment:
             default_duration_s=2.0,
             default_concurrency=50,
         ),
+        # A tighter warm-up budget than the default 5 rounds keeps quick within 3 minutes.
+        warmup={"max_rounds": 3},
     )
 
 
