@@ -39,10 +39,13 @@ class AppSpec(Model):
 class ServerSpec(Model):
     """The app server and its knobs. Defaults follow the seeds' gunicorn config."""
 
-    kind: Literal["gunicorn", "uvicorn"] = "gunicorn"
+    kind: Literal["gunicorn", "uvicorn", "granian", "hypercorn", "uwsgi"] = "gunicorn"
     worker_class: Literal["uvicorn", "sync", "gthread"] = "uvicorn"
     workers: PositiveInt = 2
+    # gunicorn and uWSGI: threads per worker; granian: runtime threads per worker.
     threads: PositiveInt = 1
+    # granian only: the threads that run a WSGI app's (or ASGI sync) code, per worker.
+    blocking_threads: PositiveInt | None = None
     backlog: PositiveInt = 2048
     keepalive_s: PositiveInt = 5
     timeout_s: PositiveInt = 60
@@ -52,8 +55,18 @@ class ServerSpec(Model):
 
     @model_validator(mode="after")
     def _check(self) -> ServerSpec:
-        if self.kind == "uvicorn" and self.threads != 1:
-            raise ValueError("uvicorn has no threads setting; use kind='gunicorn' for threads")
+        if self.kind in ("uvicorn", "hypercorn") and self.threads != 1:
+            raise ValueError(
+                f"{self.kind} has no threads setting; use kind='gunicorn' for threads"
+            )
+        if self.blocking_threads is not None and self.kind != "granian":
+            raise ValueError(f"blocking_threads is a granian knob; {self.kind} has none")
+        if self.kind not in ("gunicorn", "uvicorn") and self.worker_class != "uvicorn":
+            raise ValueError(f"worker_class is a gunicorn knob; {self.kind} has none")
+        if self.kind == "granian" and self.max_requests:
+            raise ValueError("granian has no max_requests (it restarts workers by time or RSS)")
+        if self.kind == "uwsgi" and self.max_requests_jitter:
+            raise ValueError("uwsgi has no max_requests_jitter; use max_requests alone")
         if self.max_requests_jitter and not self.max_requests:
             raise ValueError("max_requests_jitter needs max_requests > 0 (jitter adds to it)")
         return self
@@ -64,6 +77,9 @@ class ProxySpec(Model):
 
     kind: Literal["none", "nginx"] = "nginx"
     transport: Literal["tcp", "unix"] = "tcp"
+    # How nginx talks to the app server: HTTP (proxy_pass), or, to uWSGI only,
+    # the uwsgi protocol (uwsgi_pass) or FastCGI (fastcgi_pass).
+    protocol: Literal["http", "uwsgi", "fastcgi"] = "http"
     upstream_keepalive: NonNegativeInt = 0
     # nginx closes idle upstream connections after this (its own default: 60 s).
     upstream_keepalive_timeout_s: PositiveInt = 60
@@ -83,6 +99,15 @@ class ProxySpec(Model):
             raise ValueError(
                 "transport 'unix' needs a proxy in front (load drivers speak TCP); "
                 "use proxy kind 'nginx' or transport 'tcp'"
+            )
+        if self.protocol != "http" and self.kind == "none":
+            raise ValueError(
+                f"protocol {self.protocol!r} needs nginx in front (proxy kind 'nginx')"
+            )
+        if self.protocol != "http" and self.upstream_keepalive:
+            raise ValueError(
+                f"upstream_keepalive is measured over HTTP only; set it to 0 with protocol "
+                f"{self.protocol!r}"
             )
         return self
 
@@ -110,12 +135,25 @@ class StackSpec(Model):
     proxy: ProxySpec = Field(default_factory=ProxySpec)
     network: NetworkSpec = Field(default_factory=NetworkSpec)
 
+    @model_validator(mode="after")
+    def _check_protocol(self) -> StackSpec:
+        if self.proxy.protocol != "http" and self.server.kind != "uwsgi":
+            raise ValueError(
+                f"proxy protocol {self.proxy.protocol!r} is spoken by uwsgi only, not "
+                f"{self.server.kind}; use protocol 'http'"
+            )
+        return self
+
     def describe(self) -> str:
         s, p = self.server, self.proxy
         if s.kind == "gunicorn":
             server = f"gunicorn[{s.worker_class}] workers={s.workers} threads={s.threads}"
+        elif s.kind in ("uwsgi", "granian"):
+            server = f"{s.kind} workers={s.workers} threads={s.threads}"
+            if s.blocking_threads:
+                server += f" blocking_threads={s.blocking_threads}"
         else:
-            server = f"uvicorn workers={s.workers}"
+            server = f"{s.kind} workers={s.workers}"
         if s.max_requests:
             jitter = f"+0..{s.max_requests_jitter}" if s.max_requests_jitter else ""
             server += f" max_requests={s.max_requests}{jitter}"
@@ -127,7 +165,8 @@ class StackSpec(Model):
             if p.upstream_keepalive
             else ("no upstream keepalive")
         )
-        return f"nginx --{p.transport}--> {server}, {keepalive}{extra}"
+        via = p.transport if p.protocol == "http" else f"{p.transport}/{p.protocol}"
+        return f"nginx --{via}--> {server}, {keepalive}{extra}"
 
 
 class RequestSpec(Model):

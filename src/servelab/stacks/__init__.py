@@ -24,7 +24,7 @@ from servelab.cgroups import CpuQuota
 from servelab.netns import Placement, place_stack
 from servelab.procs import JANITOR, ManagedProcess, free_port
 from servelab.spec import RequestSpec, StackSpec
-from servelab.stacks import gunicorn, nginx, uvicorn
+from servelab.stacks import granian, gunicorn, hypercorn, nginx, uvicorn, uwsgi
 from servelab.stacks.base import RunningStack
 from servelab.stacks.readiness import wait_listening, wait_ready
 
@@ -85,6 +85,8 @@ def _launch(
     app = resolve_app(spec.app)
     if spec.server.kind == "gunicorn":
         gunicorn.check_worker_class(spec.server, app)
+    elif spec.server.kind == "uwsgi":
+        uwsgi.check_app(app)
     workdir = _make_workdir()
     JANITOR.watch("path", workdir)
     processes: dict[str, ManagedProcess] = {}
@@ -157,9 +159,24 @@ def _prepare_app_server(
         )
         argv = gunicorn.gunicorn_command(conf, app)
         log_path = workdir / gunicorn.LOG_NAME
-    else:
+    elif spec.server.kind == "uvicorn":
         argv = uvicorn.uvicorn_command(spec.server, app, port=port, socket=socket)
         log_path = workdir / uvicorn.LOG_NAME
+    elif spec.server.kind == "granian":
+        argv = granian.granian_command(spec.server, app, port=port, socket=socket)
+        log_path = workdir / granian.LOG_NAME
+    elif spec.server.kind == "hypercorn":
+        argv = hypercorn.hypercorn_command(spec.server, app, port=port, socket=socket)
+        log_path = workdir / hypercorn.LOG_NAME
+    else:
+        # uWSGI refuses a backlog above somaxconn where it runs; others are capped silently.
+        in_netns = placement.namespace is not None
+        cap = spec.network.somaxconn if in_netns else uwsgi.somaxconn()
+        argv = uwsgi.uwsgi_command(
+            spec.server, app, protocol=spec.proxy.protocol, port=port, socket=socket,
+            max_backlog=cap,
+        )
+        log_path = workdir / uwsgi.LOG_NAME
     env = app_environment(spec.app.env, app.app_dir)
     env["PYTHONUNBUFFERED"] = "1"  # log lines reach the log file (and its tail) at once
     env[OWNER_ENV] = str(os.getpid())
