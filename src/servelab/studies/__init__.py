@@ -41,8 +41,11 @@ class Study:
 def all_studies() -> dict[str, Study]:
     from servelab.studies.failures import FAILURE_STUDIES
     from servelab.studies.seeds import SEED_STUDIES
+    from servelab.studies.shootout import SHOOTOUT_STUDIES
 
-    return {study.name: study for study in (*SEED_STUDIES, *FAILURE_STUDIES)}
+    return {
+        study.name: study for study in (*SEED_STUDIES, *SHOOTOUT_STUDIES, *FAILURE_STUDIES)
+    }
 
 
 def get_study(name: str) -> Study:
