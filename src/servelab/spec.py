@@ -63,6 +63,8 @@ class ServerSpec(Model):
             raise ValueError(f"blocking_threads is a granian knob; {self.kind} has none")
         if self.kind not in ("gunicorn", "uvicorn") and self.worker_class != "uvicorn":
             raise ValueError(f"worker_class is a gunicorn knob; {self.kind} has none")
+        if self.kind == "granian" and self.backlog < 128:
+            raise ValueError(f"granian needs backlog >= 128 (got {self.backlog})")
         if self.kind == "granian" and self.max_requests:
             raise ValueError("granian has no max_requests (it restarts workers by time or RSS)")
         if self.kind == "uwsgi" and self.max_requests_jitter:

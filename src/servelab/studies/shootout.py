@@ -31,7 +31,8 @@ _OTHER_SERVERS = {
 
 def server_shootout(options: StudyOptions) -> Experiment:
     workers = (options.workers or (SHOOTOUT_WORKERS,))[0]
-    server = {**SEED_SERVER, "workers": workers}
+    # granian accepts no backlog under 128 (the seed's is 64); every server gets 128.
+    server = {**SEED_SERVER, "workers": workers, "backlog": 128}
     proxy = {**SEED_PROXY, "transport": "unix"}
     return _experiment(
         "server-shootout",
