@@ -106,6 +106,54 @@ def failure_options(func):
     return func
 
 
+_app_options = [
+    click.option(
+        "--app",
+        "app_ref",
+        help="Your app: package.module:attr (ASGI or WSGI; a factory attr() is called).",
+    ),
+    click.option(
+        "--app-dir",
+        type=click.Path(path_type=Path),
+        help="Directory holding the app's top-level package (default: cwd).",
+    ),
+    click.option("--method", help="HTTP method of the request sent to --app (default GET)."),
+    click.option("--path", "req_path", help="Path of the request (default /)."),
+    click.option("--header", "headers", multiple=True, help="'Name: value'; repeatable."),
+    click.option("--body-file", type=click.Path(path_type=Path), help="Request body file."),
+    click.option(
+        "--expect-status",
+        type=int,
+        help="Status the request must get (default 200); checked before measuring.",
+    ),
+    click.option(
+        "--startup-timeout",
+        type=float,
+        default=30.0,
+        show_default=True,
+        help="Seconds the pre-measurement check waits for the app's answer.",
+    ),
+]
+
+
+def app_options(func):
+    for option in reversed(_app_options):
+        func = option(func)
+    return func
+
+
+def user_app_options(app_ref, app_dir, method, req_path, headers, body_file, expect_status):
+    """The user's app (None if not given) and request, from the CLI options."""
+    from servelab.spec import AppSpec
+    from servelab.userapp import UserRequest
+
+    if app_dir is not None and app_ref is None:
+        raise SpecError("--app-dir needs --app", "pass --app package.module:attr")
+    app = AppSpec(ref=app_ref, app_dir=app_dir) if app_ref is not None else None
+    request = UserRequest(method, req_path, tuple(headers), body_file, expect_status)
+    return app, request
+
+
 def failure_study_options(rate, sleep, somaxconn, netns, timeout) -> dict:
     """StudyOptions fields of the failure-mode studies, from their CLI options."""
     try:
@@ -160,6 +208,7 @@ def studies() -> None:
 @click.option("--threads", help="Thread counts, e.g. '1-5' (workers-threads).")
 @click.option("--warmup", type=int, help="Warm-up requests before each measured run.")
 @failure_options
+@app_options
 @cpu_and_out_options
 def study(
     name: str,
@@ -181,9 +230,29 @@ def study(
     force,
     order,
     seed,
+    app_ref,
+    app_dir,
+    method,
+    req_path,
+    headers,
+    body_file,
+    expect_status,
+    startup_timeout,
     **failure,
 ) -> None:
-    """Run the ready-made study NAME (see `servelab studies`)."""
+    """Run the ready-made study NAME (see `servelab studies`); with --app, on your app."""
+    from servelab.userapp import check_study_accepts_app, preflight, with_user_app
+
+    app, request = user_app_options(
+        app_ref, app_dir, method, req_path, headers, body_file, expect_status
+    )
+    if app is None and request.given:
+        raise SpecError(
+            "--method, --path, --header, --body-file and --expect-status need --app",
+            "pass --app package.module:attr",
+        )
+    if app is not None:
+        check_study_accepts_app(name, endpoints is not None)
     for label, value in (
         ("--repetitions", repetitions),
         ("--concurrency", concurrency),
@@ -209,6 +278,11 @@ def study(
     )
     experiment = with_order(get_study(name).build(options), order, seed)
     cpu_plan = make_cpu_plan(stack_cpus, driver_cpus, pin=not no_pin, quota=stack_cpu_quota)
+    if app is not None:
+        experiment, notes = with_user_app(experiment, app, request, replace_workloads=True)
+        for note in notes:
+            console.print(f"servelab: {note}", highlight=False)
+        preflight(experiment, timeout_s=startup_timeout)
     ExperimentSession(
         experiment, cpu_plan, out_dir, console=console, out=out, resume=resume, force=force
     ).run()
@@ -216,9 +290,18 @@ def study(
 
 @cli.command()
 @click.argument("file", type=click.Path(path_type=Path))
+@app_options
 @cpu_and_out_options
 def run(
     file: Path,
+    app_ref,
+    app_dir,
+    method,
+    req_path,
+    headers,
+    body_file,
+    expect_status,
+    startup_timeout,
     stack_cpus,
     driver_cpus,
     no_pin,
@@ -229,9 +312,20 @@ def run(
     order,
     seed,
 ) -> None:
-    """Run the experiment described in the TOML file FILE."""
+    """Run the experiment described in the TOML file FILE; --app and the request
+    options replace the file's app and requests."""
+    from servelab.userapp import preflight, with_user_app
+
     experiment = with_order(load_experiment_file(file), order, seed)
     cpu_plan = make_cpu_plan(stack_cpus, driver_cpus, pin=not no_pin, quota=stack_cpu_quota)
+    app, request = user_app_options(
+        app_ref, app_dir, method, req_path, headers, body_file, expect_status
+    )
+    if app is not None or request.given:
+        experiment, notes = with_user_app(experiment, app, request, replace_workloads=False)
+        for note in notes:
+            console.print(f"servelab: {note}", highlight=False)
+        preflight(experiment, timeout_s=startup_timeout)
     ExperimentSession(
         experiment, cpu_plan, out_dir, console=console, out=out, resume=resume, force=force
     ).run()

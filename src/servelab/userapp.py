@@ -1,0 +1,211 @@
+"""Measuring the user's own app: ``--app package.module:attr`` on studies and runs.
+
+The stack-comparing seed studies (quick, port-vs-socket, keepalive,
+workers-threads, gunicorn-vs-uvicorn) keep their stacks and load but serve the
+user's app and send the user's request instead of the seed endpoints. The app
+is imported once up front (``servelab.apps.resolve_app``, in a subprocess), so a
+missing module, a missing attribute or an app raising at import is a one-line
+error before anything starts; the gunicorn worker class is then fitted to the
+app (WSGI -> gthread, ASGI -> uvicorn), and said so. Finally one stack is
+launched and the request sent through it (``preflight``): a wrong status stops
+the experiment before any measurement.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from servelab.apps import ResolvedApp, resolve_app
+from servelab.errors import SpecError, StackStartError
+from servelab.spec import AppSpec, Experiment, RequestSpec, StackSpec, Workload
+
+# Studies whose question is about the stack, not about the seed app, so they
+# can be asked of any app. The failure-mode studies need the built-in sleepy app.
+APP_STUDIES = ("quick", "port-vs-socket", "keepalive", "workers-threads", "gunicorn-vs-uvicorn")
+USER_WORKLOAD = "app"
+# gunicorn worker class that serves an interface when the study's does not.
+_FITTING_CLASS = {"wsgi": "gthread", "asgi": "uvicorn"}
+_CLASS_INTERFACE = {"uvicorn": "asgi", "sync": "wsgi", "gthread": "wsgi"}
+
+
+@dataclass(frozen=True)
+class UserRequest:
+    """The request options given on the command line; None keeps the default."""
+
+    method: str | None = None
+    path: str | None = None
+    headers: tuple[str, ...] = ()  # "Name: value" as typed
+    body_file: Path | None = None
+    expect_status: int | None = None
+
+    @property
+    def given(self) -> bool:
+        return any(
+            v not in (None, ())
+            for v in (self.method, self.path, self.headers, self.body_file, self.expect_status)
+        )
+
+    def overrides(self) -> dict[str, Any]:
+        """The RequestSpec fields these options set (validated later by the spec)."""
+        fields: dict[str, Any] = {}
+        if self.method is not None:
+            fields["method"] = self.method.upper()
+        if self.path is not None:
+            fields["path"] = self.path
+        if self.expect_status is not None:
+            fields["expect_status"] = self.expect_status
+        headers: dict[str, str] = {}
+        for text in self.headers:
+            name, sep, value = text.partition(":")
+            if not sep or not name.strip():
+                raise SpecError(
+                    f"invalid --header {text!r}", "write it as 'Name: value', e.g. 'X-Token: abc'"
+                )
+            if name.strip().lower() == "content-type":
+                fields["content_type"] = value.strip()
+            else:
+                headers[name.strip()] = value.strip()
+        if headers:
+            fields["headers"] = headers
+        if self.body_file is not None:
+            try:
+                fields["body"] = self.body_file.read_text()
+            except (OSError, UnicodeDecodeError) as exc:
+                raise SpecError(
+                    f"cannot read --body-file {self.body_file}: {exc.strerror or exc}",
+                    "give a readable UTF-8 text file",
+                ) from None
+        return fields
+
+
+def request_spec(base: RequestSpec, request: UserRequest) -> RequestSpec:
+    """``base`` with the user's options applied, validated."""
+    merged = {**base.model_dump(), **request.overrides()}
+    try:
+        return RequestSpec.model_validate(merged)
+    except ValueError as exc:
+        first = str(exc).splitlines()
+        raise SpecError(f"invalid request: {first[-1].strip() if first else exc}", "") from None
+
+
+def check_study_accepts_app(study: str, endpoints_given: bool) -> None:
+    if study not in APP_STUDIES:
+        raise SpecError(
+            f"study {study!r} measures a built-in app and cannot serve --app",
+            f"use --app with one of: {', '.join(APP_STUDIES)}",
+        )
+    if endpoints_given:
+        raise SpecError(
+            "--endpoints names the seed app's endpoints and does not apply with --app",
+            "give the request with --method, --path, --header and --body-file",
+        )
+
+
+def fit_stack(stack: StackSpec, app_spec: AppSpec, app: ResolvedApp) -> tuple[StackSpec, str]:
+    """``stack`` serving ``app_spec``, its gunicorn worker class fitted to the app.
+
+    Returns the stack and a note ('' when nothing had to change).
+    """
+    server = stack.server
+    note = ""
+    if server.kind == "gunicorn" and _CLASS_INTERFACE[server.worker_class] != app.interface:
+        fitted = _FITTING_CLASS[app.interface]
+        note = (
+            f"{stack.name}: app is {app.interface.upper()}, so gunicorn worker class "
+            f"{server.worker_class} -> {fitted}"
+        )
+        server = server.model_copy(update={"worker_class": fitted})
+    return stack.model_copy(update={"app": app_spec, "server": server}), note
+
+
+def with_user_app(
+    experiment: Experiment,
+    app_spec: AppSpec | None,
+    request: UserRequest,
+    *,
+    replace_workloads: bool,
+) -> tuple[Experiment, list[str]]:
+    """``experiment`` serving the user's app and sending the user's request.
+
+    ``replace_workloads`` (studies): the seed endpoints become one workload
+    named ``app`` with the first workload's load. Otherwise (experiment files)
+    every workload keeps its own request, with the given options applied.
+    Raises SpecError, with the app's own message, if the app cannot be used.
+    """
+    notes: list[str] = []
+    update: dict[str, Any] = {}
+    if app_spec is not None:
+        app = _resolve(app_spec)
+        notes.append(
+            f"app {app.import_path}: {app.interface.upper()}{' factory' if app.is_factory else ''}"
+        )
+        stacks = []
+        for stack in experiment.stacks:
+            fitted, note = fit_stack(stack, app_spec, app)
+            stacks.append(fitted)
+            if note:
+                notes.append(note)
+        update["baseline"], update["variants"] = stacks[0], tuple(stacks[1:])
+    if replace_workloads:
+        first = experiment.workloads[0]
+        req = request_spec(RequestSpec(), request)
+        update["workloads"] = (Workload(name=USER_WORKLOAD, request=req, load=first.load),)
+    elif request.given:
+        update["workloads"] = tuple(
+            w.model_copy(update={"request": request_spec(w.request, request)})
+            for w in experiment.workloads
+        )
+    if not update:
+        return experiment, notes
+    # Re-validated, so the fitted stacks pass the same checks as a file's.
+    data = experiment.model_dump()
+    data.update({k: _dump(v) for k, v in update.items()})
+    return Experiment.model_validate(data), notes
+
+
+def _resolve(app_spec: AppSpec) -> ResolvedApp:
+    """resolve_app, with the traceback cut to the app's own line that raised."""
+    try:
+        return resolve_app(app_spec)
+    except SpecError as exc:
+        frames = [
+            line.strip()
+            for line in exc.detail.splitlines()
+            if line.strip().startswith('File "')
+            and not line.strip().startswith(('File "<',))
+            and "/importlib/" not in line
+        ]
+        raise SpecError(exc.problem, exc.fix, detail=frames[-1] if frames else "") from None
+
+
+def _dump(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return [v.model_dump() for v in value]
+    return value.model_dump()
+
+
+def preflight(experiment: Experiment, *, timeout_s: float = 30.0) -> None:
+    """Launch the baseline stack once and send each workload's request through it.
+
+    Raises StackStartError saying what the app answered (its status, or the
+    server's log) when a request does not get its expected status.
+    """
+    from servelab.stacks import launch_stack
+
+    seen: set[tuple[str, str]] = set()
+    for workload in experiment.workloads:
+        req = workload.request
+        if (req.method, req.path) in seen:
+            continue
+        seen.add((req.method, req.path))
+        try:
+            with launch_stack(experiment.baseline, probe=req, startup_timeout_s=timeout_s):
+                pass
+        except StackStartError as exc:
+            raise StackStartError(
+                f"before measuring, {req.method} {req.path} to the app: {exc.problem}",
+                exc.fix,
+                detail=exc.detail,
+            ) from None
