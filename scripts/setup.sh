@@ -17,7 +17,8 @@ say() { printf '\033[1msetup:\033[0m %s\n' "$*"; }
 # 1. Debian packages -------------------------------------------------------------
 packages=(nginx-light apache2-utils wrk util-linux iproute2 procps python3-venv ca-certificates
   chromium  # chromium: opens the HTML report headless (screenshot, browser test)
-  gcc libc6-dev python3-dev)  # pip builds uWSGI from source (Debian's Python needs its headers)
+  gcc libc6-dev python3-dev  # pip builds uWSGI from source (Debian's Python needs its headers)
+  postgresql)  # servelab starts its own PostgreSQL (initdb, pg_ctl) for the Django reference app
 missing=()
 for pkg in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
