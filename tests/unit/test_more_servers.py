@@ -243,3 +243,13 @@ def test_memory_per_worker() -> None:
 def test_memory_section_only_when_servers_differ() -> None:
     exp = get_study("port-vs-socket").build(StudyOptions(requests=10))
     assert memory_markdown(exp, [_run("nginx-tcp", [10, 20], 3)]) == []
+
+
+def test_export_refuses_the_new_servers_clearly() -> None:
+    from servelab.export.choose import Choice
+    from servelab.export.deploy import render_deploy_set
+
+    stack = StackSpec(name="granian", server=ServerSpec(kind="granian"))
+    choice = Choice(stack=stack, how="named", reason="", candidates=())
+    with pytest.raises(SpecError, match="runs granian; servelab exports gunicorn and uvicorn"):
+        render_deploy_set(None, choice, None, source="t")  # type: ignore[arg-type]

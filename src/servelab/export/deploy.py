@@ -315,6 +315,12 @@ def render_deploy_set(
             "nginx + app server sets",
             "choose a variant measured behind nginx (--variant NAME)",
         )
+    if measured.server.kind not in ("gunicorn", "uvicorn"):
+        raise SpecError(
+            f"variant {measured.name!r} runs {measured.server.kind}; servelab exports "
+            "gunicorn and uvicorn deployments only",
+            "choose a gunicorn or uvicorn variant (--variant NAME)",
+        )
     stack, adjustments = consistent_stack(measured)
     check_name(layout.name)
     unix = stack.proxy.transport == "unix"
