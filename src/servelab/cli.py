@@ -127,6 +127,12 @@ _app_options = [
         help="Status the request must get (default 200); checked before measuring.",
     ),
     click.option(
+        "--database",
+        type=click.Choice(["sqlite", "postgresql"]),
+        help="--app django: its database, seeded; postgresql is servelab's own server "
+        "(default sqlite).",
+    ),
+    click.option(
         "--startup-timeout",
         type=float,
         default=30.0,
@@ -237,18 +243,19 @@ def study(
     headers,
     body_file,
     expect_status,
+    database,
     startup_timeout,
     **failure,
 ) -> None:
     """Run the ready-made study NAME (see `servelab studies`); with --app, on your app."""
-    from servelab.userapp import check_study_accepts_app, preflight, with_user_app
+    from servelab.userapp import check_study_accepts_app
 
     app, request = user_app_options(
         app_ref, app_dir, method, req_path, headers, body_file, expect_status
     )
-    if app is None and request.given:
+    if app is None and (request.given or database is not None):
         raise SpecError(
-            "--method, --path, --header, --body-file and --expect-status need --app",
+            "--method, --path, --header, --body-file, --expect-status and --database need --app",
             "pass --app package.module:attr",
         )
     if app is not None:
@@ -278,14 +285,59 @@ def study(
     )
     experiment = with_order(get_study(name).build(options), order, seed)
     cpu_plan = make_cpu_plan(stack_cpus, driver_cpus, pin=not no_pin, quota=stack_cpu_quota)
-    if app is not None:
-        experiment, notes = with_user_app(experiment, app, request, replace_workloads=True)
-        for note in notes:
-            console.print(f"servelab: {note}", highlight=False)
-        preflight(experiment, timeout_s=startup_timeout)
-    ExperimentSession(
-        experiment, cpu_plan, out_dir, console=console, out=out, resume=resume, force=force
-    ).run()
+    run_session(
+        experiment,
+        cpu_plan,
+        out_dir,
+        resume=resume,
+        force=force,
+        app=app,
+        request=request,
+        database=database,
+        replace_workloads=True,
+        startup_timeout_s=startup_timeout,
+    )
+
+
+def run_session(
+    experiment: Experiment,
+    cpu_plan,
+    out_dir: Path,
+    *,
+    resume: bool,
+    force: bool,
+    app=None,
+    request=None,
+    database: str | None = None,
+    replace_workloads: bool = False,
+    startup_timeout_s: float = 30.0,
+) -> None:
+    """Run the experiment; with the user's app, request or a database, prepared first."""
+    from servelab.userapp import DJANGO_REFS, prepared
+
+    needs_preparing = (
+        app is not None
+        or database is not None
+        or (request is not None and request.given)
+        or any(s.app.ref in DJANGO_REFS for s in experiment.stacks)
+    )
+    if not needs_preparing:
+        ExperimentSession(
+            experiment, cpu_plan, out_dir, console=console, out=out, resume=resume, force=force
+        ).run()
+        return
+    with prepared(
+        experiment,
+        app,
+        request,
+        replace_workloads=replace_workloads,
+        database=database,
+        startup_timeout_s=startup_timeout_s,
+        say=lambda note: console.print(f"servelab: {note}", highlight=False),
+    ) as ready:
+        ExperimentSession(
+            ready, cpu_plan, out_dir, console=console, out=out, resume=resume, force=force
+        ).run()
 
 
 @cli.command()
@@ -301,6 +353,7 @@ def run(
     headers,
     body_file,
     expect_status,
+    database,
     startup_timeout,
     stack_cpus,
     driver_cpus,
@@ -314,21 +367,22 @@ def run(
 ) -> None:
     """Run the experiment described in the TOML file FILE; --app and the request
     options replace the file's app and requests."""
-    from servelab.userapp import preflight, with_user_app
-
     experiment = with_order(load_experiment_file(file), order, seed)
     cpu_plan = make_cpu_plan(stack_cpus, driver_cpus, pin=not no_pin, quota=stack_cpu_quota)
     app, request = user_app_options(
         app_ref, app_dir, method, req_path, headers, body_file, expect_status
     )
-    if app is not None or request.given:
-        experiment, notes = with_user_app(experiment, app, request, replace_workloads=False)
-        for note in notes:
-            console.print(f"servelab: {note}", highlight=False)
-        preflight(experiment, timeout_s=startup_timeout)
-    ExperimentSession(
-        experiment, cpu_plan, out_dir, console=console, out=out, resume=resume, force=force
-    ).run()
+    run_session(
+        experiment,
+        cpu_plan,
+        out_dir,
+        resume=resume,
+        force=force,
+        app=app,
+        request=request,
+        database=database,
+        startup_timeout_s=startup_timeout,
+    )
 
 
 @cli.command()

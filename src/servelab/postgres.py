@@ -31,6 +31,7 @@ from pathlib import Path
 
 from servelab.errors import MissingToolError, StackStartError
 from servelab.procs import JANITOR, ManagedProcess, free_port
+from servelab.stacks import OWNER_ENV
 
 PG_ROOT = Path("/usr/lib/postgresql")
 DB_USER = "servelab"
@@ -114,6 +115,7 @@ def run_postgres(*, startup_timeout_s: float = 30.0) -> Iterator[PostgresServer]
         os.chown(workdir, uid, gid)
         data = workdir / "data"
         env = {
+            OWNER_ENV: str(os.getpid()),  # tells whose server this is (see servelab.stacks)
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "LC_ALL": "C.UTF-8",
             "HOME": str(workdir),

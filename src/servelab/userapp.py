@@ -13,9 +13,13 @@ the experiment before any measurement.
 
 from __future__ import annotations
 
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from servelab.apps import ResolvedApp, resolve_app
 from servelab.errors import SpecError, StackStartError
@@ -28,6 +32,16 @@ USER_WORKLOAD = "app"
 # gunicorn worker class that serves an interface when the study's does not.
 _FITTING_CLASS = {"wsgi": "gthread", "asgi": "uvicorn"}
 _CLASS_INTERFACE = {"uvicorn": "asgi", "sync": "wsgi", "gthread": "wsgi"}
+# The built-in Django app: the only app --database applies to, and its default page.
+DJANGO_REFS = frozenset(
+    {
+        "django",
+        "servelab.apps.django_app.wsgi:application",
+        "servelab.apps.django_app.asgi:application",
+    }
+)
+DJANGO_DEFAULT_PATH = "/books/"
+Database = Literal["sqlite", "postgresql"]
 
 
 @dataclass(frozen=True)
@@ -150,7 +164,10 @@ def with_user_app(
         update["baseline"], update["variants"] = stacks[0], tuple(stacks[1:])
     if replace_workloads:
         first = experiment.workloads[0]
-        req = request_spec(RequestSpec(), request)
+        default = RequestSpec()
+        if app_spec is not None and app_spec.ref in DJANGO_REFS:
+            default = RequestSpec(path=DJANGO_DEFAULT_PATH)
+        req = request_spec(default, request)
         update["workloads"] = (Workload(name=USER_WORKLOAD, request=req, load=first.load),)
     elif request.given:
         update["workloads"] = tuple(
@@ -209,3 +226,86 @@ def preflight(experiment: Experiment, *, timeout_s: float = 30.0) -> None:
                 exc.fix,
                 detail=exc.detail,
             ) from None
+
+
+def with_app_env(experiment: Experiment, env: dict[str, str]) -> Experiment:
+    """``experiment`` with ``env`` added to the environment of the Django app's stacks."""
+    stacks = [
+        s.model_copy(update={"app": s.app.model_copy(update={"env": {**s.app.env, **env}})})
+        if s.app.ref in DJANGO_REFS
+        else s
+        for s in experiment.stacks
+    ]
+    return experiment.model_copy(update={"baseline": stacks[0], "variants": tuple(stacks[1:])})
+
+
+@contextmanager
+def app_database(
+    experiment: Experiment, database: Database, say: Callable[[str], None]
+) -> Iterator[Experiment]:
+    """A seeded database for the Django reference app, for the whole experiment.
+
+    ``postgresql`` starts servelab's own cluster (servelab.postgres); ``sqlite``
+    a file in a temp dir. Both are removed when the block ends, and registered
+    with the janitor (which must be running) in case servelab is killed.
+    """
+    from servelab.apps.django_app.seed import seed_database, sqlite_env
+    from servelab.postgres import run_postgres
+    from servelab.procs import JANITOR
+
+    if not any(s.app.ref in DJANGO_REFS for s in experiment.stacks):
+        raise SpecError(
+            "--database applies to the built-in Django app only",
+            "pass --app django (or leave out --database)",
+        )
+    if database == "postgresql":
+        with run_postgres() as pg:
+            say(f"PostgreSQL {pg.version} on 127.0.0.1:{pg.port} ({pg.workdir}), seeding")
+            seed_database(pg.django_env())
+            yield with_app_env(experiment, pg.django_env())
+        return
+    workdir = Path(tempfile.mkdtemp(prefix="servelab-sqlite-"))
+    JANITOR.watch("path", workdir)
+    try:
+        env = sqlite_env(workdir / "bookshop.sqlite3")
+        say(f"SQLite database {env['SERVELAB_DJANGO_SQLITE']}, seeding")
+        seed_database(env)
+        yield with_app_env(experiment, env)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+        JANITOR.forget("path", workdir)
+
+
+@contextmanager
+def prepared(
+    experiment: Experiment,
+    app_spec: AppSpec | None,
+    request: UserRequest,
+    *,
+    replace_workloads: bool,
+    database: Database | None,
+    startup_timeout_s: float,
+    say: Callable[[str], None],
+) -> Iterator[Experiment]:
+    """The experiment to run, with the user's app, request and database, checked once.
+
+    The janitor runs for the whole block, so a database outlives no killed servelab.
+    """
+    from servelab.procs import JANITOR
+
+    if app_spec is not None or request.given:
+        experiment, notes = with_user_app(
+            experiment, app_spec, request, replace_workloads=replace_workloads
+        )
+        for note in notes:
+            say(note)
+    with JANITOR.running():
+        if database is None and any(s.app.ref in DJANGO_REFS for s in experiment.stacks):
+            database = "sqlite"
+        if database is None:
+            preflight(experiment, timeout_s=startup_timeout_s)
+            yield experiment
+            return
+        with app_database(experiment, database, say) as with_db:
+            preflight(with_db, timeout_s=startup_timeout_s)
+            yield with_db

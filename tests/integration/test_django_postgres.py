@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+import tempfile
+import time
 import urllib.request
 from pathlib import Path
 
@@ -56,7 +61,8 @@ def test_postgres_lifecycle_serves_the_django_app_through_gunicorn_and_nginx(
                     "pg_backend_pid()", (pg.dbname,)
                 ).fetchone()
             assert clients >= 1
-        assert_stack_gone(stack)
+    # After the cluster too: its processes carry the same owner marker as the stack's.
+    assert_stack_gone(stack)
     assert not workdir.exists()
     assert pg.process.exit_code() is not None and not group_members(pid)
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
@@ -82,3 +88,61 @@ def test_no_postgresql_installed_is_a_clear_error(monkeypatch, tmp_path: Path) -
         postgres.run_postgres(),
     ):
         pass
+
+
+def owned_by(pid: int) -> list[int]:
+    marker = f"SERVELAB_OWNER_PID={pid}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker in (entry / "environ").read_bytes().split(b"\0"):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def pg_dirs() -> set[Path]:
+    return set(Path(tempfile.gettempdir()).glob("servelab-pg-*"))
+
+
+def test_study_on_the_django_app_with_its_own_postgresql(tmp_path: Path) -> None:
+    before = pg_dirs()
+    proc = subprocess.run(
+        [sys.executable, "-m", "servelab", "study", "keepalive", "--app", "django",
+         "--database", "postgresql", "-r", "1", "-d", "1", "-c", "8", "--warmup", "20",
+         "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=180,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "PostgreSQL" in proc.stderr and "worker class uvicorn -> gthread" in proc.stderr
+    (runs_file,) = tmp_path.glob("*/runs.jsonl")
+    runs = [json.loads(line) for line in runs_file.read_text().splitlines()]
+    assert len(runs) == 2
+    for run in runs:
+        assert run["load"]["status_counts"] == {"200": run["load"]["requests_total"]}
+    assert pg_dirs() <= before
+
+
+def test_a_killed_servelab_leaves_no_postgresql_behind(tmp_path: Path) -> None:
+    before = pg_dirs()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "servelab", "study", "keepalive", "--app", "django",
+         "--database", "postgresql", "-r", "3", "-d", "3", "-c", "8", "--out", str(tmp_path)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not list(tmp_path.glob("*/runs.jsonl")):
+            time.sleep(0.2)
+        assert pg_dirs() - before, "servelab's PostgreSQL was not running"
+        assert owned_by(proc.pid)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and (owned_by(proc.pid) or pg_dirs() - before):
+        time.sleep(0.2)
+    assert owned_by(proc.pid) == []
+    assert pg_dirs() <= before

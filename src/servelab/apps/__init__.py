@@ -25,9 +25,11 @@ Interface = Literal["asgi", "wsgi"]
 BUILTIN_APPS: dict[str, str] = {
     "fastapi": "servelab.apps.seed_fastapi:app",
     "sleepy": "servelab.apps.sleepy_wsgi:app",
+    # Its database comes from the environment (servelab.apps.django_app.settings).
+    "django": "servelab.apps.django_app.wsgi:application",
 }
 # Known, so launching a built-in app does not pay for an extra import process.
-_BUILTIN_INTERFACES: dict[str, Interface] = {"fastapi": "asgi", "sleepy": "wsgi"}
+_BUILTIN_INTERFACES: dict[str, Interface] = {"fastapi": "asgi", "sleepy": "wsgi", "django": "wsgi"}
 
 # gunicorn accepts ``module:name`` and ``module:name()``; uvicorn ``module:name``
 # (``--factory`` for the call). Only what both understand is accepted.
