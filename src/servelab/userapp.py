@@ -21,9 +21,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from pydantic import ValidationError
+
 from servelab.apps import ResolvedApp, resolve_app
 from servelab.errors import SpecError, StackStartError
-from servelab.spec import AppSpec, Experiment, RequestSpec, StackSpec, Workload
+from servelab.spec import (
+    AppSpec,
+    Experiment,
+    RequestSpec,
+    StackSpec,
+    Workload,
+    describe_validation_error,
+)
 
 # Studies whose question is about the stack, not about the seed app, so they
 # can be asked of any app. The failure-mode studies need the built-in sleepy app.
@@ -99,9 +108,11 @@ def request_spec(base: RequestSpec, request: UserRequest) -> RequestSpec:
     merged = {**base.model_dump(), **request.overrides()}
     try:
         return RequestSpec.model_validate(merged)
-    except ValueError as exc:
-        first = str(exc).splitlines()
-        raise SpecError(f"invalid request: {first[-1].strip() if first else exc}", "") from None
+    except ValidationError as exc:
+        raise SpecError(
+            f"invalid request: {describe_validation_error(exc)}",
+            "check --method, --path and --expect-status",
+        ) from None
 
 
 def check_study_accepts_app(study: str, endpoints_given: bool) -> None:
