@@ -72,6 +72,7 @@ def run_checks() -> list[Check]:
                 "" if version else SETUP_FIX,
             )
         )
+    checks.append(postgres_check())
     somaxconn = read_sysctl("net.core.somaxconn")
     if somaxconn is None:
         checks.append(
@@ -124,6 +125,23 @@ def run_checks() -> list[Check]:
         )
     )
     return checks
+
+
+def postgres_check() -> Check:
+    """PostgreSQL is optional: only the Django app's --database postgresql needs it."""
+    from servelab.errors import MissingToolError
+    from servelab.postgres import find_bindir
+
+    try:
+        bindir = find_bindir()
+    except MissingToolError:
+        return Check(
+            "postgresql (--database postgresql)",
+            "warn",
+            "not found",
+            "apt-get install postgresql, or " + SETUP_FIX,
+        )
+    return Check("postgresql (--database postgresql)", "ok", f"{bindir.parent.name} ({bindir})")
 
 
 def print_checks(console: Console, checks: list[Check]) -> None:
