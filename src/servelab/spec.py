@@ -171,8 +171,19 @@ class StackSpec(Model):
         return f"nginx --{via}--> {server}, {keepalive}{extra}"
 
 
+class WeightedPath(Model):
+    """One path of a request mix, sent ``weight`` times as often as a weight-1 path."""
+
+    path: str
+    weight: Annotated[int, Field(ge=1, le=1000)] = 1
+
+
 class RequestSpec(Model):
-    """The request every virtual user sends."""
+    """The request every virtual user sends.
+
+    With ``mix``, each request goes to one of its paths, drawn at random by
+    weight (same method, headers and body); ``path`` then defaults to the first.
+    """
 
     method: Literal["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"] = "GET"
     path: str = "/"
@@ -180,11 +191,23 @@ class RequestSpec(Model):
     body: str | None = None
     content_type: str = "application/json"
     expect_status: Annotated[int, Field(ge=100, le=599)] = 200
+    mix: tuple[WeightedPath, ...] = ()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _path_from_mix(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("mix") and "path" not in data:
+            first = data["mix"][0]
+            path = first.get("path") if isinstance(first, dict) else getattr(first, "path", None)
+            if isinstance(path, str):
+                data = {**data, "path": path}
+        return data
 
     @model_validator(mode="after")
     def _check(self) -> RequestSpec:
-        if not self.path.startswith("/"):
-            raise ValueError(f"path {self.path!r} must start with '/'")
+        for path in (self.path, *(m.path for m in self.mix)):
+            if not path.startswith("/"):
+                raise ValueError(f"path {path!r} must start with '/'")
         return self
 
 

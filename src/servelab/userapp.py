@@ -77,6 +77,7 @@ class UserRequest:
             fields["method"] = self.method.upper()
         if self.path is not None:
             fields["path"] = self.path
+            fields["mix"] = ()  # one path given replaces a file's request mix
         if self.expect_status is not None:
             fields["expect_status"] = self.expect_status
         headers: dict[str, str] = {}
@@ -215,7 +216,8 @@ def _dump(value: Any) -> Any:
 
 
 def preflight(experiment: Experiment, *, timeout_s: float = 30.0) -> None:
-    """Launch the baseline stack once and send each workload's request through it.
+    """Launch the baseline stack and send each workload's request (each path of a
+    mix) through it, one launch per distinct request.
 
     Raises StackStartError saying what the app answered (its status, or the
     server's log) when a request does not get its expected status.
@@ -223,8 +225,12 @@ def preflight(experiment: Experiment, *, timeout_s: float = 30.0) -> None:
     from servelab.stacks import launch_stack
 
     seen: set[tuple[str, str]] = set()
-    for workload in experiment.workloads:
-        req = workload.request
+    requests = [
+        w.request.model_copy(update={"path": m.path, "mix": ()}) if w.request.mix else w.request
+        for w in experiment.workloads
+        for m in (w.request.mix or (None,))
+    ]
+    for req in requests:
         if (req.method, req.path) in seen:
             continue
         seen.add((req.method, req.path))

@@ -169,3 +169,47 @@ def test_app_options_are_refused_where_they_do_not_apply(app_dir: Path, tmp_path
         "--header", "no-colon",
     )
     assert code == 2 and "invalid --header" in stderr
+
+
+MIX_APP = """
+import os
+
+
+def app(environ, start_response):
+    with open(os.environ["MIX_LOG"], "a") as log:
+        log.write(environ["PATH_INFO"] + "\\n")
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    return [b"ok"]
+"""
+
+
+def test_a_weighted_request_mix_from_an_experiment_file(app_dir: Path, tmp_path: Path) -> None:
+    (app_dir / "mine" / "mixapp.py").write_text(textwrap.dedent(MIX_APP))
+    log = tmp_path / "paths.log"
+    toml = tmp_path / "mix.toml"
+    toml.write_text(textwrap.dedent(f"""
+        name = "mix"
+        repetitions = 1
+        [warmup]
+        requests = 0
+        [baseline.app]
+        ref = "mine.mixapp:app"
+        app_dir = "{app_dir}"
+        env = {{ MIX_LOG = "{log}" }}
+        [baseline.server]
+        kind = "gunicorn"
+        worker_class = "sync"
+        workers = 1
+        [[workloads]]
+        name = "mixed"
+        request = {{ mix = [{{ path = "/a", weight = 3 }}, {{ path = "/b", weight = 1 }}] }}
+        load = {{ concurrency = 4, requests = 800 }}
+    """))
+    code, _, stderr = servelab("run", str(toml), "--out", str(tmp_path / "out"))
+    assert code == 0, stderr
+    (run,) = runs_of(tmp_path / "out")
+    assert run["load"]["status_counts"] == {"200": 800}
+    paths = log.read_text().split()
+    measured = paths[-800:]  # the readiness probe came first
+    share_a = measured.count("/a") / len(measured)
+    assert set(measured) == {"/a", "/b"} and 0.68 < share_a < 0.82

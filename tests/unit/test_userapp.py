@@ -84,3 +84,24 @@ def test_only_stack_studies_take_an_app() -> None:
         check_study_accepts_app("backlog", endpoints_given=False)
     with pytest.raises(SpecError, match="--endpoints"):
         check_study_accepts_app("quick", endpoints_given=True)
+
+
+def test_a_request_mix_becomes_oha_url_file_and_other_drivers_refuse(tmp_path: Path) -> None:
+    from servelab.load.ab import AbDriver
+    from servelab.load.oha import write_url_mix
+    from servelab.load.wrk import WrkDriver
+    from servelab.spec import LoadSpec
+
+    mix = RequestSpec.model_validate(
+        {"mix": [{"path": "/a", "weight": 4}, {"path": "/b?x=1", "weight": 2}]}
+    )
+    assert mix.path == "/a"
+    urls = write_url_mix("http://127.0.0.1:9/a", mix, tmp_path).read_text().splitlines()
+    assert urls == ["http://127.0.0.1:9/a"] * 2 + ["http://127.0.0.1:9/b?x=1"]
+    load = LoadSpec(duration_s=1)
+    assert "needs oha" in (AbDriver().unsupported(mix, load) or "")
+    assert "needs oha" in (WrkDriver().unsupported(mix, load) or "")
+    with pytest.raises(ValueError, match="must start with '/'"):
+        RequestSpec.model_validate({"mix": [{"path": "a"}]})
+    # One --path replaces a file's mix.
+    assert request_spec(mix, UserRequest(path="/c")).mix == ()

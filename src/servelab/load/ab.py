@@ -76,6 +76,8 @@ class AbDriver:
             return f"ab's -t takes whole seconds, not {load.duration_s}"
         if request.method == "HEAD" and request.body is not None:
             return "ab cannot send a body with HEAD"
+        if request.mix:
+            return "ab sends one URL; a weighted request mix needs oha"
         return None
 
     def command(

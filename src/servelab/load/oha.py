@@ -184,7 +184,10 @@ class OhaDriver:
             argv += ["-H", f"{header}: {value}"]
         if body_path is not None:
             argv += ["-T", request.content_type, "-D", str(body_path)]
-        argv.append(url)
+        if request.mix:
+            argv += ["--urls-from-file", str(write_url_mix(url, request, workdir))]
+        else:
+            argv.append(url)
         return argv
 
     def extra_measurements(self, workdir: Path, load: LoadSpec) -> dict[str, Any]:
@@ -247,3 +250,13 @@ def _ms(seconds: Any) -> float:
         return 0.0
     value = float(seconds)
     return 0.0 if math.isnan(value) else value * 1000.0
+
+
+def write_url_mix(url: str, request: RequestSpec, workdir: Path) -> Path:
+    """The file of URLs oha draws each request's from: each path ``weight`` times
+    (weights divided by their gcd), so a uniform draw follows the weights."""
+    base = url.removesuffix(request.path)
+    divisor = math.gcd(*(m.weight for m in request.mix))
+    path = workdir / "urls.txt"
+    path.write_text("".join(f"{base}{m.path}\n" * (m.weight // divisor) for m in request.mix))
+    return path

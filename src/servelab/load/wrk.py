@@ -72,6 +72,8 @@ class WrkDriver:
     def unsupported(self, request: RequestSpec, load: LoadSpec) -> str | None:
         if load.model == "open":
             return "wrk has no fixed-rate (open model) mode"
+        if request.mix:
+            return "wrk sends one URL; a weighted request mix needs oha"
         if load.duration_s is None:
             return "wrk runs for a duration and cannot stop after a request count; set duration_s"
         if not float(load.duration_s).is_integer():
