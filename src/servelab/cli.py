@@ -321,6 +321,15 @@ def run_session(
         or (request is not None and request.given)
         or any(s.app.ref in DJANGO_REFS for s in experiment.stacks)
     )
+    uses_django = (app is not None and app.ref in DJANGO_REFS) or any(
+        s.app.ref in DJANGO_REFS for s in experiment.stacks
+    )
+    if resume and uses_django:
+        raise SpecError(
+            "--resume cannot continue an experiment on the Django app: its database is "
+            "made anew, on a new port, for every servelab run",
+            "run it again without --resume",
+        )
     if not needs_preparing:
         ExperimentSession(
             experiment, cpu_plan, out_dir, console=console, out=out, resume=resume, force=force

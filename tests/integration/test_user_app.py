@@ -169,6 +169,10 @@ def test_app_options_are_refused_where_they_do_not_apply(app_dir: Path, tmp_path
         "--header", "no-colon",
     )
     assert code == 2 and "invalid --header" in stderr
+    code, _, stderr = servelab("study", "quick", "--app", "django", "--resume")
+    assert code == 2 and "--resume cannot continue" in stderr
+    code, _, stderr = servelab("study", "quick", "--database", "sqlite")
+    assert code == 2 and "need --app" in stderr
 
 
 MIX_APP = """
