@@ -36,7 +36,14 @@ from servelab.spec import (
 
 # Studies whose question is about the stack, not about the seed app, so they
 # can be asked of any app. The failure-mode studies need the built-in sleepy app.
-APP_STUDIES = ("quick", "port-vs-socket", "keepalive", "workers-threads", "gunicorn-vs-uvicorn")
+APP_STUDIES = (
+    "quick",
+    "port-vs-socket",
+    "keepalive",
+    "workers-threads",
+    "gunicorn-vs-uvicorn",
+    "server-shootout",
+)
 USER_WORKLOAD = "app"
 # gunicorn worker class that serves an interface when the study's does not.
 _FITTING_CLASS = {"wsgi": "gthread", "asgi": "uvicorn"}

@@ -80,6 +80,7 @@ def test_a_study_serves_the_django_app_with_one_workload() -> None:
 
 def test_only_stack_studies_take_an_app() -> None:
     check_study_accepts_app("quick", endpoints_given=False)
+    check_study_accepts_app("server-shootout", endpoints_given=False)
     with pytest.raises(SpecError, match="cannot serve --app"):
         check_study_accepts_app("backlog", endpoints_given=False)
     with pytest.raises(SpecError, match="--endpoints"):
