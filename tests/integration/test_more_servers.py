@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -130,3 +131,21 @@ def test_uwsgi_refuses_asgi_app_before_starting() -> None:
         launch_stack(spec, probe=ITEM_PROBE),
     ):
         pass
+
+
+@pytest.mark.parametrize("kind", ["granian", "hypercorn", "uwsgi"])
+def test_sigterm_stops_the_server_well_within_the_grace_period(
+    kind: str, assert_stack_gone: Check
+) -> None:
+    """SIGTERM to the group ends master and workers by themselves, before ManagedProcess's
+    SIGKILL at 5 s (granian may take its own 3 s workers-kill-timeout)."""
+    spec = StackSpec(
+        app=SLEEPY, server=ServerSpec(kind=kind, workers=2), proxy=ProxySpec(kind="none")  # type: ignore[arg-type]
+    )
+    with launch_stack(spec, probe=RequestSpec(), startup_timeout_s=20) as stack:
+        app = stack.processes["app"]
+        start = time.monotonic()
+        app.stop()
+        took = time.monotonic() - start
+    assert_stack_gone(stack)
+    assert took < 4.5, f"{kind} took {took:.1f} s to stop on SIGTERM"

@@ -76,7 +76,7 @@ def test_uwsgi_command_protocols(protocol: str, option: str) -> None:
     assert _after(argv, "--listen") == "128"  # capped at somaxconn
     assert _after(argv, "--harakiri") == "60"
     assert _after(argv, "--max-requests") == "50"
-    assert {"--master", "--die-on-term", "--need-app", "--strict"} <= set(argv)
+    assert {"--master", "--die-on-term", "--skip-atexit", "--need-app", "--strict"} <= set(argv)
 
 
 def test_uwsgi_command_unix_and_app_dir(tmp_path: Path) -> None:

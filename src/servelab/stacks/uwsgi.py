@@ -74,6 +74,9 @@ def uwsgi_command(
         "--listen", str(backlog),
         "--harakiri", str(server.timeout_s),
         "--die-on-term",
+        # Skip the interpreter's atexit teardown on stop: without it a worker caught in
+        # teardown (KeyboardInterrupt) can outlive the grace period and be SIGKILLed.
+        "--skip-atexit",
         "--need-app",  # exit, rather than serve 500s, when the app fails to import
         "--strict",  # an unknown option is an error
         "--disable-logging",  # no per-request log lines
