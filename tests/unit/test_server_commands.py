@@ -253,3 +253,18 @@ def test_export_refuses_the_new_servers_clearly() -> None:
     choice = Choice(stack=stack, how="named", reason="", candidates=())
     with pytest.raises(SpecError, match="runs granian; servelab exports gunicorn and uvicorn"):
         render_deploy_set(None, choice, None, source="t")  # type: ignore[arg-type]
+
+
+def test_wsgi_shootout_study() -> None:
+    exp = get_study("wsgi-shootout").build(StudyOptions(sleep_s=0.02, workers=(3,)))
+    assert [(s.server.kind, s.proxy.protocol) for s in exp.stacks] == [
+        ("gunicorn", "http"), ("granian", "http"),
+        ("uwsgi", "http"), ("uwsgi", "uwsgi"), ("uwsgi", "fastcgi"),
+    ]
+    assert {s.server.workers for s in exp.stacks} == {3}
+    assert {s.app.ref for s in exp.stacks} == {"sleepy"}
+    assert {s.app.env["SERVELAB_SLEEP_S"] for s in exp.stacks} == {"0.02"}
+    assert exp.stacks[0].server.worker_class == "sync"
+    default = get_study("wsgi-shootout").build(StudyOptions())
+    assert default.stacks[0].app.env["SERVELAB_SLEEP_S"] == "0"
+    assert default.workloads[0].load.duration_s == 5.0
