@@ -146,3 +146,22 @@ def test_a_killed_servelab_leaves_no_postgresql_behind(tmp_path: Path) -> None:
         time.sleep(0.2)
     assert owned_by(proc.pid) == []
     assert pg_dirs() <= before
+
+
+def test_postgresql_failing_to_start_is_a_clear_error_and_leaves_nothing(monkeypatch) -> None:
+    import socket
+
+    from servelab.errors import StackStartError
+
+    before = pg_dirs()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        monkeypatch.setattr(postgres, "free_port", lambda: taken.getsockname()[1])
+        with (
+            pytest.raises(StackStartError, match="PostgreSQL exited during start-up") as caught,
+            postgres.run_postgres(),
+        ):
+            pass
+    assert "could not" in caught.value.detail  # postgres's own words: could not bind/create
+    assert pg_dirs() <= before
