@@ -13,6 +13,7 @@ the experiment before any measurement.
 
 from __future__ import annotations
 
+import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
@@ -245,11 +246,43 @@ def preflight(experiment: Experiment, *, timeout_s: float = 30.0) -> None:
             with launch_stack(experiment.baseline, probe=req, startup_timeout_s=timeout_s):
                 pass
         except StackStartError as exc:
+            wrong = re.search(r"with HTTP (\d{3}), expected", exc.problem)
+            said = _answer_body(experiment, req, int(wrong[1]), timeout_s) if wrong else ""
             raise StackStartError(
-                f"before measuring, {req.method} {req.path} to the app: {exc.problem}",
+                f"before measuring, {req.method} {req.path} to the app: {exc.problem}"
+                + (f"; the app said: {said}" if said else ""),
                 exc.fix,
                 detail=exc.detail,
             ) from None
+
+
+def _answer_body(experiment: Experiment, req: RequestSpec, status: int, timeout_s: float) -> str:
+    """The start of what the app answers ``req`` with ``status`` (one line), or ''."""
+    import urllib.error
+    import urllib.request
+
+    from servelab.stacks import launch_stack
+
+    probe = req.model_copy(update={"expect_status": status})
+    headers = dict(req.headers)
+    if req.body is not None:
+        headers["Content-Type"] = req.content_type
+    try:
+        with launch_stack(experiment.baseline, probe=probe, startup_timeout_s=timeout_s) as stack:
+            request = urllib.request.Request(
+                stack.url(req.path),
+                method=req.method,
+                data=req.body.encode() if req.body is not None else None,
+                headers=headers,
+            )
+            opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+            try:
+                body = opener.open(request, timeout=timeout_s).read(300)
+            except urllib.error.HTTPError as answer:
+                body = answer.read(300)
+    except (OSError, ValueError, StackStartError):
+        return ""
+    return " ".join(body.decode(errors="replace").split())[:200]
 
 
 def with_app_env(experiment: Experiment, env: dict[str, str]) -> Experiment:

@@ -156,6 +156,7 @@ def test_a_wrong_status_stops_before_measuring(app_dir: Path, tmp_path: Path) ->
     assert code == 4
     (first,) = [line for line in stderr.splitlines() if line.startswith("servelab: error:")]
     assert "before measuring, GET /missing" in first and "HTTP 404, expected 200" in first
+    assert "the app said: no such thing" in first
     assert not (tmp_path / "out").exists()
 
 
