@@ -106,3 +106,14 @@ def test_a_request_mix_becomes_oha_url_file_and_other_drivers_refuse(tmp_path: P
         RequestSpec.model_validate({"mix": [{"path": "a"}]})
     # One --path replaces a file's mix.
     assert request_spec(mix, UserRequest(path="/c")).mix == ()
+
+
+def test_the_django_example_file_is_valid() -> None:
+    from servelab.spec import load_experiment_file
+
+    path = Path(__file__).resolve().parents[2] / "examples" / "django-mix.toml"
+    experiment = load_experiment_file(path)
+    (workload,) = experiment.workloads
+    assert [m.weight for m in workload.request.mix] == [3, 1]
+    assert workload.request.path == "/books/?min=1000&max=2000"
+    assert {s.app.ref for s in experiment.stacks} == {"django"}
