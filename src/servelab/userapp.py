@@ -44,6 +44,7 @@ APP_STUDIES = (
     "workers-threads",
     "gunicorn-vs-uvicorn",
     "server-shootout",
+    "wsgi-shootout",
 )
 USER_WORKLOAD = "app"
 # gunicorn worker class that serves an interface when the study's does not.
@@ -144,6 +145,12 @@ def fit_stack(stack: StackSpec, app_spec: AppSpec, app: ResolvedApp) -> tuple[St
     """
     server = stack.server
     note = ""
+    if server.kind == "uwsgi" and app.interface != "wsgi":
+        raise SpecError(
+            f"variant {stack.name} runs uWSGI, which serves WSGI apps only, and "
+            f"{app.import_path} is {app.interface.upper()}",
+            "give a WSGI app, or choose a study without uWSGI (e.g. server-shootout)",
+        )
     if server.kind == "gunicorn" and _CLASS_INTERFACE[server.worker_class] != app.interface:
         fitted = _FITTING_CLASS[app.interface]
         note = (

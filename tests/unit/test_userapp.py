@@ -117,3 +117,11 @@ def test_the_django_example_file_is_valid() -> None:
     assert [m.weight for m in workload.request.mix] == [3, 1]
     assert workload.request.path == "/books/?min=1000&max=2000"
     assert {s.app.ref for s in experiment.stacks} == {"django"}
+
+
+def test_an_asgi_app_on_uwsgi_is_refused_up_front() -> None:
+    asgi = ResolvedApp("m:app", "asgi", None, is_factory=False)
+    stack = StackSpec(name="uwsgi-http", server={"kind": "uwsgi"})
+    with pytest.raises(SpecError, match="uWSGI, which serves WSGI apps only"):
+        fit_stack(stack, AppSpec(ref="m:app"), asgi)
+    check_study_accepts_app("wsgi-shootout", endpoints_given=False)
