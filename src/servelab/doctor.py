@@ -62,7 +62,9 @@ def run_checks() -> list[Check]:
             fix="apt-get install util-linux (CPU pinning)",
         ),
     ]
-    for package in ("gunicorn", "uvicorn", "uvicorn-worker", "fastapi"):
+    for package in (
+        "gunicorn", "uvicorn", "uvicorn-worker", "granian", "hypercorn", "uwsgi", "fastapi"
+    ):
         version = package_version(package)
         checks.append(
             Check(

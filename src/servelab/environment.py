@@ -69,6 +69,9 @@ def collect_environment() -> dict[str, Any]:
         "nginx": program_version(["nginx", "-v"]),
         "gunicorn": package_version("gunicorn"),
         "uvicorn": package_version("uvicorn"),
+        "granian": package_version("granian"),
+        "hypercorn": package_version("hypercorn"),
+        "uwsgi": package_version("uwsgi"),
         "fastapi": package_version("fastapi"),
         "servelab": package_version("servelab"),
     }
