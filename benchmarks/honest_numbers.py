@@ -67,7 +67,20 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repetitions", type=int, default=5)
     parser.add_argument("--duration", type=float, default=3.0)
+    parser.add_argument(
+        "--upstream-keepalive",
+        type=int,
+        default=0,
+        help="nginx upstream keepalive of the stack (0 = a connection per request)",
+    )
+    parser.add_argument(
+        "--parts",
+        default="1,2,3",
+        help="parts to run; 1 (A/A, which also sizes part 3's slowdown) always runs",
+    )
     args = parser.parse_args()
+    STACK["proxy"] = {**STACK["proxy"], "upstream_keepalive": args.upstream_keepalive}
+    parts = set(args.parts.split(","))
     pinned = default_cpu_plan()
     unpinned = CpuPlan(None, None)
     small = [
@@ -77,7 +90,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="servelab-bench-") as scratch:
         root = Path(scratch)
 
-        print("== 1. A/A (same stack twice), pinned:", pinned.describe())
+        print(
+            "== 1. A/A (same stack twice), pinned:",
+            pinned.describe(),
+            f"; upstream keepalive {args.upstream_keepalive}",
+        )
         aa = experiment_from_dict(
             {
                 "name": "a-a",
@@ -101,7 +118,8 @@ def main() -> None:
                 "workloads": small,
             }
         )
-        for label, plan in (("pinned", pinned), ("not pinned", unpinned)):
+        plans = [("pinned", pinned)] + ([("not pinned", unpinned)] if "2" in parts else [])
+        for label, plan in plans:
             runs = aa_runs if plan == pinned else run(single, plan, root)
             for v in analyze(single, [r for r in runs if r.variant == "A"]).variants:
                 rps = v.metrics["rps"].summary
@@ -110,6 +128,8 @@ def main() -> None:
                     f"CV {100 * rps.cv:5.2f} %  (min {rps.minimum:.0f}, max {rps.maximum:.0f})"
                 )
 
+        if "3" not in parts:
+            return
         extra_us = round(0.10 * app_cpu_us_per_request([r for r in aa_runs if r.variant == "A"]))
         print(
             f"\n== 3. Sensitivity: the app spins {extra_us} µs more per request "
