@@ -227,15 +227,6 @@ def study(
     workers,
     threads,
     warmup,
-    stack_cpus,
-    driver_cpus,
-    no_pin,
-    stack_cpu_quota,
-    out_dir,
-    resume,
-    force,
-    order,
-    seed,
     app_ref,
     app_dir,
     method,
@@ -245,7 +236,7 @@ def study(
     expect_status,
     database,
     startup_timeout,
-    **failure,
+    **options,
 ) -> None:
     """Run the ready-made study NAME (see `servelab studies`); with --app, on your app."""
     from servelab.userapp import check_study_accepts_app
@@ -271,7 +262,8 @@ def study(
         raise SpecError(f"--duration must be positive, got {duration}", "pass seconds > 0")
     if warmup is not None and warmup < 0:
         raise SpecError(f"--warmup must be 0 or more, got {warmup}", "pass 0 to skip warm-up")
-    options = StudyOptions(
+    common = {key: options.pop(key) for key in SESSION_OPTIONS}  # the rest: failure options
+    study_options = StudyOptions(
         repetitions=repetitions,
         concurrency=concurrency,
         requests=requests,
@@ -281,39 +273,57 @@ def study(
         workers=parse_int_list(workers, "workers"),
         threads=parse_int_list(threads, "threads"),
         warmup_requests=warmup,
-        **failure_study_options(**failure),
+        **failure_study_options(**options),
     )
-    experiment = with_order(get_study(name).build(options), order, seed)
-    cpu_plan = make_cpu_plan(stack_cpus, driver_cpus, pin=not no_pin, quota=stack_cpu_quota)
     run_session(
-        experiment,
-        cpu_plan,
-        out_dir,
-        resume=resume,
-        force=force,
+        get_study(name).build(study_options),
         app=app,
         request=request,
         database=database,
         replace_workloads=True,
         startup_timeout_s=startup_timeout,
+        **common,
     )
+
+
+# The options of cpu_and_out_options, which every measuring command hands to run_session.
+SESSION_OPTIONS = (
+    "stack_cpus",
+    "driver_cpus",
+    "no_pin",
+    "stack_cpu_quota",
+    "out_dir",
+    "resume",
+    "force",
+    "order",
+    "seed",
+)
 
 
 def run_session(
     experiment: Experiment,
-    cpu_plan,
-    out_dir: Path,
     *,
+    stack_cpus: str | None,
+    driver_cpus: str | None,
+    no_pin: bool,
+    stack_cpu_quota: float | None,
+    out_dir: Path,
     resume: bool,
     force: bool,
+    order: str | None,
+    seed: int | None,
     app=None,
     request=None,
     database: str | None = None,
     replace_workloads: bool = False,
     startup_timeout_s: float = 30.0,
 ) -> None:
-    """Run the experiment; with the user's app, request or a database, prepared first."""
+    """Run the experiment where the CPU options say; with the user's app, request or a
+    database, prepared first."""
     from servelab.userapp import DJANGO_REFS, prepared
+
+    experiment = with_order(experiment, order, seed)
+    cpu_plan = make_cpu_plan(stack_cpus, driver_cpus, pin=not no_pin, quota=stack_cpu_quota)
 
     needs_preparing = (
         app is not None
@@ -364,33 +374,21 @@ def run(
     expect_status,
     database,
     startup_timeout,
-    stack_cpus,
-    driver_cpus,
-    no_pin,
-    stack_cpu_quota,
-    out_dir,
-    resume,
-    force,
-    order,
-    seed,
+    **common,
 ) -> None:
     """Run the experiment described in the TOML file FILE; --app and the request
     options replace the file's app and requests."""
-    experiment = with_order(load_experiment_file(file), order, seed)
-    cpu_plan = make_cpu_plan(stack_cpus, driver_cpus, pin=not no_pin, quota=stack_cpu_quota)
+    experiment = load_experiment_file(file)
     app, request = user_app_options(
         app_ref, app_dir, method, req_path, headers, body_file, expect_status
     )
     run_session(
         experiment,
-        cpu_plan,
-        out_dir,
-        resume=resume,
-        force=force,
         app=app,
         request=request,
         database=database,
         startup_timeout_s=startup_timeout,
+        **common,
     )
 
 
@@ -453,15 +451,6 @@ def ramp(
     p99_ms,
     max_error_ratio,
     extra_steps,
-    stack_cpus,
-    driver_cpus,
-    no_pin,
-    stack_cpu_quota,
-    out_dir,
-    resume,
-    force,
-    order,
-    seed,
     repetitions,
     sleep,
     **stack,
@@ -469,6 +458,8 @@ def ramp(
     """Raise a fixed arrival rate step by step until the SLO breaks; report the highest
     sustainable rate and the rate of the first 502."""
     from servelab.ramp import RampOptions, RampPlan, build_ramp
+
+    common = {key: stack.pop(key) for key in SESSION_OPTIONS}  # the rest: stack options
 
     if repetitions < 1 or stack["workers"] < 1:
         raise SpecError("--repetitions and --workers must be 1 or more", "pass 1 or more")
@@ -494,16 +485,7 @@ def ramp(
             **stack,
         )
     )
-    cpu_plan = make_cpu_plan(stack_cpus, driver_cpus, pin=not no_pin, quota=stack_cpu_quota)
-    ExperimentSession(
-        with_order(experiment, order, seed),
-        cpu_plan,
-        out_dir,
-        console=console,
-        out=out,
-        resume=resume,
-        force=force,
-    ).run()
+    run_session(experiment, **common)
 
 
 def with_order(experiment: Experiment, order: str | None, seed: int | None) -> Experiment:
