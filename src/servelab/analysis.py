@@ -33,6 +33,7 @@ METRICS: tuple[Metric, ...] = (
     Metric("latency_mean_ms", "Time per request", "ms", False, lambda r: r.load.latency_mean_ms),
     Metric("latency_p99_ms", "p99 latency", "ms", False, lambda r: r.load.latency_p99_ms),
     Metric("errors", "Errors", "requests", False, lambda r: float(r.load.errors)),
+    Metric("ok_rps", "Successful requests per second", "req/s", True, lambda r: r.load.ok_rps),
 )
 METRIC_BY_KEY = {m.key: m for m in METRICS}
 

@@ -52,6 +52,11 @@ class LoadMeasurement(Record):
         return self.error_responses + self.connection_error_count
 
     @property
+    def ok_rps(self) -> float:
+        """Successful (2xx/3xx) answers per second: throughput that does not count 502s."""
+        return self.ok_responses / self.duration_s if self.duration_s > 0 else 0.0
+
+    @property
     def driver_cpu_us_per_request(self) -> float:
         return 1e6 * self.driver_cpu_s / self.requests_total if self.requests_total else 0.0
 

@@ -41,6 +41,8 @@ ATTRIBUTES: tuple[Attribute, ...] = (
     Attribute("Time per request [ms]", lambda r: r.load.latency_mean_ms, 3, "ms"),
     Attribute("p99 latency [ms]", lambda r: r.load.latency_p99_ms, 3, "ms"),
     Attribute("Errors", lambda r: float(r.load.errors), 0, "count"),
+    # Requests per second counts fast 502s too (as ab does); this row does not.
+    Attribute("Successful requests per second", lambda r: r.load.ok_rps, 2, "percent"),
     # Failure lines in nginx's and the app's logs (servelab.attribution), beside Errors.
     Attribute("Logged failures", lambda r: float(failure_events(r.log_events)), 0, "count"),
     Attribute(
