@@ -44,9 +44,9 @@ SEED_REQUESTS = 5000
 def seed_workloads(
     options: StudyOptions,
     *,
-    default_endpoints: tuple[str, ...],
-    default_requests: int | None,
-    default_duration_s: float | None,
+    default_endpoints: tuple[str, ...] = tuple(SEED_ENDPOINTS),
+    default_requests: int | None = SEED_REQUESTS,
+    default_duration_s: float | None = None,
     default_concurrency: int = SEED_CONCURRENCY,
 ) -> list[dict[str, Any]]:
     endpoints = options.endpoints or default_endpoints
@@ -100,21 +100,13 @@ def _experiment(
     return experiment_from_dict(data, source=f"study {name}")
 
 
-ALL_ENDPOINTS = tuple(SEED_ENDPOINTS)
-
-
 def port_vs_socket(options: StudyOptions) -> Experiment:
     return _experiment(
         "port-vs-socket",
         options,
         baseline={"name": "nginx-tcp", "server": SEED_SERVER, "proxy": SEED_PROXY},
         variants=[{"name": "nginx-unix", "proxy": {"transport": "unix"}}],
-        workloads=seed_workloads(
-            options,
-            default_endpoints=ALL_ENDPOINTS,
-            default_requests=SEED_REQUESTS,
-            default_duration_s=None,
-        ),
+        workloads=seed_workloads(options),
     )
 
 
@@ -125,12 +117,7 @@ def keepalive(options: StudyOptions) -> Experiment:
         options,
         baseline={"name": "no-keepalive", "server": SEED_SERVER, "proxy": proxy},
         variants=[{"name": "keepalive-8", "proxy": {"upstream_keepalive": 8}}],
-        workloads=seed_workloads(
-            options,
-            default_endpoints=ALL_ENDPOINTS,
-            default_requests=SEED_REQUESTS,
-            default_duration_s=None,
-        ),
+        workloads=seed_workloads(options),
     )
 
 
@@ -144,12 +131,7 @@ def workers_threads(options: StudyOptions) -> Experiment:
         options,
         baseline={"name": "placeholder", "server": server, "proxy": SEED_PROXY},
         grid=grid,
-        workloads=seed_workloads(
-            options,
-            default_endpoints=ALL_ENDPOINTS,
-            default_requests=SEED_REQUESTS,
-            default_duration_s=None,
-        ),
+        workloads=seed_workloads(options),
     )
     # The first grid point is the baseline; the placeholder goes.
     first, *rest = experiment.variants
@@ -173,12 +155,7 @@ def gunicorn_vs_uvicorn(options: StudyOptions) -> Experiment:
                 "server": {"kind": "uvicorn", "worker_class": "uvicorn", "threads": 1},
             }
         ],
-        workloads=seed_workloads(
-            options,
-            default_endpoints=ALL_ENDPOINTS,
-            default_requests=SEED_REQUESTS,
-            default_duration_s=None,
-        ),
+        workloads=seed_workloads(options),
     )
 
 
@@ -196,7 +173,6 @@ def quick(options: StudyOptions) -> Experiment:
         ],
         workloads=seed_workloads(
             options,
-            default_endpoints=ALL_ENDPOINTS,
             default_requests=None,
             default_duration_s=2.0,
             default_concurrency=50,

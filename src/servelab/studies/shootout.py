@@ -15,9 +15,7 @@ from typing import Any
 from servelab.spec import Experiment
 from servelab.studies import Study, StudyOptions
 from servelab.studies.seeds import (
-    ALL_ENDPOINTS,
     SEED_PROXY,
-    SEED_REQUESTS,
     SEED_SERVER,
     _experiment,
     seed_workloads,
@@ -45,12 +43,7 @@ def server_shootout(options: StudyOptions) -> Experiment:
             {"name": name, "server": {**override, "worker_class": "uvicorn", "threads": 1}}
             for name, override in _OTHER_SERVERS.items()
         ],
-        workloads=seed_workloads(
-            options,
-            default_endpoints=ALL_ENDPOINTS,
-            default_requests=SEED_REQUESTS,
-            default_duration_s=None,
-        ),
+        workloads=seed_workloads(options),
     )
 
 
