@@ -4,6 +4,7 @@
 #      iproute2 (ss, ip netns), python3-venv, chromium (the HTML report in a real browser).
 #   2. A virtualenv in .venv with servelab and its test tools.
 #   3. The oha load generator, built once with cargo into servelab's cache and reused.
+#   4. toxiproxy (a slow link in front of PostgreSQL), built once with go into the cache.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,7 +19,8 @@ say() { printf '\033[1msetup:\033[0m %s\n' "$*"; }
 packages=(nginx-light apache2-utils wrk util-linux iproute2 procps python3-venv ca-certificates
   chromium  # chromium: opens the HTML report headless (screenshot, browser test)
   gcc libc6-dev python3-dev  # pip builds uWSGI from source (Debian's Python needs its headers)
-  postgresql)  # servelab starts its own PostgreSQL (initdb, pg_ctl) for the Django reference app
+  postgresql  # servelab starts its own PostgreSQL (initdb, pg_ctl) for the Django reference app
+  apache2 apache2-dev)  # Apache httpd as a front; apache2-dev's apxs lets pip build mod_wsgi
 missing=()
 for pkg in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
@@ -31,6 +33,9 @@ fi
 # Debian starts nginx as a service on install; servelab runs its own instances only.
 if command -v service >/dev/null 2>&1 && [ -e /run/nginx.pid ]; then
   $SUDO service nginx stop >/dev/null 2>&1 || true
+fi
+if command -v service >/dev/null 2>&1 && [ -e /run/apache2/apache2.pid ]; then
+  $SUDO service apache2 stop >/dev/null 2>&1 || true
 fi
 
 # 2. Python virtualenv -------------------------------------------------------------
@@ -65,4 +70,21 @@ if ! { [ -x "$OHA" ] && "$OHA" --version 2>/dev/null | grep -q "$OHA_VERSION"; }
   say "building oha $OHA_VERSION with cargo into $CACHE/cargo (a few minutes, once)"
   "$CARGO" install oha --locked --version "$OHA_VERSION" --root "$CACHE/cargo" --quiet
 fi
-say "ready: $("$OHA" --version), $(nginx -v 2>&1), $(.venv/bin/python --version)"
+
+# 4. toxiproxy, built with go into the cache ------------------------------------------
+TOXIPROXY_VERSION="${TOXIPROXY_VERSION:-v2.12.0}"
+TOXIPROXY="$CACHE/go/bin/toxiproxy-server-$TOXIPROXY_VERSION"
+if [ ! -x "$TOXIPROXY" ]; then
+  GO="$(command -v go || true)"
+  [ -z "$GO" ] && [ -x /usr/local/go/bin/go ] && GO=/usr/local/go/bin/go
+  if [ -z "$GO" ]; then
+    say "installing Debian's golang-go (no go found)"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends golang-go >/dev/null
+    GO="$(command -v go)"
+  fi
+  say "building toxiproxy $TOXIPROXY_VERSION with go into $CACHE/go (about 20 s, once)"
+  GOBIN="$CACHE/go/bin" "$GO" install "github.com/Shopify/toxiproxy/v2/cmd/server@$TOXIPROXY_VERSION"
+  mv "$CACHE/go/bin/server" "$TOXIPROXY"
+fi
+say "ready: $("$OHA" --version), $(nginx -v 2>&1), $(apache2 -v | head -1), $(.venv/bin/python --version)"
