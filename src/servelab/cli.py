@@ -133,6 +133,17 @@ _app_options = [
         "(default sqlite).",
     ),
     click.option(
+        "--db-latency",
+        type=float,
+        help="--app django: add MS milliseconds to every round trip to PostgreSQL (a slow "
+        "link: netem where the kernel has it, else toxiproxy); implies --database postgresql.",
+    ),
+    click.option(
+        "--db-jitter",
+        type=float,
+        help="With --db-latency: each round trip's delay varies by up to ± MS.",
+    ),
+    click.option(
         "--startup-timeout",
         type=float,
         default=30.0,
@@ -235,6 +246,8 @@ def study(
     body_file,
     expect_status,
     database,
+    db_latency,
+    db_jitter,
     startup_timeout,
     **options,
 ) -> None:
@@ -244,9 +257,11 @@ def study(
     app, request = user_app_options(
         app_ref, app_dir, method, req_path, headers, body_file, expect_status
     )
-    if app is None and (request.given or database is not None):
+    database_given = any(v is not None for v in (database, db_latency, db_jitter))
+    if app is None and (request.given or database_given):
         raise SpecError(
-            "--method, --path, --header, --body-file, --expect-status and --database need --app",
+            "--method, --path, --header, --body-file, --expect-status and --database "
+            "(--db-latency, --db-jitter) need --app",
             "pass --app package.module:attr",
         )
     if app is not None:
@@ -280,6 +295,8 @@ def study(
         app=app,
         request=request,
         database=database,
+        db_latency=db_latency,
+        db_jitter=db_jitter,
         replace_workloads=True,
         startup_timeout_s=startup_timeout,
         **common,
@@ -315,19 +332,22 @@ def run_session(
     app=None,
     request=None,
     database: str | None = None,
+    db_latency: float | None = None,
+    db_jitter: float | None = None,
     replace_workloads: bool = False,
     startup_timeout_s: float = 30.0,
 ) -> None:
     """Run the experiment where the CPU options say; with the user's app, request or a
     database, prepared first."""
-    from servelab.userapp import DJANGO_REFS, prepared
+    from servelab.userapp import DJANGO_REFS, database_spec, prepared
 
     experiment = with_order(experiment, order, seed)
+    db = database_spec(experiment.database, database, db_latency, db_jitter)
     cpu_plan = make_cpu_plan(stack_cpus, driver_cpus, pin=not no_pin, quota=stack_cpu_quota)
 
     needs_preparing = (
         app is not None
-        or database is not None
+        or db is not None
         or (request is not None and request.given)
         or any(s.app.ref in DJANGO_REFS for s in experiment.stacks)
     )
@@ -350,7 +370,7 @@ def run_session(
         app,
         request,
         replace_workloads=replace_workloads,
-        database=database,
+        database=db,
         startup_timeout_s=startup_timeout_s,
         say=lambda note: console.print(f"servelab: {note}", highlight=False),
     ) as ready:
@@ -373,6 +393,8 @@ def run(
     body_file,
     expect_status,
     database,
+    db_latency,
+    db_jitter,
     startup_timeout,
     **common,
 ) -> None:
@@ -387,6 +409,8 @@ def run(
         app=app,
         request=request,
         database=database,
+        db_latency=db_latency,
+        db_jitter=db_jitter,
         startup_timeout_s=startup_timeout,
         **common,
     )

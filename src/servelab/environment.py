@@ -6,6 +6,8 @@ import os
 import platform
 import resource
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -55,6 +57,26 @@ def package_version(name: str) -> str | None:
         return None
 
 
+# Facts about what servelab set up around the stacks for the experiment under way
+# (e.g. the Django app's database and the link to it); see ``recorded``.
+_SETUP: dict[str, Any] = {}
+
+
+@contextmanager
+def recorded(key: str, value: Any) -> Iterator[None]:
+    """Record ``key: value`` in every environment collected during the block.
+
+    For what is set up before an experiment's session starts and is not a fact
+    of the machine: ``servelab.userapp.app_database`` records the database and
+    its link this way, so the stored result (and its report) says what was used.
+    """
+    _SETUP[key] = value
+    try:
+        yield
+    finally:
+        _SETUP.pop(key, None)
+
+
 def collect_environment() -> dict[str, Any]:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     return {
@@ -74,6 +96,7 @@ def collect_environment() -> dict[str, Any]:
         "uwsgi": package_version("uwsgi"),
         "fastapi": package_version("fastapi"),
         "servelab": package_version("servelab"),
+        **_SETUP,
     }
 
 

@@ -31,3 +31,21 @@ def require_program(name: str, fix: str) -> str:
     if path is None:
         raise MissingToolError(f"{name} is not installed (not on PATH nor in {cache_dir()})", fix)
     return path
+
+
+# The toxiproxy release scripts/setup.sh builds (a TCP proxy that slows the database link).
+TOXIPROXY_VERSION = "2.12.0"
+
+
+def toxiproxy_server() -> tuple[str, str | None] | None:
+    """(path, version) of toxiproxy's server, or None.
+
+    The build setup.sh leaves in the cache (``go/bin/toxiproxy-server-v<version>``,
+    whose own ``-version`` says only "git") comes first, then ``toxiproxy-server``
+    on PATH (version None: ask the program).
+    """
+    cached = cache_dir() / "go" / "bin" / f"toxiproxy-server-v{TOXIPROXY_VERSION}"
+    if os.access(cached, os.X_OK):
+        return str(cached), TOXIPROXY_VERSION
+    found = shutil.which("toxiproxy-server")
+    return (found, None) if found else None

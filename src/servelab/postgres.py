@@ -11,6 +11,11 @@ PostgreSQL refuses to run as root, so when servelab is root the cluster is
 owned by, and the server runs as, the ``postgres`` system user the Debian
 package creates (``setpriv`` switches user at exec, so the process group and
 the pid are the server's own).
+
+Given a network namespace (``namespace``, e.g. the far end of a netem link,
+see servelab.slowlink), the server runs inside it and also listens on
+``listen_host``, the namespace's address the host reaches it on; its unix
+socket, in the cluster's directory, reaches it directly from anywhere.
 """
 
 from __future__ import annotations
@@ -28,10 +33,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from servelab.errors import MissingToolError, StackStartError
 from servelab.procs import JANITOR, ManagedProcess, free_port
 from servelab.stacks import OWNER_ENV
+
+if TYPE_CHECKING:
+    from servelab.netns import NetNamespace
 
 PG_ROOT = Path("/usr/lib/postgresql")
 DB_USER = "servelab"
@@ -44,7 +53,7 @@ LOG_NAME = "postgres.log"
 class PostgresServer:
     """A running cluster: where to connect, as whom, and its files."""
 
-    host: str  # 127.0.0.1
+    host: str  # 127.0.0.1, or the namespace's address
     port: int
     socket_dir: Path
     dbname: str
@@ -57,12 +66,13 @@ class PostgresServer:
     def conninfo(self) -> str:
         return f"host={self.host} port={self.port} dbname={self.dbname} user={self.user}"
 
-    def django_env(self) -> dict[str, str]:
-        """The environment the Django reference app reads its database settings from."""
+    def django_env(self, host: str | None = None, port: int | None = None) -> dict[str, str]:
+        """The environment the Django reference app reads its database settings from;
+        ``host``/``port`` replace the server's (a slow link's address, or the socket dir)."""
         return {
             "SERVELAB_DJANGO_DB": "postgresql",
-            "SERVELAB_PG_HOST": self.host,
-            "SERVELAB_PG_PORT": str(self.port),
+            "SERVELAB_PG_HOST": host or self.host,
+            "SERVELAB_PG_PORT": str(port or self.port),
             "SERVELAB_PG_NAME": self.dbname,
             "SERVELAB_PG_USER": self.user,
         }
@@ -99,8 +109,16 @@ def _owner() -> tuple[int, int, list[str]]:
 
 
 @contextmanager
-def run_postgres(*, startup_timeout_s: float = 30.0) -> Iterator[PostgresServer]:
+def run_postgres(
+    *,
+    startup_timeout_s: float = 30.0,
+    namespace: NetNamespace | None = None,
+    listen_host: str = "127.0.0.1",
+) -> Iterator[PostgresServer]:
     """A fresh PostgreSQL for the ``with`` block; stopped and its directory removed after.
+
+    With ``namespace`` the server runs inside it, listening on 127.0.0.1 there
+    and on ``listen_host`` (the namespace's address).
 
     Raises MissingToolError when PostgreSQL is not installed, StackStartError
     (with the server's log) when initdb or the server fails.
@@ -151,9 +169,12 @@ def run_postgres(*, startup_timeout_s: float = 30.0) -> Iterator[PostgresServer]
         log = workdir / LOG_NAME
         log.touch()
         os.chown(log, uid, gid)
+        listen = ",".join(dict.fromkeys(["127.0.0.1", listen_host]))
+        inside = namespace.prefix() if namespace is not None else []
         process = ManagedProcess(
             "postgres",
             [
+                *inside,
                 *prefix,
                 str(bindir / "postgres"),
                 "-D",
@@ -163,7 +184,7 @@ def run_postgres(*, startup_timeout_s: float = 30.0) -> Iterator[PostgresServer]
                 "-k",
                 str(workdir),
                 "-c",
-                "listen_addresses=127.0.0.1",
+                f"listen_addresses={listen}",
                 "-c",
                 "fsync=off",
                 "-c",
@@ -173,7 +194,7 @@ def run_postgres(*, startup_timeout_s: float = 30.0) -> Iterator[PostgresServer]
             cwd=workdir,
             env=env,
         ).start()
-        _wait_ready(bindir, workdir, port, process, startup_timeout_s)
+        _wait_ready(bindir, inside, port, process, startup_timeout_s)
         created = subprocess.run(
             [
                 *prefix,
@@ -200,7 +221,7 @@ def run_postgres(*, startup_timeout_s: float = 30.0) -> Iterator[PostgresServer]
                 detail=process.log_tail(),
             )
         yield PostgresServer(
-            "127.0.0.1", port, workdir, DB_NAME, DB_USER, workdir, bindir.parent.name, process
+            listen_host, port, workdir, DB_NAME, DB_USER, workdir, bindir.parent.name, process
         )
     finally:
         if process is not None:
@@ -210,7 +231,7 @@ def run_postgres(*, startup_timeout_s: float = 30.0) -> Iterator[PostgresServer]
 
 
 def _wait_ready(
-    bindir: Path, socket_dir: Path, port: int, process: ManagedProcess, timeout_s: float
+    bindir: Path, inside: list[str], port: int, process: ManagedProcess, timeout_s: float
 ) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -220,8 +241,9 @@ def _wait_ready(
                 "see its log below",
                 detail=process.log_tail(),
             )
+        isready = [str(bindir / "pg_isready"), "-q", "-h", "127.0.0.1", "-p", str(port)]
         ready = subprocess.run(
-            [str(bindir / "pg_isready"), "-q", "-h", "127.0.0.1", "-p", str(port), "-t", "1"],
+            [*inside, *isready, "-t", "1"],
             capture_output=True,
             check=False,
         )

@@ -41,6 +41,7 @@ def report_notes(experiment: Experiment, environment: dict[str, Any]) -> list[st
         f"{environment.get('driver_version') or 'unknown version'})",
         f"Machine: {environment.get('cpu_model')}, {environment.get('cpu_count')} CPUs, "
         f"kernel {environment.get('kernel')}, somaxconn {environment.get('somaxconn')}",
+        *([f"Database: {environment['database']}"] if environment.get("database") else []),
         f"Repetitions: {experiment.repetitions}, each on a freshly started stack, "
         f"variants {experiment.order}; before each run, warm-up rounds of "
         f"{experiment.warmup.requests} requests until requests/s settles within "

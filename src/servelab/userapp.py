@@ -28,6 +28,7 @@ from servelab.apps import ResolvedApp, resolve_app
 from servelab.errors import SpecError, StackStartError
 from servelab.spec import (
     AppSpec,
+    DatabaseSpec,
     Experiment,
     RequestSpec,
     StackSpec,
@@ -303,41 +304,137 @@ def with_app_env(experiment: Experiment, env: dict[str, str]) -> Experiment:
     return experiment.model_copy(update={"baseline": stacks[0], "variants": tuple(stacks[1:])})
 
 
+def database_spec(
+    current: DatabaseSpec | None,
+    kind: Database | None,
+    latency_ms: float | None,
+    jitter_ms: float | None,
+) -> DatabaseSpec | None:
+    """``current`` (an experiment's [database]) with --database, --db-latency and
+    --db-jitter applied; the delay options imply PostgreSQL. One-line SpecError if
+    they do not go together."""
+    if kind is None and latency_ms is None and jitter_ms is None:
+        return current
+    given = (("--db-latency", latency_ms), ("--db-jitter", jitter_ms))
+    delay = [flag for flag, value in given if value is not None]
+    if delay and kind == "sqlite":
+        raise SpecError(
+            f"{' and '.join(delay)} slow{'s' if len(delay) == 1 else ''} the link to "
+            "PostgreSQL, and --database sqlite has none (SQLite is a file the app opens itself)",
+            "drop --database sqlite: --db-latency implies --database postgresql",
+        )
+    data: dict[str, Any] = current.model_dump() if current is not None else {}
+    if kind is not None:
+        data["kind"] = kind
+    if kind == "sqlite":  # the file's delays go with the file's PostgreSQL
+        data.pop("latency_ms", None)
+        data.pop("jitter_ms", None)
+    if delay:
+        data["kind"] = "postgresql"
+    for key, value in (("latency_ms", latency_ms), ("jitter_ms", jitter_ms)):
+        if value is not None:
+            data[key] = value
+    data.setdefault("kind", "sqlite")
+    try:
+        return DatabaseSpec.model_validate(data)
+    except ValidationError as exc:
+        where = describe_validation_error(exc).removeprefix("value: ")
+        raise SpecError(
+            f"invalid database link: {where}",
+            "give --db-latency and --db-jitter in ms, 0 to 10000, jitter at most the latency",
+        ) from None
+
+
+def describe_database(version: str, link: Any = None) -> str:
+    """'PostgreSQL 15 behind toxiproxy 2.12.0, +20 ms ± 5 ms latency per round trip'."""
+    if link is None:
+        return f"PostgreSQL {version} on loopback, no added latency"
+    return f"PostgreSQL {version} behind {link.describe()}"
+
+
 @contextmanager
 def app_database(
-    experiment: Experiment, database: Database, say: Callable[[str], None]
+    experiment: Experiment, database: DatabaseSpec, say: Callable[[str], None]
 ) -> Iterator[Experiment]:
     """A seeded database for the Django reference app, for the whole experiment.
 
-    ``postgresql`` starts servelab's own cluster (servelab.postgres); ``sqlite``
+    ``postgresql`` starts servelab's own cluster (servelab.postgres), behind a
+    slowed link (servelab.slowlink) when ``database`` asks for latency; ``sqlite``
     a file in a temp dir. Both are removed when the block ends, and registered
-    with the janitor (which must be running) in case servelab is killed.
+    with the janitor (which must be running) in case servelab is killed. What
+    was used is said, and recorded in the experiment's environment.
     """
     from servelab.apps.django_app.seed import seed_database, sqlite_env
-    from servelab.postgres import run_postgres
+    from servelab.environment import recorded
     from servelab.procs import JANITOR
 
     if not any(s.app.ref in DJANGO_REFS for s in experiment.stacks):
         raise SpecError(
             "--database applies to the built-in Django app only",
-            "pass --app django (or leave out --database)",
+            "pass --app django (or leave out --database and [database])",
         )
-    if database == "postgresql":
-        with run_postgres() as pg:
-            say(f"PostgreSQL {pg.version} on 127.0.0.1:{pg.port} ({pg.workdir}), seeding")
-            seed_database(pg.django_env())
-            yield with_app_env(experiment, pg.django_env())
+    experiment = experiment.model_copy(update={"database": database})
+    if database.kind == "postgresql":
+        with _postgresql(database, say) as (env, described), recorded("database", described):
+            seed_env, app_env = env
+            say("seeding")
+            seed_database(seed_env)
+            yield with_app_env(experiment, app_env)
         return
     workdir = Path(tempfile.mkdtemp(prefix="servelab-sqlite-"))
     JANITOR.watch("path", workdir)
     try:
         env = sqlite_env(workdir / "bookshop.sqlite3")
         say(f"SQLite database {env['SERVELAB_DJANGO_SQLITE']}, seeding")
-        seed_database(env)
-        yield with_app_env(experiment, env)
+        with recorded("database", "SQLite file"):
+            seed_database(env)
+            yield with_app_env(experiment, env)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
         JANITOR.forget("path", workdir)
+
+
+@contextmanager
+def _postgresql(
+    database: DatabaseSpec, say: Callable[[str], None]
+) -> Iterator[tuple[tuple[dict[str, str], dict[str, str]], str]]:
+    """((seeding env, app env), description) of servelab's PostgreSQL, slowed if asked.
+
+    Seeding goes direct (TCP on loopback, or the unix socket when PostgreSQL is
+    in a netem namespace), so the delay costs only the measured requests.
+    """
+    from contextlib import ExitStack
+
+    from servelab.postgres import run_postgres
+    from servelab.slowlink import choose_method, netem_link, slow_link
+
+    if not database.slowed:
+        with run_postgres() as pg:
+            say(f"PostgreSQL {pg.version} on 127.0.0.1:{pg.port} ({pg.workdir})")
+            yield (pg.django_env(), pg.django_env()), describe_database(pg.version)
+        return
+    method = choose_method(database.link)
+    latency, jitter = database.latency_ms, database.jitter_ms
+    with ExitStack() as stack:
+        netem = stack.enter_context(netem_link(latency, jitter)) if method == "netem" else None
+        if netem is None:
+            pg = stack.enter_context(run_postgres())
+            direct = pg.django_env()
+        else:
+            pg = stack.enter_context(
+                run_postgres(namespace=netem.namespace, listen_host=netem.ns_ip)
+            )
+            direct = pg.django_env(host=str(pg.socket_dir))
+        link = stack.enter_context(slow_link(pg.host, pg.port, latency, jitter, method))
+        described = describe_database(pg.version, link)
+        rounded = (link.latency_ms, link.jitter_ms) != (latency, jitter)
+        say(
+            f"{described} (app connects to {link.host}:{link.port}; PostgreSQL on "
+            f"{pg.host}:{pg.port}, {pg.workdir})"
+            + (f"; asked for +{latency:g} ms ± {jitter:g} ms, {method} applies whole ms"
+               if rounded else "")
+        )
+        yield (direct, pg.django_env(host=link.host, port=link.port)), described
 
 
 @contextmanager
@@ -347,13 +444,15 @@ def prepared(
     request: UserRequest,
     *,
     replace_workloads: bool,
-    database: Database | None,
+    database: DatabaseSpec | None,
     startup_timeout_s: float,
     say: Callable[[str], None],
 ) -> Iterator[Experiment]:
     """The experiment to run, with the user's app, request and database, checked once.
 
-    The janitor runs for the whole block, so a database outlives no killed servelab.
+    ``database`` (None: the experiment's own, else SQLite for the Django app) is
+    recorded in the experiment. The janitor runs for the whole block, so a
+    database outlives no killed servelab.
     """
     from servelab.procs import JANITOR
 
@@ -364,8 +463,9 @@ def prepared(
         for note in notes:
             say(note)
     with JANITOR.running():
+        database = database or experiment.database
         if database is None and any(s.app.ref in DJANGO_REFS for s in experiment.stacks):
-            database = "sqlite"
+            database = DatabaseSpec(kind="sqlite")
         if database is None:
             preflight(experiment, timeout_s=startup_timeout_s)
             yield experiment
