@@ -75,6 +75,7 @@ def run_checks() -> list[Check]:
             )
         )
     checks.append(postgres_check())
+    checks.append(slow_link_check())
     somaxconn = read_sysctl("net.core.somaxconn")
     if somaxconn is None:
         checks.append(
@@ -144,6 +145,27 @@ def postgres_check() -> Check:
             "apt-get install postgresql, or " + SETUP_FIX,
         )
     return Check("postgresql (--database postgresql)", "ok", f"{bindir.parent.name} ({bindir})")
+
+
+def slow_link_check() -> Check:
+    """--db-latency's tool: netem where the kernel has it, else toxiproxy (optional)."""
+    from servelab.paths import toxiproxy_server
+    from servelab.slowlink import netem_probe
+
+    name = "slow database link (--db-latency)"
+    no_netem = netem_probe()
+    if no_netem is None:
+        return Check(name, "ok", "netem (kernel qdisc)")
+    toxiproxy = toxiproxy_server()
+    if toxiproxy is None:
+        return Check(
+            name,
+            "warn",
+            f"no netem ({no_netem}), no toxiproxy",
+            SETUP_FIX + " (builds toxiproxy with go)",
+        )
+    path, version = toxiproxy
+    return Check(name, "ok", f"toxiproxy {version or ''} ({path}); no netem: {no_netem}")
 
 
 def print_checks(console: Console, checks: list[Check]) -> None:
