@@ -53,8 +53,9 @@ Method = Literal["netem", "toxiproxy"]
 PROXY_NAME = "postgres"
 API_TIMEOUT_S = 5.0
 NETEM_FIX = (
-    "set link = 'toxiproxy' (or 'auto', which falls back to it) in the experiment's "
-    "[database] table, or load the kernel's netem module (modprobe sch_netem)"
+    # No square brackets: the CLI prints errors with rich markup.
+    "set link = 'toxiproxy' (or 'auto', which falls back to it) in the experiment file's "
+    "database table, or load the kernel's netem module (modprobe sch_netem)"
 )
 
 

@@ -371,15 +371,12 @@ def app_database(
     if not any(s.app.ref in DJANGO_REFS for s in experiment.stacks):
         raise SpecError(
             "--database applies to the built-in Django app only",
-            "pass --app django (or leave out --database and [database])",
+            "pass --app django (or leave out --database and the file's database table)",
         )
     experiment = experiment.model_copy(update={"database": database})
     if database.kind == "postgresql":
         with _postgresql(database, say) as (env, described), recorded("database", described):
-            seed_env, app_env = env
-            say("seeding")
-            seed_database(seed_env)
-            yield with_app_env(experiment, app_env)
+            yield with_app_env(experiment, env)
         return
     workdir = Path(tempfile.mkdtemp(prefix="servelab-sqlite-"))
     JANITOR.watch("path", workdir)
@@ -397,21 +394,23 @@ def app_database(
 @contextmanager
 def _postgresql(
     database: DatabaseSpec, say: Callable[[str], None]
-) -> Iterator[tuple[tuple[dict[str, str], dict[str, str]], str]]:
-    """((seeding env, app env), description) of servelab's PostgreSQL, slowed if asked.
+) -> Iterator[tuple[dict[str, str], str]]:
+    """(the app's env, a description) of servelab's PostgreSQL, seeded, slowed if asked.
 
     Seeding goes direct (TCP on loopback, or the unix socket when PostgreSQL is
     in a netem namespace), so the delay costs only the measured requests.
     """
     from contextlib import ExitStack
 
+    from servelab.apps.django_app.seed import seed_database
     from servelab.postgres import run_postgres
     from servelab.slowlink import choose_method, netem_link, slow_link
 
     if not database.slowed:
         with run_postgres() as pg:
-            say(f"PostgreSQL {pg.version} on 127.0.0.1:{pg.port} ({pg.workdir})")
-            yield (pg.django_env(), pg.django_env()), describe_database(pg.version)
+            say(f"PostgreSQL {pg.version} on 127.0.0.1:{pg.port} ({pg.workdir}), seeding")
+            seed_database(pg.django_env())
+            yield pg.django_env(), describe_database(pg.version)
         return
     method = choose_method(database.link)
     latency, jitter = database.latency_ms, database.jitter_ms
@@ -433,8 +432,10 @@ def _postgresql(
             f"{pg.host}:{pg.port}, {pg.workdir})"
             + (f"; asked for +{latency:g} ms ± {jitter:g} ms, {method} applies whole ms"
                if rounded else "")
+            + ", seeding"
         )
-        yield (direct, pg.django_env(host=link.host, port=link.port)), described
+        seed_database(direct)
+        yield pg.django_env(host=link.host, port=link.port), described
 
 
 @contextmanager

@@ -230,3 +230,54 @@ def test_postgresql_in_a_netem_namespace_gets_the_latency(nothing_left) -> None:
     assert 0.8 * latency <= slowed - direct <= 2 * latency
     assert not workdir.exists() and not group_members(pid)
     nothing_left()
+
+
+def owned_by(pid: int) -> list[int]:
+    """Processes carrying servelab's owner marker for ``pid`` (PostgreSQL, toxiproxy)."""
+    marker = f"SERVELAB_OWNER_PID={pid}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker in (entry / "environ").read_bytes().split(b"\0"):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+KEEP_A_SLOW_LINK = """
+import time
+from servelab import postgres, slowlink
+from servelab.procs import JANITOR
+with JANITOR.running(), postgres.run_postgres() as pg:
+    with slowlink.slow_link(pg.host, pg.port, 10, 0, "toxiproxy") as link:
+        print(link.port, flush=True)
+        time.sleep(120)
+"""
+
+
+def test_a_killed_servelab_leaves_no_toxiproxy_behind(nothing_left) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KEEP_A_SLOW_LINK],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True,
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip().isdigit()
+        running = owned_by(proc.pid)
+        names = {psutil.Process(pid).name() for pid in running}
+        assert any(name.startswith("toxiproxy") for name in names), names
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and (owned_by(proc.pid) or set(leftovers())):
+        time.sleep(0.2)
+    assert owned_by(proc.pid) == []
+    nothing_left()
