@@ -178,9 +178,10 @@ def _toxiproxy(
         ).start()
         base = f"http://127.0.0.1:{port}"
         _wait_api(base, process)
+        toxics = toxic_payloads(latency_ms, jitter_ms)
         try:
             proxy = _api(base, "POST", "/proxies", proxy_payload(target_host, target_port))
-            for toxic in toxic_payloads(latency_ms, jitter_ms):
+            for toxic in toxics:
                 _api(base, "POST", f"/proxies/{PROXY_NAME}/toxics", toxic)
         except (OSError, ValueError) as exc:
             raise StackStartError(
@@ -189,8 +190,8 @@ def _toxiproxy(
                 detail=process.log_tail(),
             ) from None
         host, _, listen_port = proxy["listen"].rpartition(":")
-        applied = sum(t["attributes"]["latency"] for t in toxic_payloads(latency_ms, jitter_ms))
-        jitter = sum(t["attributes"]["jitter"] for t in toxic_payloads(latency_ms, jitter_ms))
+        applied = sum(t["attributes"]["latency"] for t in toxics)
+        jitter = sum(t["attributes"]["jitter"] for t in toxics)
         yield SlowLink(host, int(listen_port), "toxiproxy", version, applied, jitter)
     finally:
         if process is not None:
