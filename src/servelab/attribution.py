@@ -26,6 +26,24 @@ Classes, most specific first (see ``EVENT_CLASSES`` for causes and fixes):
   application`` → ``app_error``, or ``aborted_request`` when its traceback
   goes through gunicorn's ``handle_abort`` (gunicorn 27 answers 500 for a
   request its worker timeout cut);
+- Apache (its error log, source ``apache``): mod_proxy's ``attempt to connect
+  ... failed`` (AH00957 over TCP, AH02454 over a unix socket) by its errno:
+  ``(11)`` → ``backlog_overflow``, ``(70007)The timeout specified has
+  expired`` / ``(110)`` → ``connect_timeout``, ``(111)`` / ``(2)`` →
+  ``upstream_refused``; ``error reading status line`` (AH01102): ``(70007)``
+  → ``read_timeout``, ``(104)`` → ``upstream_reset``, otherwise (the app
+  closed the connection) → ``upstream_closed``; ``pass request body failed``
+  (AH01097) → ``upstream_reset``. Each failed request also logs a second line
+  (AH01114 / AH01079 / AH10101 ``failed to make connection to backend``,
+  AH00898 ``Error reading from remote server``): not counted again. mod_wsgi:
+  ``Timeout when reading response headers from daemon process`` →
+  ``read_timeout``, ``Error reading response headers from daemon process
+  (Connection reset by peer)`` → ``upstream_reset`` (other reasons, and
+  ``Truncated or oversized response headers``: ``upstream_closed``),
+  ``exception raised processing WSGI script`` → ``app_error``; what the app
+  writes to stderr (``[wsgi:error]`` lines without a WSGI code) is not an
+  event. Apache's statuses differ from nginx's: a failed connect is 503, a
+  backend read timeout 502 (mod_wsgi's: 504);
 - any other line at warning level or above → ``other``. Informational lines
   (start-up banners) and traceback continuation lines are not counted.
 """
@@ -195,6 +213,17 @@ _APP_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"Booting worker with pid"), "worker_boot"),
     (re.compile(r"Error handling request|Exception in ASGI application"), "app_error"),
 )
+# Apache: "[Sun Nov 22 03:00:14.181226 2026] [proxy:error] [pid 9098:tid 9102] message"
+_APACHE_LINE = re.compile(
+    r"^\[[^\]]+\] \[(?P<module>[\w-]*):(?P<level>\w+)\] \[pid [^\]]*\] (?P<msg>.*)$"
+)
+_APACHE_ERRNO = re.compile(r"^\((?P<errno>\d+)\)")
+_APACHE_CONNECT_ERRNO = {
+    "11": "backlog_overflow", "70007": "connect_timeout", "110": "connect_timeout",
+    "111": "upstream_refused", "2": "upstream_refused",
+}
+_APACHE_READ_ERRNO = {"70007": "read_timeout", "104": "upstream_reset"}
+_WSGI_CODE = re.compile(r"\bWSGI\d{4}: ")
 # nginx: "2026/11/22 00:31:04 [error] 29672#29672: *267 message"
 _NGINX_LINE = re.compile(r"^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d \[(?P<level>\w+)\] [^:]*: (?P<msg>.*)$")
 # gunicorn: "[2026-11-22 00:31:03 +0000] [29668] [INFO] message"
@@ -208,6 +237,8 @@ def classify_line(line: str, source: str) -> str | None:
     """The event class of one log line from ``source`` ("nginx" or an app server),
     or None for lines that are not events (banners, tracebacks' inner lines)."""
     line = line.rstrip("\n")
+    if source == "apache":
+        return _classify_apache(line)
     if source == "nginx":
         match = _NGINX_LINE.match(line)
         rules = _NGINX_RULES
@@ -220,6 +251,36 @@ def classify_line(line: str, source: str) -> str | None:
     for pattern, key in rules:
         if pattern.search(message):
             return key
+    return "other" if match["level"].lower() in _SERIOUS else None
+
+
+def _classify_apache(line: str) -> str | None:
+    """The event class of one line of Apache's error log (see the module docstring)."""
+    match = _APACHE_LINE.match(line)
+    if match is None:
+        return None
+    message, module = match["msg"], match["module"]
+    errno_match = _APACHE_ERRNO.match(message)
+    errno = errno_match["errno"] if errno_match else ""
+    if "AH00957:" in message or "AH02454:" in message:
+        return _APACHE_CONNECT_ERRNO.get(errno, "other")
+    if "failed to make connection to backend" in message or "AH00898:" in message:
+        return None  # the second line of a failure counted on its first
+    if "AH01102:" in message:
+        return _APACHE_READ_ERRNO.get(errno, "upstream_closed")
+    if "AH01097:" in message:
+        return "upstream_reset"
+    if module == "wsgi":
+        if not _WSGI_CODE.search(message):
+            return None  # the app's own stderr output
+        if "Timeout when reading response headers from daemon process" in message:
+            return "read_timeout"
+        if "reading response headers from daemon process" in message:
+            return "upstream_reset" if "reset by peer" in message else "upstream_closed"
+        if "Truncated or oversized response headers" in message:
+            return "upstream_closed"
+        if "exception raised processing WSGI script" in message:
+            return "app_error"
     return "other" if match["level"].lower() in _SERIOUS else None
 
 
@@ -270,14 +331,16 @@ def classify_lines(lines: Iterable[str], source: str) -> LogEvents:
 
 
 def _is_log_line(line: str, source: str) -> bool:
+    if source == "apache":
+        return _APACHE_LINE.match(line) is not None
     if source == "nginx":
         return _NGINX_LINE.match(line) is not None
     return _GUNICORN_LINE.match(line) is not None or _UVICORN_LINE.match(line) is not None
 
 
 def source_of(role: str) -> str:
-    """The log format of a stack process role ("nginx" or "app")."""
-    return "nginx" if role == "nginx" else "app"
+    """The log format of a stack process role ("nginx", "apache" or "app")."""
+    return role if role in ("nginx", "apache") else "app"
 
 
 class LogCursor:

@@ -36,6 +36,18 @@ def _peak_rss_bytes(proc: psutil.Process) -> int:
     return 0
 
 
+def _role(root_role: str, proc: psutil.Process) -> str:
+    """The role of a process in the tree of ``root_role``: mod_wsgi's daemon processes
+    (Apache children it renames ``(wsgi:GROUP)``) run the app, so they are "app"."""
+    if root_role != "apache":
+        return root_role
+    try:
+        argv0 = proc.cmdline()[:1]
+    except psutil.Error:
+        return root_role
+    return "app" if argv0 and argv0[0].startswith("(wsgi:") else root_role
+
+
 class ProcessSampler:
     """Use as ``with ProcessSampler({"app": pid, "nginx": pid}) as s: ...; s.usage()``."""
 
@@ -71,7 +83,7 @@ class ProcessSampler:
             if seen is None:
                 # A process born during the window counts from its birth.
                 first = cpu if self._at_start else 0.0
-                seen = self._seen[proc.pid] = _Seen(role, name, first, cpu, 0)
+                seen = self._seen[proc.pid] = _Seen(_role(role, proc), name, first, cpu, 0)
             seen.cpu_last = cpu
             seen.peak_rss = max(seen.peak_rss, _peak_rss_bytes(proc))
         self._at_start = False

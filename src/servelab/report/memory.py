@@ -5,6 +5,15 @@ server's share is its processes' sum (master, workers and any helper) divided
 by the configured workers, so a server whose master or helpers are heavy pays
 for them per worker. Shared pages (forked workers share their parent's) are
 counted in every process, as RSS does; the largest single process is shown too.
+
+The front (nginx or Apache: every process of its tree) is shown beside it.
+With mod_wsgi, Apache runs the app itself: its daemon processes (which the
+sampler tells apart by mod_wsgi's ``(wsgi:GROUP)`` process title and gives
+role "app") are the workers, counted as the app server's processes and
+divided by ``workers`` (= daemon processes) like any other server's; Apache's
+parent and its MPM children, which only accept connections and pass
+requests to the daemons as nginx passes them to an app server, are the
+front. The daemons import the app when they start, as gunicorn's workers do.
 """
 
 from __future__ import annotations
@@ -19,6 +28,7 @@ from servelab.spec import Experiment
 from servelab.stats import summarize
 
 MIB = 2**20
+FRONT_ROLES = ("nginx", "apache")
 
 
 @dataclass(frozen=True)
@@ -30,7 +40,13 @@ class MemoryRow:
     app_mib: float  # all app-server processes, mean over runs of each run's sum of peaks
     per_worker_mib: float
     largest_mib: float  # the biggest single app-server process
-    nginx_mib: float
+    front_mib: float  # the front's processes (nginx, or Apache's parent and children)
+    front: str = "nginx"
+
+    @property
+    def nginx_mib(self) -> float:
+        """The front's memory (named for the time nginx was the only front)."""
+        return self.front_mib
 
 
 def memory_rows(experiment: Experiment, runs: Sequence[RunResult]) -> list[MemoryRow]:
@@ -40,7 +56,9 @@ def memory_rows(experiment: Experiment, runs: Sequence[RunResult]) -> list[Memor
         if not mine:
             continue
         app = [[p.peak_rss_bytes for p in r.processes if p.role == "app"] for r in mine]
-        nginx = [sum(p.peak_rss_bytes for p in r.processes if p.role == "nginx") for r in mine]
+        front = [
+            sum(p.peak_rss_bytes for p in r.processes if p.role in FRONT_ROLES) for r in mine
+        ]
         totals = [sum(a) / MIB for a in app]
         rows.append(
             MemoryRow(
@@ -51,15 +69,18 @@ def memory_rows(experiment: Experiment, runs: Sequence[RunResult]) -> list[Memor
                 app_mib=summarize(totals).mean,
                 per_worker_mib=summarize(totals).mean / stack.server.workers,
                 largest_mib=summarize([max(a, default=0) / MIB for a in app]).mean,
-                nginx_mib=summarize([n / MIB for n in nginx]).mean,
+                front_mib=summarize([n / MIB for n in front]).mean,
+                front=stack.proxy.kind,
             )
         )
     return rows
 
 
 def memory_markdown(experiment: Experiment, runs: Sequence[RunResult]) -> list[str]:
-    """A "Memory per worker" section when the experiment compares app servers, else nothing."""
-    if len({stack.server.kind for stack in experiment.stacks}) < 2:
+    """A "Memory per worker" section when the experiment compares app servers or fronts,
+    else nothing."""
+    stacks = experiment.stacks
+    if len({(s.server.kind, s.proxy.kind) for s in stacks}) < 2:
         return []
     rows = memory_rows(experiment, runs)
     if not rows:
@@ -68,13 +89,14 @@ def memory_markdown(experiment: Experiment, runs: Sequence[RunResult]) -> list[s
         [
             (
                 r.variant, r.server, r.workers, f"{r.app_processes:.0f}", f"{r.app_mib:.1f}",
-                f"{r.per_worker_mib:.1f}", f"{r.largest_mib:.1f}", f"{r.nginx_mib:.1f}",
+                f"{r.per_worker_mib:.1f}", f"{r.largest_mib:.1f}", r.front,
+                f"{r.front_mib:.1f}",
             )
             for r in rows
         ],
         headers=(
             "Variant", "Server", "Workers", "App processes", "App peak RSS [MiB]",
-            "Per worker [MiB]", "Largest process [MiB]", "nginx [MiB]",
+            "Per worker [MiB]", "Largest process [MiB]", "Front", "Front [MiB]",
         ),
         tablefmt="github",
         disable_numparse=True,
@@ -83,7 +105,8 @@ def memory_markdown(experiment: Experiment, runs: Sequence[RunResult]) -> list[s
         "## Memory per worker",
         "",
         "Peak RSS of every app-server process (master, workers, helpers), summed, "
-        "divided by the workers; mean over all runs of the variant.",
+        "divided by the workers; mean over all runs of the variant. With mod_wsgi the "
+        "workers are its daemon processes, and Apache's own processes are the front.",
         "",
         table,
         "",

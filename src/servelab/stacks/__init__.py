@@ -1,4 +1,4 @@
-"""Launch a whole stack (app server, then nginx) in a private temp dir; always clean up.
+"""Launch a whole stack (app server, then nginx or Apache) in a private temp dir; always clean up.
 
 ``launch_stack`` is the only way the rest of servelab starts servers: it
 checks everything it can before starting anything (the app imports, the
@@ -14,17 +14,17 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
-from servelab.apps import ResolvedApp, app_environment, resolve_app
+from servelab.apps import _SERVELAB_ROOT, ResolvedApp, app_environment, resolve_app
 from servelab.cgroups import CpuQuota
 from servelab.netns import Placement, place_stack
 from servelab.procs import JANITOR, ManagedProcess, free_port
 from servelab.spec import RequestSpec, StackSpec
-from servelab.stacks import granian, gunicorn, hypercorn, nginx, uvicorn, uwsgi
+from servelab.stacks import apache, granian, gunicorn, hypercorn, nginx, uvicorn, uwsgi
 from servelab.stacks.base import RunningStack
 from servelab.stacks.readiness import wait_listening, wait_ready
 
@@ -87,15 +87,37 @@ def _launch(
         gunicorn.check_worker_class(spec.server, app)
     elif spec.server.kind == "uwsgi":
         uwsgi.check_app(app)
+    elif spec.server.kind == "mod_wsgi":
+        apache.check_app(app)
     workdir = _make_workdir()
     JANITOR.watch("path", workdir)
     processes: dict[str, ManagedProcess] = {}
     deadline = time.monotonic() + startup_timeout_s
     try:
+        if spec.server.kind == "mod_wsgi":
+            with _launch_mod_wsgi(spec, app, workdir, placement, probe, cpus, deadline) as stack:
+                processes = stack.processes
+                yield stack
+            return
         app_proc, app_address, upstream = _prepare_app_server(
             spec, app, workdir, cpus, placement
         )
-        if spec.proxy.kind == "nginx":
+        if spec.proxy.kind == "apache":
+            taken = app_address[1] if isinstance(app_address, tuple) else None
+            listen_port = _free_port_other_than(taken, placement)
+            who = apache.run_as()
+            apache.open_to(workdir, who, 0o710)
+            target = apache.proxy_target(
+                spec.proxy.protocol,
+                port=app_address[1] if isinstance(app_address, tuple) else None,
+                socket=app_address if isinstance(app_address, Path) else None,
+            )
+            conf = apache.write_httpd_conf(
+                spec, workdir=workdir, listen_port=listen_port, target=target, who=who
+            )
+            apache.apache_check(conf)  # before anything runs
+            front_url = f"http://127.0.0.1:{listen_port}"
+        elif spec.proxy.kind == "nginx":
             taken = app_address[1] if isinstance(app_address, tuple) else None
             listen_port = _free_port_other_than(taken, placement)
             conf = nginx.write_nginx_conf(
@@ -105,7 +127,7 @@ def _launch(
             nginx.nginx_check(conf)  # before anything runs
             front_url = f"http://127.0.0.1:{listen_port}"
         else:
-            assert isinstance(app_address, tuple), "a unix socket is only allowed behind nginx"
+            assert isinstance(app_address, tuple), "a unix socket is only allowed behind a proxy"
             front_url = "http://{}:{}".format(*app_address)
         processes["app"] = app_proc.start()
         # nginx starts only once the app listens, so its error log holds no
@@ -120,6 +142,12 @@ def _launch(
                 env={**os.environ, OWNER_ENV: str(os.getpid())},
                 cpus=cpus,
             ).start()
+        elif spec.proxy.kind == "apache":
+            if isinstance(app_address, Path):
+                # Connectable by Apache's children (their group) only, whatever mode the
+                # app server gave it (gunicorn: 0777; uWSGI: 0755, which they cannot use).
+                apache.open_to(app_address, who, 0o660)
+            processes["apache"] = _apache_process(conf, workdir, placement, cpus, os.environ)
         wait_ready(front_url + probe.path, probe, processes, _left(deadline), netns=netns)
         yield RunningStack(
             spec=spec, base_url=front_url, workdir=workdir, processes=processes,
@@ -137,6 +165,68 @@ def _left(deadline: float) -> float:
     return max(0.0, deadline - time.monotonic())
 
 
+@contextmanager
+def _launch_mod_wsgi(
+    spec: StackSpec,
+    app: ResolvedApp,
+    workdir: Path,
+    placement: Placement,
+    probe: RequestSpec,
+    cpus: str | None,
+    deadline: float,
+) -> Iterator[RunningStack]:
+    """Apache alone, running the app in mod_wsgi daemon processes (role "apache"; the
+    sampler gives the daemons role "app"). The caller stops the processes."""
+    who = apache.run_as()
+    python_path = [p for p in (app.app_dir, _SERVELAB_ROOT) if p is not None]
+    apache.check_daemon_access(who, [*_python_paths(), *python_path])
+    env = app_environment(spec.app.env, app.app_dir)
+    env["PYTHONUNBUFFERED"] = "1"
+    apache.open_to(workdir, who, 0o710)
+    apache.open_database(env, who)
+    listen_port = _free_port(placement)
+    conf = apache.write_httpd_conf(
+        spec, workdir=workdir, listen_port=listen_port, app=app, python_path=python_path,
+        who=who,
+    )
+    apache.apache_check(conf)
+    processes = {"apache": _apache_process(conf, workdir, placement, cpus, env)}
+    stack = RunningStack(
+        spec=spec, base_url=f"http://127.0.0.1:{listen_port}", workdir=workdir,
+        processes=processes, placement=placement, app_address=None,
+    )
+    try:
+        wait_ready(
+            stack.url(probe.path), probe, processes, _left(deadline), netns=placement.namespace
+        )
+        # Requests wait for a daemon in the listen queue of mod_wsgi's socket.
+        sockets = sorted(workdir.glob("wsgi.*.sock"))
+        stack.app_address = sockets[0] if sockets else None
+        yield stack
+    finally:
+        _stop_all(processes)
+
+
+def _python_paths() -> list[Path]:
+    """What mod_wsgi's daemons read of the project's Python: its stdlib and the venv."""
+    import sysconfig
+
+    return [Path(sysconfig.get_path("stdlib")) / "os.py", Path(sysconfig.get_path("purelib"))]
+
+
+def _apache_process(
+    conf: Path, workdir: Path, placement: Placement, cpus: str | None, env: Mapping[str, str]
+) -> ManagedProcess:
+    return ManagedProcess(
+        "apache",
+        placement.wrap(apache.apache_command(conf)),
+        log_path=workdir / apache.LOG_NAME,
+        cwd=workdir,
+        env={**env, OWNER_ENV: str(os.getpid())},
+        cpus=cpus,
+    ).start()
+
+
 def _prepare_app_server(
     spec: StackSpec, app: ResolvedApp, workdir: Path, cpus: str | None, placement: Placement
 ) -> tuple[ManagedProcess, tuple[str, int] | Path, str]:
@@ -145,7 +235,7 @@ def _prepare_app_server(
     socket: Path | None = None
     port: int | None = None
     address: tuple[str, int] | Path
-    if spec.proxy.kind == "nginx" and spec.proxy.transport == "unix":
+    if spec.proxy.kind in ("nginx", "apache") and spec.proxy.transport == "unix":
         socket = address = workdir / SOCKET_NAME
         upstream = nginx.upstream_address("unix", socket=socket)
     else:
