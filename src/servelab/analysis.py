@@ -16,6 +16,8 @@ from servelab.stats import Comparison, Summary, compare, confidence_interval, ru
 
 UNSTABLE_CV = 0.10  # pyperf warns from a standard deviation of 10 % of the mean
 DRIVER_SATURATED = 0.90  # share of its CPUs the load driver may use before it is the bottleneck
+# Other processes' share of the stack's CPUs during a run above which it is flagged.
+NEIGHBOURS_SHARE = 0.05
 DEFAULT_PRECISION_PCT = 5.0
 
 
@@ -40,7 +42,8 @@ METRIC_BY_KEY = {m.key: m for m in METRICS}
 
 @dataclass(frozen=True)
 class ResultWarning:
-    kind: str  # unstable, errors, driver-saturated, too-few-runs, closed-loop, shared-cpus
+    # unstable, errors, driver-saturated, neighbours, too-few-runs, closed-loop, shared-cpus
+    kind: str
     message: str
     hint: str
     variant: str | None = None
@@ -153,6 +156,22 @@ def _variant_warnings(
                     )
                 )
                 break
+    shares = [r.neighbour_cpu_share for r in runs if r.neighbour_cpu_share is not None]
+    if shares and max(shares) >= NEIGHBOURS_SHARE:
+        worst = max(shares)
+        run = next(r for r in runs if r.neighbour_cpu_share == worst)
+        warnings.append(
+            ResultWarning(
+                "neighbours",
+                f"other processes took {100 * worst:.0f} % of the stack's CPUs in run "
+                f"{run.repetition} (mean over runs {100 * sum(shares) / len(shares):.0f} %): "
+                "that run measured the machine's other work too",
+                "stop other programs while measuring; as root servelab also favours its own "
+                "processes (leave out --no-cpu-priority)",
+                variant,
+                workload,
+            )
+        )
     needed = runs_needed(rps.values, precision_pct)
     if needed is not None and needed > rps.summary.n:
         warnings.append(

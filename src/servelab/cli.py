@@ -56,6 +56,12 @@ _cpu_options = [
         "--cpus; needs root).",
     ),
     click.option(
+        "--no-cpu-priority",
+        is_flag=True,
+        help="Do not favour the stack and the driver over other processes (by default, "
+        "as root, a cgroup gives them 100x the CPU weight of other work).",
+    ),
+    click.option(
         "--out",
         "out_dir",
         type=click.Path(path_type=Path),
@@ -309,6 +315,7 @@ SESSION_OPTIONS = (
     "driver_cpus",
     "no_pin",
     "stack_cpu_quota",
+    "no_cpu_priority",
     "out_dir",
     "resume",
     "force",
@@ -325,6 +332,7 @@ def run_session(
     no_pin: bool,
     stack_cpu_quota: float | None,
     out_dir: Path,
+    no_cpu_priority: bool = False,
     resume: bool,
     force: bool,
     order: str | None,
@@ -343,7 +351,10 @@ def run_session(
 
     experiment = with_order(experiment, order, seed)
     db = database_spec(experiment.database, database, db_latency, db_jitter)
-    cpu_plan = make_cpu_plan(stack_cpus, driver_cpus, pin=not no_pin, quota=stack_cpu_quota)
+    cpu_plan = make_cpu_plan(
+        stack_cpus, driver_cpus, pin=not no_pin, quota=stack_cpu_quota,
+        priority=not no_cpu_priority,
+    )
 
     needs_preparing = (
         app is not None

@@ -39,6 +39,8 @@ class CpuPlan:
     stack: str | None
     driver: str | None
     stack_quota: float | None = None  # CPUs of time the stack may use (cgroup), like --cpus
+    # Favour the stack and the driver over other processes with a cgroup CPU weight.
+    cpu_priority: bool = True
 
     @property
     def pinned(self) -> bool:
@@ -53,6 +55,11 @@ class CpuPlan:
 
     def describe(self) -> str:
         quota = f"; stack capped at {self.stack_quota:g} CPUs of time" if self.stack_quota else ""
+        quota += (
+            "; stack and driver favoured over other processes (cgroup CPU weight)"
+            if self.cpu_priority
+            else "; no CPU priority over other processes"
+        )
         if not self.pinned:
             return f"not pinned: the stack and the load driver share all CPUs{quota}"
         return f"stack on CPU {self.stack}, load driver on CPU {self.driver}{quota}"
@@ -71,9 +78,17 @@ def default_cpu_plan(available: frozenset[int] | None = None) -> CpuPlan:
 
 
 def make_cpu_plan(
-    stack: str | None, driver: str | None, pin: bool = True, quota: float | None = None
+    stack: str | None,
+    driver: str | None,
+    pin: bool = True,
+    quota: float | None = None,
+    priority: bool = True,
 ) -> CpuPlan:
     """Validate user-chosen CPU sets against the CPUs this process may use."""
+    return replace(_cpu_sets(stack, driver, pin, quota), cpu_priority=priority)
+
+
+def _cpu_sets(stack: str | None, driver: str | None, pin: bool, quota: float | None) -> CpuPlan:
     if quota is not None and quota <= 0:
         raise SpecError(
             f"--stack-cpu-quota must be positive, got {quota:g}", "pass CPUs of time, e.g. 1.5"

@@ -40,7 +40,7 @@ def clean_up(
             os.killpg(pgid, signal.SIGKILL)
     for path in paths:
         shutil.rmtree(path, ignore_errors=True)
-    for cgroup in cgroups:
+    for cgroup in sorted(cgroups, key=len, reverse=True):  # children before parents
         with contextlib.suppress(OSError):
             os.rmdir(cgroup)  # a cgroup is removed with rmdir, never rmtree
     for name in namespaces:

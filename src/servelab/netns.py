@@ -37,7 +37,7 @@ from itertools import count
 from pathlib import Path
 from typing import TypeVar
 
-from servelab.cgroups import CpuQuota
+from servelab.cgroups import CpuGroup
 from servelab.errors import ServelabError, SpecError
 from servelab.procs import JANITOR
 
@@ -276,7 +276,7 @@ class Placement:
     somaxconn: int | None  # what listen() is capped at where the stack runs
     backlog_cap: int | None = None
     note: str = ""
-    quota: CpuQuota | None = None  # the stack's CPU-time cap, if one was asked for
+    quota: CpuGroup | None = None  # the stack's cgroup (CPU-time cap, weight), if any
 
     def wrap(self, argv: list[str]) -> list[str]:
         """``argv`` made to start inside the CPU-quota cgroup and the namespace, if any."""

@@ -108,6 +108,10 @@ class RunResult(Record):
     listen_queue: ListenQueue | None = None
     notes: tuple[str, ...] = ()
     warmup_rps: tuple[float, ...] = ()  # requests/s of each discarded warm-up round
+    # Whether the stack and driver ran favoured by a cgroup CPU weight (servelab.cgroups),
+    # and the share of the stack's CPUs other processes took (servelab.neighbours).
+    cpu_priority: bool | None = None
+    neighbour_cpu_share: float | None = None
 
     @property
     def stack_cpu_s(self) -> float:

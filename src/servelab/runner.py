@@ -17,11 +17,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from servelab.cgroups import CpuQuota, cpu_quota
+from servelab.cgroups import CpuGroup, cpu_group
 from servelab.cpus import CpuPlan, parse_cpu_list
 from servelab.load import get_driver
 from servelab.load.base import LoadDriver, run_load
 from servelab.metrics import ProcessSampler
+from servelab.neighbours import NeighbourMeter
 from servelab.observe import RunObserver
 from servelab.procs import JANITOR
 from servelab.ramp import ramp_should_stop
@@ -124,12 +125,34 @@ def run_experiment(
     driver.executable()  # a missing driver is an error before any stack starts
     done = done or set()
     results: list[RunResult] = []
-    with _beside_the_driver(cpu_plan), cpu_quota(cpu_plan.stack_quota) as quota:
+    favoured = cpu_plan.cpu_priority
+    with (
+        _beside_the_driver(cpu_plan),
+        cpu_group(quota=cpu_plan.stack_quota, favoured=favoured, per_process=True) as stack_group,
+        cpu_group(favoured=favoured) as driver_group,
+    ):
+        groups = _Groups(stack_group, driver_group)
         for launch in plan_launches(experiment):
             _measure_launch(
-                experiment, launch, store, cpu_plan, quota, events, done, driver, results
+                experiment, launch, store, cpu_plan, groups, events, done, driver, results
             )
     return results
+
+
+@dataclass(frozen=True)
+class _Groups:
+    """The cgroups the stack's servers and the load driver start in (None: none)."""
+
+    stack: CpuGroup | None
+    driver: CpuGroup | None
+
+    @property
+    def favoured(self) -> bool:
+        return bool(self.stack and self.stack.favoured and self.driver)
+
+    def driver_prefix(self, inside: Sequence[str]) -> list[str]:
+        """The driver's argv prefix: join its cgroup, then enter the stack's namespace."""
+        return [*(self.driver.wrap([]) if self.driver else []), *inside]
 
 
 def warmup_settled(rps: Sequence[float], settle_pct: float) -> bool:
@@ -175,7 +198,7 @@ def _measure_launch(
     launch: Launch,
     store: ResultStore,
     cpu_plan: CpuPlan,
-    quota: CpuQuota | None,
+    groups: _Groups,
     events: RunnerEvents,
     done: set[tuple[str, str, int]],
     driver: LoadDriver,
@@ -192,7 +215,7 @@ def _measure_launch(
     events.on_launch(launch)
     with (
         launch_stack(
-            launch.stack, probe=todo[0].request, cpus=cpu_plan.stack, quota=quota
+            launch.stack, probe=todo[0].request, cpus=cpu_plan.stack, quota=groups.stack
         ) as stack,
         _scratch_dir() as scratch,
     ):
@@ -200,11 +223,15 @@ def _measure_launch(
             events.on_measure(launch, workload)
             url = stack.url(workload.request.path)
             # In the stack's network namespace, if it has one (somaxconn studies).
-            inside = stack.placement.driver_prefix()
+            inside = groups.driver_prefix(stack.placement.driver_prefix())
             warmup_rps = _warm_up(experiment, workload, driver, url, scratch, cpu_plan, inside)
             started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
             roots = {role: proc.pid for role, proc in stack.processes.items()}
-            with ProcessSampler(roots) as sampler, RunObserver(stack) as observed:
+            with (
+                ProcessSampler(roots) as sampler,
+                RunObserver(stack) as observed,
+                NeighbourMeter(cpu_plan.stack) as neighbours,
+            ):
                 measured = run_load(
                     driver,
                     url,
@@ -221,12 +248,14 @@ def _measure_launch(
                 repetition=launch.repetition,
                 started_at=started,
                 load=measured,
-                processes=sampler.usage(),
+                processes=(usage := sampler.usage()),
                 stack_cpus=cpu_plan.stack,
                 stack_cpu_quota=cpu_plan.stack_quota,
                 driver_cpus=cpu_plan.driver,
                 warmup_requests=sum(n for n, _ in warmup_rps),
                 warmup_rps=tuple(rps for _, rps in warmup_rps),
+                cpu_priority=groups.favoured,
+                neighbour_cpu_share=neighbours.share(sum(p.cpu_s for p in usage)),
                 **observed.result_fields(),  # log events, namespace, listen queue
             )
             store.add(result)

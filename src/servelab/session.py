@@ -9,6 +9,7 @@ the results so far are on disk in both raw and readable form.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from servelab.analysis import analyze
+from servelab.cgroups import quota_unavailable_reason
 from servelab.cpus import CpuPlan
 from servelab.environment import collect_environment, machine_differences
 from servelab.errors import ServelabError
@@ -34,7 +36,13 @@ REPORT_FILE = "report.md"
 
 def report_notes(experiment: Experiment, environment: dict[str, Any]) -> list[str]:
     plan = environment.get("cpu_plan") or {}
-    cpu_text = CpuPlan(plan.get("stack"), plan.get("driver"), plan.get("stack_quota")).describe()
+    cpu_text = CpuPlan(
+        plan.get("stack"),
+        plan.get("driver"),
+        plan.get("stack_quota"),
+        # Results stored before CPU priority existed ran without it.
+        cpu_priority=bool(plan.get("cpu_priority", False)),
+    ).describe()
     return [
         f"CPU placement: {cpu_text}",
         f"Load driver: {experiment.driver} ("
@@ -135,10 +143,13 @@ class ExperimentSession:
         driver.executable()
         environment = collect_environment()
         environment["driver_version"] = driver.version()
+        if self.cpu_plan.cpu_priority and quota_unavailable_reason() is not None:
+            self.cpu_plan = replace(self.cpu_plan, cpu_priority=False)  # not root: say so
         environment["cpu_plan"] = {
             "stack": self.cpu_plan.stack,
             "driver": self.cpu_plan.driver,
             "stack_quota": self.cpu_plan.stack_quota,
+            "cpu_priority": self.cpu_plan.cpu_priority,
         }
         store, runs = self._open_store(environment)
         notes = report_notes(experiment, environment)

@@ -57,6 +57,9 @@ def test_quick_study_runs_every_variant_and_leaves_nothing(tmp_path):
         assert run["load"]["status_counts"].get("200", 0) == run["load"]["requests_total"]
         assert {p["role"] for p in run["processes"]} == {"app", "nginx"}
         assert run["stack_cpus"] == "0" and run["driver_cpus"] == "1"
+        if os.geteuid() == 0:  # favoured by a cgroup CPU weight, measured for neighbours
+            assert run["cpu_priority"] is True
+            assert 0.0 <= run["neighbour_cpu_share"] <= 1.0
     report = (result_dir / "report.md").read_text()
     assert "Difference to baseline" in report and "### nginx-unix-keepalive" in report
     assert "Requests per second" in stdout

@@ -1,41 +1,63 @@
-"""The stack's CPU quota: every process of the stack is inside the capped cgroup,
-the load driver is not, and the cgroup is gone afterwards."""
+"""The stack's cgroups: every server of the stack in a child group of the capped (and
+favoured) stack group, the load driver not, and every group gone afterwards."""
 
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from servelab.cgroups import cpu_quota, quota_unavailable_reason
+from servelab.cgroups import cpu_group, cpu_quota, quota_unavailable_reason
 from servelab.errors import SpecError
 from servelab.spec import RequestSpec, StackSpec
 from servelab.stacks import launch_stack
 
 pytestmark = pytest.mark.integration
+needs_cgroups = pytest.mark.skipif(
+    quota_unavailable_reason() is not None, reason=str(quota_unavailable_reason())
+)
 
 
 def cgroup_lines(pid: int) -> str:
     return Path(f"/proc/{pid}/cgroup").read_text()
 
 
-@pytest.mark.skipif(quota_unavailable_reason() is not None, reason=str(quota_unavailable_reason()))
+def members(group: Path) -> set[int]:
+    return {int(pid) for pid in (group / "cgroup.procs").read_text().split()}
+
+
+@needs_cgroups
 def test_every_stack_process_is_in_the_quota_cgroup_and_it_is_removed():
     stack = StackSpec(name="q", proxy={"kind": "nginx", "transport": "unix"})
     probe = RequestSpec(method="GET", path="/health")
     with cpu_quota(0.5) as quota:
         assert quota is not None
         name = quota.path.name
-        if quota.path.parent.name == "cpu":  # cgroup v1
+        if quota.version == "v1":
             assert (quota.path / "cpu.cfs_quota_us").read_text().strip() == "50000"
         with launch_stack(stack, probe=probe, quota=quota) as running:
-            pids = [p.pid for p in running.processes.values()]
-            children = [int(c) for c in (quota.path / "cgroup.procs").read_text().split()]
-            assert set(pids) <= set(children)
-            assert len(children) > len(pids), "the workers joined too"
-            for pid in pids:
+            children = sorted(c for c in quota.path.iterdir() if c.is_dir())
+            assert len(children) == 2, "one child group per server (app, nginx)"
+            app, nginx = running.processes["app"].pid, running.processes["nginx"].pid
+            assert app in members(children[0]) and nginx in members(children[1])
+            assert len(members(children[0])) > 1, "the app server's workers joined too"
+            for pid in (app, nginx):
                 assert name in cgroup_lines(pid)
             assert running.placement.driver_prefix() == [], "the driver never joins the quota"
-        assert (quota.path / "cgroup.procs").read_text().split() == []
+        assert all(members(c) == set() for c in children)
     assert not quota.path.exists()
+
+
+@needs_cgroups
+def test_a_favoured_group_has_raised_weight_and_its_processes_leave_with_it():
+    with cpu_group(favoured=True) as group:
+        assert group is not None and group.favoured and group.cpus is None
+        knob = "cpu.shares" if group.version == "v1" else "cpu.weight"
+        assert (group.path / knob).read_text().strip() in ("102400", "10000")
+        out = subprocess.run(
+            [*group.wrap(["cat", "/proc/self/cgroup"])], capture_output=True, text=True, check=True
+        ).stdout
+        assert group.path.name in out
+    assert not group.path.exists()
 
 
 def test_a_non_positive_quota_is_refused():

@@ -258,6 +258,15 @@ def environment_rows(report: ReportInput) -> list[tuple[str, str]]:
                 else "not pinned",
             )
         )
+        if "cpu_priority" in plan:  # results from before it existed do not say
+            rows.append(
+                (
+                    "CPU priority",
+                    "stack and driver favoured over other processes (cgroup CPU weight)"
+                    if plan["cpu_priority"]
+                    else "none (other processes competed on equal terms)",
+                )
+            )
     for key in sorted(env):
         value = env[key]
         if isinstance(value, Mapping | list | tuple):

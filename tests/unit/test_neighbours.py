@@ -1,0 +1,49 @@
+"""Other processes' share of the stack's CPUs, from /proc/stat counters."""
+
+import os
+
+import pytest
+from test_tables_store import EXPERIMENT, run
+
+from servelab.analysis import analyze
+from servelab.neighbours import CpuTimes, neighbour_share, read_cpu_times
+
+TICK = os.sysconf("SC_CLK_TCK")
+STAT = """cpu  900 0 300 5000 10 0 20 0 0 0
+cpu0 500 0 200 2000 5 0 10 30 0 0
+cpu1 400 0 100 3000 5 0 10 0 0 0
+intr 12345
+"""
+
+
+def test_reads_only_the_given_cpus_and_leaves_irq_time_out_of_tasks():
+    times = read_cpu_times([0], STAT)
+    assert times.tasks_s == pytest.approx(700 / TICK)  # user + nice + system
+    assert times.steal_s == pytest.approx(30 / TICK)
+    assert times.total_s == pytest.approx(2745 / TICK)
+    both = read_cpu_times([0, 1], STAT)
+    assert both.tasks_s == pytest.approx(1200 / TICK)
+
+
+def test_share_is_what_the_stack_did_not_use_plus_steal():
+    before = CpuTimes(tasks_s=10.0, steal_s=1.0, total_s=100.0)
+    after = CpuTimes(tasks_s=19.0, steal_s=1.5, total_s=110.0)
+    # 9 s of task time on the CPUs in 10 s; the stack used 8 -> 1 s others + 0.5 s steal.
+    assert neighbour_share(before, after, stack_cpu_s=8.0) == pytest.approx(0.15)
+    # The stack's own sampling may read a little more than the CPU counters: never < 0.
+    assert neighbour_share(before, after, stack_cpu_s=9.5) == pytest.approx(0.05)
+    assert neighbour_share(before, before, stack_cpu_s=0.0) is None
+
+
+def with_share(result, share):
+    return result.model_copy(update={"neighbour_cpu_share": share})
+
+
+def test_a_run_with_busy_neighbours_is_flagged():
+    quiet = [with_share(run("tcp", rep, 1000.0, 50.0), 0.01) for rep in (1, 2, 3)]
+    kinds = {w.kind for w in analyze(EXPERIMENT, quiet).all_warnings}
+    assert "neighbours" not in kinds
+    noisy = [*quiet[:2], with_share(run("tcp", 3, 700.0, 70.0), 0.30)]
+    warnings = [w for w in analyze(EXPERIMENT, noisy).all_warnings if w.kind == "neighbours"]
+    assert len(warnings) == 1
+    assert "30 %" in warnings[0].message and "run 3" in warnings[0].message
