@@ -1,7 +1,8 @@
 """Where does run-to-run variance come from: inside one running stack, or from restarting it?
 
     .venv/bin/python benchmarks/restart_variance.py [--starts 6] [--windows 4] [--duration 3]
-        [--endpoint async-small] [--upstream-keepalive 8] [--workers 2] [--hashseed 0]
+        [--endpoint async-small] [--upstream-keepalive 8] [--workers 2] [--backlog 2048]
+        [--hashseed 0] [--no-cpu-priority]
 
 Starts the stack ``--starts`` times (stack pinned to CPU 0, oha to CPU 1, as servelab
 does by default), warms it up, then measures ``--windows`` back-to-back windows of
@@ -13,16 +14,13 @@ the variance. Prints figures; asserts nothing.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 import statistics
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 
-from servelab.cgroups import CGROUP_ROOT, CpuQuota, remove_cgroup
+from servelab.cgroups import cpu_group
 from servelab.load import get_driver
 from servelab.load.base import run_load
 from servelab.procs import JANITOR
@@ -43,21 +41,6 @@ def stack_spec(args: argparse.Namespace) -> StackSpec:
             "proxy": proxy,
         }
     )
-
-
-@contextlib.contextmanager
-def weighted_cgroup(shares: int | None) -> Iterator[CpuQuota | None]:
-    """A cgroup v1 with ``cpu.shares`` (1024 = everyone else's weight), or None."""
-    if shares is None:
-        yield None
-        return
-    path = CGROUP_ROOT / "cpu" / f"servelab-bench-{os.getpid()}"
-    path.mkdir()
-    try:
-        (path / "cpu.shares").write_text(str(shares))
-        yield CpuQuota(0.0, path)
-    finally:
-        remove_cgroup(path)
 
 
 def stack_cpu_s(stack) -> float:
@@ -91,7 +74,9 @@ def main() -> None:
     parser.add_argument("--hashseed", help="PYTHONHASHSEED for the app server (default: random)")
     parser.add_argument("--concurrency", type=int, default=100)
     parser.add_argument("--warmup-s", type=float, default=2.0)
-    parser.add_argument("--shares", type=int, help="cpu.shares of a cgroup for stack + driver")
+    parser.add_argument(
+        "--no-cpu-priority", action="store_true", help="no cgroup CPU weight for stack + driver"
+    )
     args = parser.parse_args()
 
     spec = stack_spec(args)
@@ -106,9 +91,10 @@ def main() -> None:
     with (
         JANITOR.running(),
         tempfile.TemporaryDirectory(prefix="servelab-bench-") as tmp,
-        weighted_cgroup(args.shares) as group,
+        cpu_group(favoured=not args.no_cpu_priority, per_process=True) as group,
+        cpu_group(favoured=not args.no_cpu_priority) as driver_group,
     ):
-        prefix = group.wrap([]) if group else []
+        prefix = driver_group.wrap([]) if driver_group else []
         for start in range(args.starts):
             with launch_stack(spec, probe=request, cpus="0", quota=group) as stack:
                 url = stack.url(request.path)

@@ -153,6 +153,3 @@ def remove_cgroup(path: Path, timeout_s: float = 5.0) -> None:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.05)
-
-
-CpuQuota = CpuGroup  # the name before groups also carried a weight (removed once unused)

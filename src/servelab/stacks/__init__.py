@@ -20,7 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from servelab.apps import _SERVELAB_ROOT, ResolvedApp, app_environment, resolve_app
-from servelab.cgroups import CpuQuota
+from servelab.cgroups import CpuGroup
 from servelab.netns import Placement, place_stack
 from servelab.procs import JANITOR, ManagedProcess, free_port
 from servelab.spec import RequestSpec, StackSpec
@@ -43,7 +43,7 @@ def launch_stack(
     *,
     probe: RequestSpec,
     cpus: str | None = None,
-    quota: CpuQuota | None = None,
+    quota: CpuGroup | None = None,
     startup_timeout_s: float = 30.0,
 ) -> Iterator[RunningStack]:
     """Run ``spec`` until the ``with`` block ends; yields it once ``probe`` succeeds.
