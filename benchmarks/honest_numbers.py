@@ -1,7 +1,8 @@
 """Issue #4's benchmark: A/A, repeatability with and without CPU pinning, and
 sensitivity to a planted ~10 % slowdown. Prints figures; asserts nothing.
 
-    .venv/bin/python benchmarks/honest_numbers.py [--repetitions 5] [--duration 3]
+    .venv/bin/python benchmarks/honest_numbers.py [--repetitions 5] [--duration 10]
+        [--upstream-keepalive 0] [--backlog 2048] [--no-cpu-priority] [--parts 1,2,3]
 
 1. A/A: the same stack as baseline and variant -> expect "no significant difference".
 2. Repeatability: CV of requests/s over the repetitions, sync-small and
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -54,9 +56,17 @@ def app_cpu_us_per_request(runs: list[RunResult]) -> float:
     return 1e6 * sum(per_run) / len(per_run)
 
 
+def neighbours(runs: tuple[RunResult, ...]) -> str:
+    shares = [r.neighbour_cpu_share for r in runs if r.neighbour_cpu_share is not None]
+    if not shares:
+        return ""
+    return f"  others on stack CPU max {100 * max(shares):4.1f} %"
+
+
 def variant_line(v: VariantAnalysis) -> str:
     rps = v.metrics["rps"].summary
     line = f"  {v.workload:12} {v.variant:11} mean {rps.mean:8.1f} req/s  CV {100 * rps.cv:5.2f} %"
+    line += neighbours(v.runs)
     if v.comparisons:
         c = v.comparisons["rps"]
         line += f"  -> {c.verdict} ({c.difference_pct:+.2f} %, {c.reason})"
@@ -66,7 +76,16 @@ def variant_line(v: VariantAnalysis) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repetitions", type=int, default=5)
-    parser.add_argument("--duration", type=float, default=3.0)
+    parser.add_argument("--duration", type=float, default=10.0)
+    parser.add_argument(
+        "--backlog",
+        type=int,
+        default=2048,
+        help="the app server's backlog (the seeds' 64 overflows at 100 clients: 502s)",
+    )
+    parser.add_argument(
+        "--no-cpu-priority", action="store_true", help="no cgroup CPU weight for stack + driver"
+    )
     parser.add_argument(
         "--upstream-keepalive",
         type=int,
@@ -80,9 +99,11 @@ def main() -> None:
     )
     args = parser.parse_args()
     STACK["proxy"] = {**STACK["proxy"], "upstream_keepalive": args.upstream_keepalive}
+    STACK["server"] = {**STACK["server"], "backlog": args.backlog}
     parts = set(args.parts.split(","))
-    pinned = default_cpu_plan()
-    unpinned = CpuPlan(None, None)
+    priority = not args.no_cpu_priority
+    pinned = replace(default_cpu_plan(), cpu_priority=priority)
+    unpinned = CpuPlan(None, None, cpu_priority=priority)
     small = [
         workload("sync-small", "/sync/items/", args.duration),
         workload("async-small", "/async/items/", args.duration),
@@ -93,7 +114,8 @@ def main() -> None:
         print(
             "== 1. A/A (same stack twice), pinned:",
             pinned.describe(),
-            f"; upstream keepalive {args.upstream_keepalive}",
+            f"; upstream keepalive {args.upstream_keepalive}, backlog {args.backlog}, "
+            f"{args.duration:g} s runs",
         )
         aa = experiment_from_dict(
             {
@@ -126,6 +148,7 @@ def main() -> None:
                 print(
                     f"  {label:10} {v.workload:12} mean {rps.mean:8.1f} req/s  "
                     f"CV {100 * rps.cv:5.2f} %  (min {rps.minimum:.0f}, max {rps.maximum:.0f})"
+                    + neighbours(v.runs)
                 )
 
         if "3" not in parts:

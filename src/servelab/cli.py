@@ -264,6 +264,8 @@ def study(
         app_ref, app_dir, method, req_path, headers, body_file, expect_status
     )
     database_given = any(v is not None for v in (database, db_latency, db_jitter))
+    if database_given and app is None and get_study(name).accepts_database:
+        database_given = False  # the study serves the Django app itself
     if app is None and (request.given or database_given):
         raise SpecError(
             "--method, --path, --header, --body-file, --expect-status and --database "

@@ -23,6 +23,7 @@ from servelab.analysis import (
 from servelab.attribution import failure_events
 from servelab.report.failures import failures_markdown
 from servelab.report.memory import memory_markdown
+from servelab.report.timing import time_per_request_markdown
 from servelab.results import RunResult
 from servelab.spec import Experiment
 from servelab.stats import percent_change, summarize
@@ -190,6 +191,7 @@ def experiment_markdown(
         lines += [f"- {line}" for line in verdict_lines(analysis, table.workload, table.variant)]
         lines.append("")
     lines += failures_markdown(experiment, runs)  # status counts beside their logged causes
+    lines += time_per_request_markdown(experiment, runs)  # only for ab experiments
     lines += memory_markdown(experiment, runs)  # only when app servers are compared
     warnings = warning_lines(analysis)
     if warnings:

@@ -36,15 +36,19 @@ class Study:
     summary: str
     source: str  # which seed article it reproduces
     build: Callable[[StudyOptions], Experiment] = field(repr=False)
+    # Serves the Django reference app: --database, --db-latency, --db-jitter apply.
+    accepts_database: bool = False
 
 
 def all_studies() -> dict[str, Study]:
     from servelab.studies.failures import FAILURE_STUDIES
+    from servelab.studies.fronts import FRONT_STUDIES
     from servelab.studies.seeds import SEED_STUDIES
     from servelab.studies.shootout import SHOOTOUT_STUDIES
 
     return {
-        study.name: study for study in (*SEED_STUDIES, *SHOOTOUT_STUDIES, *FAILURE_STUDIES)
+        study.name: study
+        for study in (*SEED_STUDIES, *SHOOTOUT_STUDIES, *FRONT_STUDIES, *FAILURE_STUDIES)
     }
 
 
