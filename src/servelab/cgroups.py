@@ -63,6 +63,12 @@ class CpuGroup:
         procs = str(target / "cgroup.procs")
         return ["sh", "-c", 'echo $$ > "$0" && exec "$@"', procs, *argv]
 
+    def prune(self) -> None:
+        """Remove the child groups (their processes were stopped by their owners)."""
+        for child in sorted((c for c in self.path.iterdir() if c.is_dir()), reverse=True):
+            remove_cgroup(child)
+            JANITOR.forget("cgroup", child)
+
 
 def _controller_dir() -> tuple[Path, str] | None:
     """(parent dir, 'v2' or 'v1') where a cpu cgroup can be made, or None."""
@@ -128,9 +134,7 @@ def cpu_group(
             (path / "cgroup.subtree_control").write_text("+cpu")
         yield CpuGroup(path, version, quota, favoured, per_process)
     finally:
-        for child in sorted((c for c in path.iterdir() if c.is_dir()), reverse=True):
-            remove_cgroup(child)
-            JANITOR.forget("cgroup", child)
+        CpuGroup(path, version).prune()
         remove_cgroup(path)
         JANITOR.forget("cgroup", path)
 

@@ -8,6 +8,7 @@ Inside one launch every workload is warmed up and then measured.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import tempfile
@@ -133,9 +134,14 @@ def run_experiment(
     ):
         groups = _Groups(stack_group, driver_group)
         for launch in plan_launches(experiment):
-            _measure_launch(
-                experiment, launch, store, cpu_plan, groups, events, done, driver, results
-            )
+            try:
+                _measure_launch(
+                    experiment, launch, store, cpu_plan, groups, events, done, driver, results
+                )
+            finally:
+                if stack_group is not None:
+                    with contextlib.suppress(OSError):  # else removed at the end, or by the janitor
+                        stack_group.prune()  # the stopped stack's per-server groups
     return results
 
 
