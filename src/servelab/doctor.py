@@ -76,6 +76,7 @@ def run_checks() -> list[Check]:
         )
     checks.append(postgres_check())
     checks.append(slow_link_check())
+    checks.extend(apache_checks())
     somaxconn = read_sysctl("net.core.somaxconn")
     if somaxconn is None:
         checks.append(
@@ -145,6 +146,34 @@ def postgres_check() -> Check:
             "apt-get install postgresql, or " + SETUP_FIX,
         )
     return Check("postgresql (--database postgresql)", "ok", f"{bindir.parent.name} ({bindir})")
+
+
+def apache_checks() -> list[Check]:
+    """Apache httpd and the venv's mod_wsgi are optional: only proxy kind 'apache' and
+    server kind 'mod_wsgi' need them."""
+    from servelab.errors import MissingToolError, StackStartError
+    from servelab.stacks import apache
+
+    try:
+        binary = apache.apache_binary()
+    except MissingToolError as exc:
+        found = Check("apache2 (proxy kind 'apache')", "warn", "not found", exc.fix)
+    else:
+        found = Check(
+            "apache2 (proxy kind 'apache')", "ok", program_version([binary, "-v"]) or binary
+        )
+    try:
+        module = apache.mod_wsgi_module()
+    except MissingToolError as exc:
+        wsgi = Check("mod_wsgi (server kind 'mod_wsgi')", "warn", "not found", exc.fix)
+    else:
+        version = package_version("mod_wsgi") or "found"
+        wsgi = Check("mod_wsgi (server kind 'mod_wsgi')", "ok", f"{version} ({module.name})")
+        try:  # its daemons run as www-data (when root): can they read the project's Python?
+            apache.check_daemon_access(apache.run_as(), apache.python_paths())
+        except (MissingToolError, StackStartError) as exc:
+            wsgi = Check("mod_wsgi (server kind 'mod_wsgi')", "warn", exc.problem, exc.fix)
+    return [found, wsgi]
 
 
 def slow_link_check() -> Check:

@@ -4,9 +4,11 @@ and the memory split between Apache and mod_wsgi's daemons."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -14,7 +16,7 @@ from pydantic import ValidationError
 
 from servelab.apps import ResolvedApp
 from servelab.attribution import classify_line, classify_lines, source_of
-from servelab.errors import MissingToolError, SpecError
+from servelab.errors import MissingToolError, SpecError, StackStartError
 from servelab.metrics import _role
 from servelab.report.memory import memory_markdown, memory_rows
 from servelab.results import ProcessUsage, RunResult
@@ -281,8 +283,6 @@ def test_missing_apache_is_a_missing_tool_error(
 def test_broken_config_is_a_stack_start_error(tmp_path: Path) -> None:
     if not HAVE_APACHE:
         pytest.skip("apache2 is not installed")
-    from servelab.errors import StackStartError
-
     conf = tmp_path / "httpd.conf"
     mpm = apache.MODULES_DIR / "mod_mpm_event.so"
     conf.write_text(
@@ -422,3 +422,32 @@ def test_memory_counts_mod_wsgi_daemons_as_workers_and_apache_as_front() -> None
     assert rows["nginx-gunicorn"].front_mib == 5
     text = "\n".join(memory_markdown(exp, runs))  # same app, different fronts: shown
     assert "| Front [MiB]" in text and "| apache " in text
+
+
+# --------------------------------------------------------------------------
+# What www-data may read, and doctor
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root (Apache's children switch user)")
+def test_daemon_access_names_the_closed_directory() -> None:
+    who = apache.run_as()
+    assert who is not None and who.user == apache.RUN_USER
+    closed = Path(tempfile.mkdtemp(prefix="servelab-test-"))  # 0700, like /root
+    try:
+        (closed / "os.py").write_text("")
+        message = f"cannot read {closed}/os.py .{closed} is closed to it"
+        with pytest.raises(StackStartError, match=message):
+            apache.check_daemon_access(who, [closed / "os.py"])
+        apache.open_to(closed, who, 0o710)  # what launch_stack does with the stack's temp dir
+        apache.check_daemon_access(who, [closed / "os.py"])
+    finally:
+        shutil.rmtree(closed)
+
+
+def test_doctor_reports_apache_and_mod_wsgi() -> None:
+    from servelab.doctor import apache_checks
+
+    front, wsgi = apache_checks()
+    assert front.name.startswith("apache2") and wsgi.name.startswith("mod_wsgi")
+    if HAVE_APACHE:
+        assert front.status == "ok" and "Apache/2.4" in front.found

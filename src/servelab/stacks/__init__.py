@@ -179,7 +179,7 @@ def _launch_mod_wsgi(
     sampler gives the daemons role "app"). The caller stops the processes."""
     who = apache.run_as()
     python_path = [p for p in (app.app_dir, _SERVELAB_ROOT) if p is not None]
-    apache.check_daemon_access(who, [*_python_paths(), *python_path])
+    apache.check_daemon_access(who, [*apache.python_paths(), *python_path])
     env = app_environment(spec.app.env, app.app_dir)
     env["PYTHONUNBUFFERED"] = "1"
     apache.open_to(workdir, who, 0o710)
@@ -205,13 +205,6 @@ def _launch_mod_wsgi(
         yield stack
     finally:
         _stop_all(processes)
-
-
-def _python_paths() -> list[Path]:
-    """What mod_wsgi's daemons read of the project's Python: its stdlib and the venv."""
-    import sysconfig
-
-    return [Path(sysconfig.get_path("stdlib")) / "os.py", Path(sysconfig.get_path("purelib"))]
 
 
 def _apache_process(

@@ -29,6 +29,7 @@ import os
 import pwd
 import subprocess
 import sys
+import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -158,6 +159,11 @@ def check_daemon_access(who: RunAs | None, paths: list[Path]) -> None:
         "(package acl), or build .venv from a Python outside it (PYTHON=/usr/bin/python3 "
         "make setup)",
     )
+
+
+def python_paths() -> list[Path]:
+    """What mod_wsgi's daemons read of the project's Python: its stdlib and the venv."""
+    return [Path(sysconfig.get_path("stdlib")) / "os.py", Path(sysconfig.get_path("purelib"))]
 
 
 def _first_closed_dir(path: Path) -> Path | None:
