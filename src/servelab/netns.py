@@ -279,9 +279,13 @@ class Placement:
     quota: CpuGroup | None = None  # the stack's cgroup (CPU-time cap, weight), if any
 
     def wrap(self, argv: list[str]) -> list[str]:
-        """``argv`` made to start inside the CPU-quota cgroup and the namespace, if any."""
-        argv = self.quota.wrap(argv) if self.quota else list(argv)
-        return self.namespace.wrap(argv) if self.namespace else argv
+        """``argv`` made to start inside the stack's cgroup and the namespace, if any.
+
+        The cgroup is joined first, on the host: ``ip netns exec`` remounts /sys,
+        so inside the namespace the cgroup tree is not where it was.
+        """
+        argv = self.namespace.wrap(argv) if self.namespace else list(argv)
+        return self.quota.wrap(argv) if self.quota else argv
 
     def driver_prefix(self) -> list[str]:
         """What the load driver's argv starts with: the stack's namespace, never its quota."""
