@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from servelab.cpus import make_cpu_plan
@@ -743,7 +744,10 @@ def main() -> None:
         exc.show()
         sys.exit(exc.exit_code)
     except ServelabError as exc:
-        console.print(f"[bold red]servelab: error:[/bold red] {exc.one_line()}", highlight=False)
+        # escape: a message naming a TOML table ("[database]") is text, not rich markup.
+        console.print(
+            f"[bold red]servelab: error:[/bold red] {escape(exc.one_line())}", highlight=False
+        )
         if exc.detail:
             console.print(exc.detail, highlight=False, markup=False)
         sys.exit(exc.exit_code)

@@ -127,3 +127,14 @@ def test_bad_results_input(setup, args, message, tmp_path):
     assert "Traceback" not in done.stderr
     if setup in ("garbage", "foreign"):
         assert db.read_bytes() == before, "a foreign file is never written to"
+
+
+def test_square_brackets_in_an_error_survive(tmp_path):
+    """A message naming a TOML table must print it, not lose it as rich markup."""
+    path = tmp_path / "bad.toml"
+    path.write_text('[baseline]\n[[workloads]]\nname = "w"\nload = { requests = 10 }\n[bogus]\n')
+    done = servelab("run", str(path), "--out", str(tmp_path / "out"))
+    assert done.returncode == 2
+    assert "bogus: unknown key" in done.stderr
+    study = servelab("study", "quick", "--app", "x[y]:app", "--out", str(tmp_path / "o2"))
+    assert study.returncode != 0 and "x[y]" in study.stderr, study.stderr

@@ -232,6 +232,7 @@ _ENVIRONMENT_LABELS = {
     "uvicorn": "uvicorn",
     "fastapi": "FastAPI",
     "servelab": "servelab",
+    "database": "Database",
 }
 
 
