@@ -451,3 +451,23 @@ def test_doctor_reports_apache_and_mod_wsgi() -> None:
     assert front.name.startswith("apache2") and wsgi.name.startswith("mod_wsgi")
     if HAVE_APACHE:
         assert front.status == "ok" and "Apache/2.4" in front.found
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root (Apache's children switch user)")
+def test_only_servelabs_own_sqlite_dir_is_opened() -> None:
+    who = apache.run_as()
+    private = Path(tempfile.mkdtemp(prefix=apache.SQLITE_DIR_PREFIX))
+    other = Path(tempfile.mkdtemp(prefix="servelab-test-"))
+    try:
+        for directory in (private, other):
+            (directory / "db.sqlite3").write_text("")
+        apache.open_database({apache.SQLITE_ENV: str(private / "db.sqlite3")}, who)
+        assert private.stat().st_mode & 0o777 == 0o770 and private.stat().st_gid == who.gid
+        before = other.stat()
+        with pytest.raises(StackStartError, match="cannot read"):
+            apache.open_database({apache.SQLITE_ENV: str(other / "db.sqlite3")}, who)
+        after = other.stat()
+        assert (after.st_mode, after.st_gid) == (before.st_mode, before.st_gid)
+    finally:
+        shutil.rmtree(private)
+        shutil.rmtree(other)

@@ -123,15 +123,24 @@ def open_to(path: Path, who: RunAs | None, mode: int) -> None:
 
 
 SQLITE_ENV = "SERVELAB_DJANGO_SQLITE"  # servelab.apps.django_app.settings
+SQLITE_DIR_PREFIX = "servelab-sqlite-"  # userapp.app_database's temp dir
 
 
 def open_database(env: dict[str, str], who: RunAs | None) -> None:
-    """Let mod_wsgi's daemons (``who``) write the Django app's SQLite file, if it has one."""
+    """Let mod_wsgi's daemons (``who``) write the Django app's SQLite file, if it has one.
+
+    Only in the private directory servelab made for it (``servelab-sqlite-*``, see
+    userapp.app_database); a file elsewhere is left alone (its directory may be
+    shared, /tmp itself) and must already be readable by ``who``.
+    """
     db = env.get(SQLITE_ENV)
     if who is None or not db or env.get("SERVELAB_DJANGO_DB", "sqlite") != "sqlite":
         return
     path = Path(db)
     if not path.exists():
+        return
+    if not path.parent.name.startswith(SQLITE_DIR_PREFIX) or path.parent.is_symlink():
+        check_daemon_access(who, [path])
         return
     open_to(path.parent, who, 0o770)  # SQLite creates its journal beside the file
     for extra in (path, *(path.with_name(path.name + s) for s in ("-journal", "-wal", "-shm"))):
