@@ -33,7 +33,8 @@ Classes, most specific first (see ``EVENT_CLASSES`` for causes and fixes):
   ``upstream_refused``; ``error reading status line`` (AH01102): ``(70007)``
   → ``read_timeout``, ``(104)`` → ``upstream_reset``, otherwise (the app
   closed the connection) → ``upstream_closed``; ``pass request body failed``
-  (AH01097) → ``upstream_reset``. Each failed request also logs a second line
+  (AH01097) → ``upstream_reset``; ``server reached MaxRequestWorkers`` →
+  ``front_busy`` (not a failure). Each failed request also logs a second line
   (AH01114 / AH01079 / AH10101 ``failed to make connection to backend``,
   AH00898 ``Error reading from remote server``): not counted again. mod_wsgi:
   ``Timeout when reading response headers from daemon process`` →
@@ -133,6 +134,15 @@ EVENT_CLASSES: tuple[EventClass, ...] = (
         True,
     ),
     # Process-level events: the requests they break show as the lines above.
+    EventClass(
+        "front_busy",
+        "Apache at MaxRequestWorkers",
+        "every Apache worker (thread, or process under prefork) was busy: new connections "
+        "waited in Apache's listen queue, which adds latency but fails no request by itself",
+        "raise max_request_workers (with threads_per_child), or add app workers so requests "
+        "finish sooner",
+        False,
+    ),
     EventClass(
         "worker_timeout",
         "worker timeout",
@@ -270,6 +280,8 @@ def _classify_apache(line: str) -> str | None:
         return _APACHE_READ_ERRNO.get(errno, "upstream_closed")
     if "AH01097:" in message:
         return "upstream_reset"
+    if "reached MaxRequestWorkers" in message:  # AH00286 worker, AH00161 event, AH00484 prefork
+        return "front_busy"
     if module == "wsgi":
         if not _WSGI_CODE.search(message):
             return None  # the app's own stderr output

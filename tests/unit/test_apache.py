@@ -348,6 +348,10 @@ REAL_LINES = {
     "127.0.0.1:40642] [script /tmp/servelab-ugvazd46/app.wsgi] a line the app prints": None,
     "[Sun Nov 22 03:02:39.808158 2026] [wsgi:error] [pid 12502:tid 12590] [remote "
     "127.0.0.1:40642] RuntimeError: boom": None,
+    # Apache worker MPM + mod_wsgi under ab -c 500 (the apache-vs-nginx study)
+    "[Sun Nov 22 03:18:23.249150 2026] [mpm_worker:error] [pid 4534:tid 4534] AH00286: server "
+    "reached MaxRequestWorkers setting, consider raising the MaxRequestWorkers setting":
+        "front_busy",
     # start-up and shutdown
     "[Sun Nov 22 02:56:29.661683 2026] [mpm_event:notice] [pid 5733:tid 5733] AH00489: "
     "Apache/2.4.71 (Debian) configured -- resuming normal operations": None,
