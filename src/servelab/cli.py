@@ -387,6 +387,7 @@ def run_session(
         database=db,
         startup_timeout_s=startup_timeout_s,
         say=lambda note: console.print(f"servelab: {note}", highlight=False),
+        database_cpus=cpu_plan.driver,  # the stack's CPUs stay the stack's
     ) as ready:
         ExperimentSession(
             ready, cpu_plan, out_dir, console=console, out=out, resume=resume, force=force

@@ -114,6 +114,7 @@ def run_postgres(
     startup_timeout_s: float = 30.0,
     namespace: NetNamespace | None = None,
     listen_host: str = "127.0.0.1",
+    cpus: str | None = None,
 ) -> Iterator[PostgresServer]:
     """A fresh PostgreSQL for the ``with`` block; stopped and its directory removed after.
 
@@ -193,6 +194,7 @@ def run_postgres(
             log_path=log,
             cwd=workdir,
             env=env,
+            cpus=cpus,  # where the stack is not (the seed's database was elsewhere)
         ).start()
         _wait_ready(bindir, inside, port, process, startup_timeout_s)
         created = subprocess.run(

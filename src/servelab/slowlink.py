@@ -161,7 +161,7 @@ def _toxiproxy_program() -> tuple[str, str]:
 
 @contextmanager
 def _toxiproxy(
-    target_host: str, target_port: int, latency_ms: float, jitter_ms: float
+    target_host: str, target_port: int, latency_ms: float, jitter_ms: float, cpus: str | None
 ) -> Iterator[SlowLink]:
     program, version = _toxiproxy_program()
     workdir = Path(tempfile.mkdtemp(prefix="servelab-toxiproxy-"))
@@ -175,6 +175,7 @@ def _toxiproxy(
             log_path=workdir / "toxiproxy.log",
             cwd=workdir,
             env={OWNER_ENV: str(os.getpid()), "PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+            cpus=cpus,
         ).start()
         base = f"http://127.0.0.1:{port}"
         _wait_api(base, process)
@@ -386,16 +387,23 @@ def _tc_version() -> str:
 
 @contextmanager
 def slow_link(
-    target_host: str, target_port: int, latency_ms: float, jitter_ms: float, method: Method
+    target_host: str,
+    target_port: int,
+    latency_ms: float,
+    jitter_ms: float,
+    method: Method,
+    *,
+    cpus: str | None = None,
 ) -> Iterator[SlowLink]:
     """The address to use instead of ``target_host:target_port`` to get the delay.
 
     toxiproxy: a proxy in front of the target, stopped and reaped after the block.
     netem delays a link, not a port: the target must already listen at the far
     end of a live ``netem_link`` (its ``ns_ip``), and is used as it is.
+    ``cpus`` pins toxiproxy (a taskset list), like the database behind it.
     """
     if method == "toxiproxy":
-        with _toxiproxy(target_host, target_port, latency_ms, jitter_ms) as link:
+        with _toxiproxy(target_host, target_port, latency_ms, jitter_ms, cpus) as link:
             yield link
         return
     netem = _live_netem.get(target_host)

@@ -354,7 +354,11 @@ def describe_database(version: str, link: Any = None) -> str:
 
 @contextmanager
 def app_database(
-    experiment: Experiment, database: DatabaseSpec, say: Callable[[str], None]
+    experiment: Experiment,
+    database: DatabaseSpec,
+    say: Callable[[str], None],
+    *,
+    cpus: str | None = None,
 ) -> Iterator[Experiment]:
     """A seeded database for the Django reference app, for the whole experiment.
 
@@ -362,7 +366,9 @@ def app_database(
     slowed link (servelab.slowlink) when ``database`` asks for latency; ``sqlite``
     a file in a temp dir. Both are removed when the block ends, and registered
     with the janitor (which must be running) in case servelab is killed. What
-    was used is said, and recorded in the experiment's environment.
+    was used is said, and recorded in the experiment's environment. ``cpus``
+    pins PostgreSQL and its link: off the stack's CPUs, as the seed's database
+    was on another machine.
     """
     from servelab.apps.django_app.seed import seed_database, sqlite_env
     from servelab.environment import recorded
@@ -375,7 +381,10 @@ def app_database(
         )
     experiment = experiment.model_copy(update={"database": database})
     if database.kind == "postgresql":
-        with _postgresql(database, say) as (env, described), recorded("database", described):
+        with (
+            _postgresql(database, say, cpus) as (env, described),
+            recorded("database", described),
+        ):
             yield with_app_env(experiment, env)
         return
     workdir = Path(tempfile.mkdtemp(prefix="servelab-sqlite-"))
@@ -393,7 +402,7 @@ def app_database(
 
 @contextmanager
 def _postgresql(
-    database: DatabaseSpec, say: Callable[[str], None]
+    database: DatabaseSpec, say: Callable[[str], None], cpus: str | None
 ) -> Iterator[tuple[dict[str, str], str]]:
     """(the app's env, a description) of servelab's PostgreSQL, seeded, slowed if asked.
 
@@ -407,25 +416,27 @@ def _postgresql(
     from servelab.slowlink import choose_method, netem_link, slow_link
 
     if not database.slowed:
-        with run_postgres() as pg:
+        with run_postgres(cpus=cpus) as pg:
             say(f"PostgreSQL {pg.version} on 127.0.0.1:{pg.port} ({pg.workdir}), seeding")
             seed_database(pg.django_env())
-            yield pg.django_env(), describe_database(pg.version)
+            yield pg.django_env(), describe_database(pg.version) + _on_cpus(cpus)
         return
     method = choose_method(database.link)
     latency, jitter = database.latency_ms, database.jitter_ms
     with ExitStack() as stack:
         netem = stack.enter_context(netem_link(latency, jitter)) if method == "netem" else None
         if netem is None:
-            pg = stack.enter_context(run_postgres())
+            pg = stack.enter_context(run_postgres(cpus=cpus))
             direct = pg.django_env()
         else:
             pg = stack.enter_context(
-                run_postgres(namespace=netem.namespace, listen_host=netem.ns_ip)
+                run_postgres(namespace=netem.namespace, listen_host=netem.ns_ip, cpus=cpus)
             )
             direct = pg.django_env(host=str(pg.socket_dir))
-        link = stack.enter_context(slow_link(pg.host, pg.port, latency, jitter, method))
-        described = describe_database(pg.version, link)
+        link = stack.enter_context(
+            slow_link(pg.host, pg.port, latency, jitter, method, cpus=cpus)
+        )
+        described = describe_database(pg.version, link) + _on_cpus(cpus)
         rounded = (link.latency_ms, link.jitter_ms) != (latency, jitter)
         say(
             f"{described} (app connects to {link.host}:{link.port}; PostgreSQL on "
@@ -438,6 +449,10 @@ def _postgresql(
         yield pg.django_env(host=link.host, port=link.port), described
 
 
+def _on_cpus(cpus: str | None) -> str:
+    return f", on CPU {cpus} (off the stack's CPUs)" if cpus else ""
+
+
 @contextmanager
 def prepared(
     experiment: Experiment,
@@ -448,6 +463,7 @@ def prepared(
     database: DatabaseSpec | None,
     startup_timeout_s: float,
     say: Callable[[str], None],
+    database_cpus: str | None = None,
 ) -> Iterator[Experiment]:
     """The experiment to run, with the user's app, request and database, checked once.
 
@@ -471,6 +487,6 @@ def prepared(
             preflight(experiment, timeout_s=startup_timeout_s)
             yield experiment
             return
-        with app_database(experiment, database, say) as with_db:
+        with app_database(experiment, database, say, cpus=database_cpus) as with_db:
             preflight(with_db, timeout_s=startup_timeout_s)
             yield with_db

@@ -3,6 +3,7 @@ and nothing (proxy, namespace, temp dir) outlives the block."""
 
 from __future__ import annotations
 
+import os
 import statistics
 import tempfile
 import time
@@ -27,7 +28,7 @@ from servelab.spec import (
     StackSpec,
     Workload,
 )
-from servelab.stacks import launch_stack
+from servelab.stacks import OWNER_ENV, launch_stack
 from servelab.userapp import app_database
 
 pytestmark = pytest.mark.integration
@@ -170,6 +171,18 @@ def test_a_django_page_slows_by_the_latency_times_its_queries(
     nothing_left()
 
 
+def owned_processes() -> list[psutil.Process]:
+    """Processes carrying this test's owner marker (servelab sets it on what it starts)."""
+    found = []
+    for proc in psutil.process_iter(["name"]):
+        try:
+            if proc.environ().get(OWNER_ENV) == str(os.getpid()):
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found
+
+
 def test_app_database_points_the_app_at_the_link_and_records_it(nothing_left) -> None:
     experiment = Experiment(
         name="slow",
@@ -178,9 +191,14 @@ def test_app_database_points_the_app_at_the_link_and_records_it(nothing_left) ->
     )
     said: list[str] = []
     database = DatabaseSpec(kind="postgresql", latency_ms=20, jitter_ms=5)
-    with JANITOR.running(), app_database(experiment, database, said.append) as ready:
+    cpus = str(max(os.sched_getaffinity(0)))  # the load driver's CPU, off the stack's
+    with (
+        JANITOR.running(),
+        app_database(experiment, database, said.append, cpus=cpus) as ready,
+    ):
         env = ready.baseline.app.env
         recorded = collect_environment()["database"]
+        pinned = {p.info["name"]: p.cpu_affinity() for p in owned_processes()}
         # The app goes through the link; PostgreSQL itself is elsewhere.
         pg_port = next(
             int(c.laddr.port)
@@ -201,6 +219,11 @@ def test_app_database_points_the_app_at_the_link_and_records_it(nothing_left) ->
     assert any(f"behind {METHOD}" in line and "app connects to" in line for line in said)
     assert pg_port is None or str(pg_port) != env["SERVELAB_PG_PORT"]
     assert "database" not in collect_environment()
+    # PostgreSQL (all its processes) and toxiproxy run where they were put.
+    assert any(name.startswith("postgres") for name in pinned)
+    assert METHOD != "toxiproxy" or any(name.startswith("toxiproxy") for name in pinned)
+    assert all(affinity == [int(cpus)] for affinity in pinned.values()), pinned
+    assert f"on CPU {cpus} (off the stack's CPUs)" in recorded
     nothing_left()
 
 
