@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import signal
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
@@ -15,8 +18,9 @@ from servelab.cpus import make_cpu_plan
 from servelab.errors import ServelabError, SpecError
 from servelab.netns import check_somaxconn
 from servelab.session import ExperimentSession
-from servelab.spec import Experiment, load_experiment_file
+from servelab.spec import AppSpec, Experiment, load_experiment_file
 from servelab.studies import StudyOptions, all_studies, get_study
+from servelab.userapp import UserRequest
 
 console = Console(stderr=True, soft_wrap=True)  # an error stays one line, however long
 out = Console()
@@ -160,22 +164,68 @@ _app_options = [
 ]
 
 
+@dataclass(frozen=True)
+class UserInput:
+    """What --app and its companion options asked for: the app (None: the study's or
+    file's own), the request, the database options and the start-up check's timeout."""
+
+    app: AppSpec | None
+    request: UserRequest
+    database: str | None
+    db_latency: float | None
+    db_jitter: float | None
+    startup_timeout_s: float
+
+    @property
+    def database_given(self) -> bool:
+        return any(v is not None for v in (self.database, self.db_latency, self.db_jitter))
+
+    def session_options(self) -> dict[str, Any]:
+        """The keyword arguments run_session takes from them."""
+        return {
+            "app": self.app,
+            "request": self.request,
+            "database": self.database,
+            "db_latency": self.db_latency,
+            "db_jitter": self.db_jitter,
+            "startup_timeout_s": self.startup_timeout_s,
+        }
+
+
 def app_options(func):
+    """Add the --app options to a command, handed to it as one ``user`` (a UserInput)."""
+
+    @functools.wraps(func)
+    def with_user_input(
+        *args,
+        app_ref,
+        app_dir,
+        method,
+        req_path,
+        headers,
+        body_file,
+        expect_status,
+        database,
+        db_latency,
+        db_jitter,
+        startup_timeout,
+        **kwargs,
+    ):
+        if app_dir is not None and app_ref is None:
+            raise SpecError("--app-dir needs --app", "pass --app package.module:attr")
+        user = UserInput(
+            app=AppSpec(ref=app_ref, app_dir=app_dir) if app_ref is not None else None,
+            request=UserRequest(method, req_path, tuple(headers), body_file, expect_status),
+            database=database,
+            db_latency=db_latency,
+            db_jitter=db_jitter,
+            startup_timeout_s=startup_timeout,
+        )
+        return func(*args, user=user, **kwargs)
+
     for option in reversed(_app_options):
-        func = option(func)
-    return func
-
-
-def user_app_options(app_ref, app_dir, method, req_path, headers, body_file, expect_status):
-    """The user's app (None if not given) and request, from the CLI options."""
-    from servelab.spec import AppSpec
-    from servelab.userapp import UserRequest
-
-    if app_dir is not None and app_ref is None:
-        raise SpecError("--app-dir needs --app", "pass --app package.module:attr")
-    app = AppSpec(ref=app_ref, app_dir=app_dir) if app_ref is not None else None
-    request = UserRequest(method, req_path, tuple(headers), body_file, expect_status)
-    return app, request
+        with_user_input = option(with_user_input)
+    return with_user_input
 
 
 def failure_study_options(rate, sleep, somaxconn, netns, timeout) -> dict:
@@ -245,29 +295,16 @@ def study(
     workers,
     threads,
     warmup,
-    app_ref,
-    app_dir,
-    method,
-    req_path,
-    headers,
-    body_file,
-    expect_status,
-    database,
-    db_latency,
-    db_jitter,
-    startup_timeout,
+    user: UserInput,
     **options,
 ) -> None:
     """Run the ready-made study NAME (see `servelab studies`); with --app, on your app."""
     from servelab.userapp import check_study_accepts_app
 
-    app, request = user_app_options(
-        app_ref, app_dir, method, req_path, headers, body_file, expect_status
-    )
-    database_given = any(v is not None for v in (database, db_latency, db_jitter))
-    if database_given and app is None and get_study(name).accepts_database:
-        database_given = False  # the study serves the Django app itself
-    if app is None and (request.given or database_given):
+    app = user.app
+    # A study that serves the Django app itself takes the database options alone.
+    database_given = user.database_given and not get_study(name).accepts_database
+    if app is None and (user.request.given or database_given):
         raise SpecError(
             "--method, --path, --header, --body-file, --expect-status and --database "
             "(--db-latency, --db-jitter) need --app",
@@ -301,13 +338,8 @@ def study(
     )
     run_session(
         get_study(name).build(study_options),
-        app=app,
-        request=request,
-        database=database,
-        db_latency=db_latency,
-        db_jitter=db_jitter,
         replace_workloads=True,
-        startup_timeout_s=startup_timeout,
+        **user.session_options(),
         **common,
     )
 
@@ -398,37 +430,10 @@ def run_session(
 @click.argument("file", type=click.Path(path_type=Path))
 @app_options
 @cpu_and_out_options
-def run(
-    file: Path,
-    app_ref,
-    app_dir,
-    method,
-    req_path,
-    headers,
-    body_file,
-    expect_status,
-    database,
-    db_latency,
-    db_jitter,
-    startup_timeout,
-    **common,
-) -> None:
+def run(file: Path, user: UserInput, **common) -> None:
     """Run the experiment described in the TOML file FILE; --app and the request
     options replace the file's app and requests."""
-    experiment = load_experiment_file(file)
-    app, request = user_app_options(
-        app_ref, app_dir, method, req_path, headers, body_file, expect_status
-    )
-    run_session(
-        experiment,
-        app=app,
-        request=request,
-        database=database,
-        db_latency=db_latency,
-        db_jitter=db_jitter,
-        startup_timeout_s=startup_timeout,
-        **common,
-    )
+    run_session(load_experiment_file(file), **user.session_options(), **common)
 
 
 @cli.command()
