@@ -5,6 +5,7 @@
 #   2. A virtualenv in .venv with servelab and its test tools.
 #   3. The oha load generator, built once with cargo into servelab's cache and reused.
 #   4. toxiproxy (a slow link in front of PostgreSQL), built once with go into the cache.
+#   5. As root: www-data (mod_wsgi's daemons) may traverse to the project's Python.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,7 +21,8 @@ packages=(nginx-light apache2-utils wrk util-linux iproute2 procps python3-venv 
   chromium  # chromium: opens the HTML report headless (screenshot, browser test)
   gcc libc6-dev python3-dev  # pip builds uWSGI from source (Debian's Python needs its headers)
   postgresql  # servelab starts its own PostgreSQL (initdb, pg_ctl) for the Django reference app
-  apache2 apache2-dev)  # Apache httpd as a front; apache2-dev's apxs lets pip build mod_wsgi
+  apache2 apache2-dev  # Apache httpd as a front; apache2-dev's apxs lets pip build mod_wsgi
+  acl)  # setfacl: lets mod_wsgi's daemons (www-data) reach a Python under a closed /root
 missing=()
 for pkg in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
@@ -86,5 +88,24 @@ if [ ! -x "$TOXIPROXY" ]; then
   say "building toxiproxy $TOXIPROXY_VERSION with go into $CACHE/go (about 20 s, once)"
   GOBIN="$CACHE/go/bin" "$GO" install "github.com/Shopify/toxiproxy/v2/cmd/server@$TOXIPROXY_VERSION"
   mv "$CACHE/go/bin/server" "$TOXIPROXY"
+fi
+# 5. mod_wsgi's daemon processes run as www-data when servelab is root; they read the
+#    project's Python (stdlib, .venv) and the checkout. Grant traverse (x, no listing) on
+#    each directory on the way that is closed to www-data, and nothing else.
+if [ "$(id -u)" -eq 0 ] && id www-data >/dev/null 2>&1; then
+  as_www_data() { setpriv --reuid=www-data --regid=www-data --clear-groups "$@"; }
+  for target in "$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_path("stdlib"))')" \
+                "$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" \
+                "$PWD/src"; do
+    dir=""
+    IFS=/ read -ra parts <<< "${target#/}"
+    for part in "${parts[@]}"; do
+      dir="$dir/$part"
+      if ! as_www_data test -x "$dir"; then
+        say "letting www-data traverse $dir (mod_wsgi's daemons read the project's Python)"
+        setfacl -m u:www-data:x "$dir"
+      fi
+    done
+  done
 fi
 say "ready: $("$OHA" --version), $(nginx -v 2>&1), $(apache2 -v | head -1), $(.venv/bin/python --version)"
