@@ -10,22 +10,10 @@ import time
 from pathlib import Path
 
 import pytest
+from support import owned_by
 
 pytestmark = pytest.mark.integration
 
-def owned_by(pid: int) -> list[int]:
-    """Processes started (directly or not) by servelab process ``pid``: they carry its marker
-    in their environment, so other people's servers on this machine do not count."""
-    marker = f"SERVELAB_OWNER_PID={pid}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if marker in (entry / "environ").read_bytes().split(b"\0"):
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
 
 
 def servelab(*args: str, timeout: float = 300) -> tuple[int, int, str, str]:

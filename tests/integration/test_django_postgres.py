@@ -14,6 +14,7 @@ from pathlib import Path
 import psutil
 import psycopg
 import pytest
+from support import owned_by
 
 from servelab import postgres
 from servelab.apps.django_app.seed import seed_database, sqlite_env
@@ -90,17 +91,6 @@ def test_no_postgresql_installed_is_a_clear_error(monkeypatch, tmp_path: Path) -
         pass
 
 
-def owned_by(pid: int) -> list[int]:
-    marker = f"SERVELAB_OWNER_PID={pid}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if marker in (entry / "environ").read_bytes().split(b"\0"):
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
 
 
 def pg_dirs() -> set[Path]:

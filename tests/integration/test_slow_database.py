@@ -14,6 +14,7 @@ from pathlib import Path
 import psutil
 import psycopg
 import pytest
+from support import owned_by
 
 from servelab import postgres, slowlink
 from servelab.apps.django_app.seed import seed_database
@@ -28,7 +29,7 @@ from servelab.spec import (
     StackSpec,
     Workload,
 )
-from servelab.stacks import OWNER_ENV, launch_stack
+from servelab.stacks import launch_stack
 from servelab.userapp import app_database
 
 pytestmark = pytest.mark.integration
@@ -171,17 +172,6 @@ def test_a_django_page_slows_by_the_latency_times_its_queries(
     nothing_left()
 
 
-def owned_processes() -> list[psutil.Process]:
-    """Processes carrying this test's owner marker (servelab sets it on what it starts)."""
-    found = []
-    for proc in psutil.process_iter(["name"]):
-        try:
-            if proc.environ().get(OWNER_ENV) == str(os.getpid()):
-                found.append(proc)
-        except psutil.Error:
-            continue
-    return found
-
 
 def test_app_database_points_the_app_at_the_link_and_records_it(nothing_left) -> None:
     experiment = Experiment(
@@ -198,7 +188,8 @@ def test_app_database_points_the_app_at_the_link_and_records_it(nothing_left) ->
     ):
         env = ready.baseline.app.env
         recorded = collect_environment()["database"]
-        pinned = {p.info["name"]: p.cpu_affinity() for p in owned_processes()}
+        owned = [psutil.Process(pid) for pid in owned_by(os.getpid())]
+        pinned = {p.name(): p.cpu_affinity() for p in owned}
         # The app goes through the link; PostgreSQL itself is elsewhere.
         pg_port = next(
             int(c.laddr.port)
@@ -257,18 +248,6 @@ def test_postgresql_in_a_netem_namespace_gets_the_latency(nothing_left) -> None:
     nothing_left()
 
 
-def owned_by(pid: int) -> list[int]:
-    """Processes carrying servelab's owner marker for ``pid`` (PostgreSQL, toxiproxy)."""
-    marker = f"SERVELAB_OWNER_PID={pid}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if marker in (entry / "environ").read_bytes().split(b"\0"):
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
 
 
 KEEP_A_SLOW_LINK = """
