@@ -128,7 +128,22 @@ def run_checks() -> list[Check]:
             "results say so, but compare only runs made alike",
         )
     )
+    checks.append(cpu_priority_check())
     return checks
+
+
+def cpu_priority_check() -> Check:
+    """Whether the stack and the driver can be favoured over other processes (cgroup)."""
+    from servelab.cgroups import quota_unavailable_reason
+
+    name = "CPU priority (cgroup weight)"
+    reason = quota_unavailable_reason()
+    if reason is None:
+        return Check(name, "ok", "available: stack and driver get 100x other processes' weight")
+    return Check(
+        name, "warn", f"unavailable: {reason}",
+        "run as root to keep other programs from taking the stack's CPUs while it measures",
+    )
 
 
 def postgres_check() -> Check:

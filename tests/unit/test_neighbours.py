@@ -47,3 +47,16 @@ def test_a_run_with_busy_neighbours_is_flagged():
     warnings = [w for w in analyze(EXPERIMENT, noisy).all_warnings if w.kind == "neighbours"]
     assert len(warnings) == 1
     assert "30 %" in warnings[0].message and "run 3" in warnings[0].message
+
+
+def test_doctor_says_whether_cpu_priority_is_available(monkeypatch):
+    from servelab import cgroups
+    from servelab.doctor import cpu_priority_check
+
+    monkeypatch.setattr(cgroups, "quota_unavailable_reason", lambda: None)
+    assert cpu_priority_check().status == "ok"
+    monkeypatch.setattr(
+        cgroups, "quota_unavailable_reason", lambda: "/sys/fs/cgroup/cpu is not writable"
+    )
+    check = cpu_priority_check()
+    assert check.status == "warn" and "not writable" in check.found and "root" in check.fix
