@@ -18,6 +18,9 @@ UNSTABLE_CV = 0.10  # pyperf warns from a standard deviation of 10 % of the mean
 DRIVER_SATURATED = 0.90  # share of its CPUs the load driver may use before it is the bottleneck
 # Other processes' share of the stack's CPUs during a run above which it is flagged.
 NEIGHBOURS_SHARE = 0.05
+# CV of the stack CPU's own speed (servelab.neighbours.cpu_speed) over an experiment's
+# runs above which it is flagged: an idle 2-CPU VM here drifts by ~1-2 % in half a second.
+MACHINE_SPEED_CV = 0.03
 DEFAULT_PRECISION_PCT = 5.0
 
 
@@ -42,7 +45,8 @@ METRIC_BY_KEY = {m.key: m for m in METRICS}
 
 @dataclass(frozen=True)
 class ResultWarning:
-    # unstable, errors, driver-saturated, neighbours, too-few-runs, closed-loop, shared-cpus
+    # unstable, errors, driver-saturated, neighbours, machine-speed, too-few-runs,
+    # closed-loop, shared-cpus
     kind: str
     message: str
     hint: str
@@ -244,6 +248,22 @@ def analyze(
                 "for user-facing latency use the open model (a fixed arrival rate)",
             )
         )
+    speeds = [r.cpu_speed for r in runs if r.cpu_speed is not None]
+    if len(speeds) > 1:
+        spread = summarize(speeds)
+        if spread.cv >= MACHINE_SPEED_CV:
+            warnings.append(
+                ResultWarning(
+                    "machine-speed",
+                    f"the machine's own speed drifted between runs: a fixed CPU loop on the "
+                    f"stack's CPU ran {100 * (spread.maximum / spread.minimum - 1):.0f} % faster "
+                    f"at best than at worst (CV {100 * spread.cv:.1f} % over {spread.n} runs), "
+                    "with no other process on that CPU to blame; differences between variants "
+                    "of that size are within the machine's own drift",
+                    "a virtual machine's host or CPU frequency scaling: keep variants "
+                    "interleaved (the default), repeat more, or measure on a quieter machine",
+                )
+            )
     plans = {(r.stack_cpus, r.driver_cpus) for r in runs}
     if any(CpuPlan(stack, driver).shared for stack, driver in plans):
         warnings.append(

@@ -16,6 +16,7 @@ blame the neighbours for the stack's traffic.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -86,3 +87,32 @@ class NeighbourMeter:
         if self._before is None or self._after is None:
             return None
         return neighbour_share(self._before, self._after, stack_cpu_s)
+
+
+# One unit of the speed probe: a fixed, allocation-free amount of interpreter work.
+_PROBE_UNIT = 2_000
+
+
+def cpu_speed(cpus: str | None, seconds: float = 0.5) -> float | None:
+    """Units of fixed pure-Python work per second on the first of ``cpus`` (None: not pinned).
+
+    Run just before a measured window, while the stack is idle: a machine whose own
+    speed drifts (a virtual machine's host, frequency scaling) shows it here, where
+    no neighbour on the stack's CPUs does. servelab's own process hops onto that
+    CPU for the probe and back.
+    """
+    if not cpus:
+        return None
+    previous = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(parse_cpu_list(cpus))})
+    try:
+        units = 0
+        start = time.perf_counter()
+        deadline = start + seconds
+        while (now := time.perf_counter()) < deadline:
+            for _ in range(_PROBE_UNIT):
+                pass
+            units += 1
+        return units / (now - start)
+    finally:
+        os.sched_setaffinity(0, previous)

@@ -23,7 +23,7 @@ from servelab.cpus import CpuPlan, parse_cpu_list
 from servelab.load import get_driver
 from servelab.load.base import LoadDriver, run_load
 from servelab.metrics import ProcessSampler
-from servelab.neighbours import NeighbourMeter
+from servelab.neighbours import NeighbourMeter, cpu_speed
 from servelab.observe import RunObserver
 from servelab.procs import JANITOR
 from servelab.ramp import ramp_should_stop
@@ -231,6 +231,7 @@ def _measure_launch(
             # In the stack's network namespace, if it has one (somaxconn studies).
             inside = groups.driver_prefix(stack.placement.driver_prefix())
             warmup_rps = _warm_up(experiment, workload, driver, url, scratch, cpu_plan, inside)
+            speed = cpu_speed(cpu_plan.stack)
             started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
             roots = {role: proc.pid for role, proc in stack.processes.items()}
             with (
@@ -262,6 +263,7 @@ def _measure_launch(
                 warmup_rps=tuple(rps for _, rps in warmup_rps),
                 cpu_priority=groups.favoured,
                 neighbour_cpu_share=neighbours.share(sum(p.cpu_s for p in usage)),
+                cpu_speed=speed,
                 **observed.result_fields(),  # log events, namespace, listen queue
             )
             store.add(result)

@@ -6,7 +6,7 @@ import pytest
 from test_tables_store import EXPERIMENT, run
 
 from servelab.analysis import analyze
-from servelab.neighbours import CpuTimes, neighbour_share, read_cpu_times
+from servelab.neighbours import CpuTimes, cpu_speed, neighbour_share, read_cpu_times
 
 TICK = os.sysconf("SC_CLK_TCK")
 STAT = """cpu  900 0 300 5000 10 0 20 0 0 0
@@ -60,3 +60,28 @@ def test_doctor_says_whether_cpu_priority_is_available(monkeypatch):
     )
     check = cpu_priority_check()
     assert check.status == "warn" and "not writable" in check.found and "root" in check.fix
+
+
+def with_speed(result, speed):
+    return result.model_copy(update={"cpu_speed": speed})
+
+
+def test_a_drifting_machine_is_flagged_and_a_steady_one_is_not():
+    steady = [
+        with_speed(run("tcp", rep, 1000.0, 50.0), s) for rep, s in ((1, 100), (2, 101), (3, 99))
+    ]
+    assert "machine-speed" not in {w.kind for w in analyze(EXPERIMENT, steady).all_warnings}
+    drifting = [*steady[:2], with_speed(run("tcp", 3, 800.0, 60.0), 80.0)]
+    (warning,) = [
+        w for w in analyze(EXPERIMENT, drifting).all_warnings if w.kind == "machine-speed"
+    ]
+    assert "26 % faster at best than at worst" in warning.message  # 101 / 80
+
+
+def test_the_speed_probe_runs_on_the_stack_cpu_and_gives_the_affinity_back():
+    before = os.sched_getaffinity(0)
+    cpu = str(min(before))
+    speed = cpu_speed(cpu, seconds=0.05)
+    assert speed is not None and speed > 0
+    assert os.sched_getaffinity(0) == before
+    assert cpu_speed(None) is None  # not pinned: no CPU of its own to probe
