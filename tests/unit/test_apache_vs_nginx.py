@@ -77,3 +77,17 @@ def test_time_per_request_is_what_ab_prints():
 def test_no_ab_section_for_other_drivers():
     oha = AB_EXPERIMENT.model_copy(update={"driver": "oha"})
     assert "as ab prints it" not in experiment_markdown(oha, [run("tcp", 1, 1250.0, 15.5)])
+
+
+def test_the_apache_mpms_example_file_is_valid():
+    from pathlib import Path
+
+    from servelab.spec import load_experiment_file
+
+    path = Path(__file__).resolve().parents[2] / "examples" / "apache-mpms.toml"
+    exp = load_experiment_file(path)
+    assert [s.proxy.apache_mpm for s in exp.stacks] == [
+        "event", "worker", "prefork", "event", "event",
+    ]
+    assert exp.stacks[-1].server.kind == "mod_wsgi"
+    assert exp.baseline.app.env == {"SERVELAB_SLEEP_S": "0"}
