@@ -87,6 +87,9 @@ def main() -> None:
     parser.add_argument("--repetitions", type=int, default=5)
     parser.add_argument("--duration", type=float, default=10.0)
     parser.add_argument(
+        "--out", type=Path, help="keep the results here (servelab results list --out DIR)"
+    )
+    parser.add_argument(
         "--backlog",
         type=int,
         default=2048,
@@ -118,7 +121,7 @@ def main() -> None:
         workload("async-small", "/async/items/", args.duration),
     ]
     with tempfile.TemporaryDirectory(prefix="servelab-bench-") as scratch:
-        root = Path(scratch)
+        root = args.out or Path(scratch)
 
         print(
             "== 1. A/A (same stack twice), pinned:",

@@ -7,17 +7,27 @@ Pure: no I/O. Warnings are values with a hint (hyperfine's idea), never prints.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from servelab.cpus import CpuPlan
 from servelab.results import RunResult
 from servelab.spec import Experiment
-from servelab.stats import Comparison, Summary, compare, confidence_interval, runs_needed, summarize
+from servelab.stats import (
+    Comparison,
+    Summary,
+    compare,
+    compare_paired,
+    confidence_interval,
+    runs_needed,
+    summarize,
+)
 
 UNSTABLE_CV = 0.10  # pyperf warns from a standard deviation of 10 % of the mean
 DRIVER_SATURATED = 0.90  # share of its CPUs the load driver may use before it is the bottleneck
 # Other processes' share of the stack's CPUs during a run above which it is flagged.
 NEIGHBOURS_SHARE = 0.05
+# Rounds from which variants are compared with the baseline round by round (paired).
+MIN_PAIRED_ROUNDS = 3
 # CV of the stack CPU's own speed (servelab.neighbours.cpu_speed) over an experiment's
 # runs above which it is flagged: an idle 2-CPU VM here drifts by ~1-2 % in half a second.
 MACHINE_SPEED_CV = 0.03
@@ -215,10 +225,10 @@ def analyze(
             comparisons = {}
             if not is_baseline and baseline_runs:
                 for metric in METRICS:
-                    comparisons[metric.key] = compare(
-                        [metric.value(r) for r in baseline_runs],
-                        [metric.value(r) for r in own],
-                        higher_is_better=metric.higher_is_better,
+                    comparisons[metric.key] = compare_rounds(
+                        baseline_runs,
+                        own,
+                        metric,
                         alpha=alpha,
                         min_effect_pct=min_effect_pct,
                     )
@@ -292,6 +302,32 @@ def verdict_line(metric: Metric, comparison: Comparison) -> str:
             parts.append(f" (95 % CI {low:+.3g} … {high:+.3g} {metric.unit})")
     parts.append(f"; {comparison.reason}")
     return "".join(parts)
+
+
+def compare_rounds(
+    baseline: Sequence[RunResult],
+    variant: Sequence[RunResult],
+    metric: Metric,
+    *,
+    alpha: float = 0.05,
+    min_effect_pct: float = 0.0,
+) -> Comparison:
+    """A variant against the baseline of the same experiment: paired by round when both
+    were measured in the same rounds, at least 3 (servelab's interleaved plan; a
+    drift of the machine between rounds then cancels out), else Welch's test on the
+    two samples (with 2 rounds a paired test has 1 degree of freedom, Welch's ~2)."""
+    by_round = {r.repetition: metric.value(r) for r in baseline}
+    mine = {r.repetition: metric.value(r) for r in variant}
+    options = {
+        "higher_is_better": metric.higher_is_better,
+        "alpha": alpha,
+        "min_effect_pct": min_effect_pct,
+    }
+    if by_round.keys() == mine.keys() and len(mine) >= MIN_PAIRED_ROUNDS:
+        rounds = sorted(mine)
+        paired = compare_paired([by_round[n] for n in rounds], [mine[n] for n in rounds], **options)
+        return replace(paired, reason=f"paired by round, {paired.reason}")
+    return compare(list(by_round.values()), list(mine.values()), **options)
 
 
 def compare_results(

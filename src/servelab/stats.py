@@ -126,6 +126,54 @@ def compare(
     )
     half = float(sps.t.ppf(1 - alpha / 2, dof)) * se
     interval = (difference - half, difference + half)
+    return _verdict(result, interval, p, pct, difference, higher_is_better, alpha, min_effect_pct)
+
+
+def compare_paired(
+    baseline: Sequence[float],
+    variant: Sequence[float],
+    *,
+    higher_is_better: bool = True,
+    alpha: float = 0.05,
+    min_effect_pct: float = 0.0,
+) -> Comparison:
+    """Paired t-test: ``baseline[i]`` and ``variant[i]`` were measured in the same round.
+
+    servelab runs every variant once per round (interleaved), so a machine that
+    drifts between rounds moves both values of a pair alike; testing the
+    per-round differences takes that drift out, which Welch's test on the two
+    samples cannot. Same verdicts and "inconclusive" rules as :func:`compare`.
+    """
+    if len(baseline) != len(variant):
+        raise ValueError("paired values need one baseline value per variant value")
+    b, v = summarize(baseline), summarize(variant)
+    d = summarize([y - x for x, y in zip(baseline, variant, strict=True)])
+    difference = v.mean - b.mean
+    pct = percent_change(b.mean, v.mean)
+
+    def result(interval, p, verdict, reason) -> Comparison:
+        return Comparison(b.mean, v.mean, difference, pct, interval, p, verdict, reason)
+
+    if d.n < 2:
+        return result(None, None, "inconclusive", "needs at least 2 rounds with both measured")
+    if d.stdev == 0:
+        if d.mean == 0:
+            return result((0.0, 0.0), None, "no difference", "identical in every round")
+        return result(
+            None, None, "inconclusive", "the same difference in every round: no test possible"
+        )
+    from scipy import stats as sps
+
+    p = float(sps.ttest_rel(variant, baseline).pvalue)
+    if math.isnan(p):
+        return result(None, None, "inconclusive", "the t-test could not be computed")
+    half = float(sps.t.ppf(1 - alpha / 2, d.n - 1)) * d.stdev / math.sqrt(d.n)
+    interval = (d.mean - half, d.mean + half)
+    return _verdict(result, interval, p, pct, difference, higher_is_better, alpha, min_effect_pct)
+
+
+def _verdict(result, interval, p, pct, difference, higher_is_better, alpha, min_effect_pct):
+    """better / worse / no significant difference, from a computed test."""
     if p >= alpha:
         return result(interval, p, "no significant difference", f"p = {p:.3g} >= {alpha}")
     if pct is not None and abs(pct) < min_effect_pct:

@@ -4,7 +4,14 @@ import pytest
 
 from servelab.cpus import CpuPlan, default_cpu_plan, parse_cpu_list
 from servelab.errors import SpecError
-from servelab.stats import compare, confidence_interval, percent_change, runs_needed, summarize
+from servelab.stats import (
+    compare,
+    compare_paired,
+    confidence_interval,
+    percent_change,
+    runs_needed,
+    summarize,
+)
 
 
 def test_parse_cpu_list():
@@ -92,3 +99,50 @@ def test_compare_no_difference_and_minimum_effect():
     assert small.p_value < 0.05
     assert small.verdict == "no significant difference"
     assert "minimum effect" in small.reason
+
+
+# --------------------------------------------------------------------------- paired rounds
+
+
+def test_paired_test_against_hand_computed_values():
+    # Round-to-round drift of ±10 req/s hides a steady +2 from Welch's test; the
+    # per-round differences (2, 3, 1: mean 2, sd 1, se 1/sqrt(3)) do not.
+    baseline, variant = [100.0, 110.0, 120.0], [102.0, 113.0, 121.0]
+    paired = compare_paired(baseline, variant)
+    assert paired.difference == pytest.approx(2.0)
+    # t = 2 / (1 / sqrt(3)) = 3.4641 with 2 degrees of freedom: two-sided p = 0.0742.
+    assert paired.p_value == pytest.approx(0.07418, abs=1e-4)
+    half = 4.302653 / math.sqrt(3)  # t(0.975, 2) x se
+    assert paired.interval == pytest.approx((2 - half, 2 + half), abs=1e-4)
+    assert paired.verdict == "no significant difference"
+    assert compare(baseline, variant).p_value > 0.8  # Welch sees only the drift
+    tighter = compare_paired(baseline, [102.0, 112.5, 122.5])  # differences 2, 2.5, 2.5
+    assert tighter.verdict == "better" and tighter.p_value < 0.01
+
+
+def test_paired_test_edge_cases():
+    assert compare_paired([1.0], [2.0]).verdict == "inconclusive"
+    same = compare_paired([5.0, 6.0, 7.0], [5.0, 6.0, 7.0])
+    assert same.verdict == "no difference" and same.interval == (0.0, 0.0)
+    shifted = compare_paired([5.0, 6.0, 7.0], [6.0, 7.0, 8.0])
+    assert shifted.verdict == "inconclusive" and shifted.p_value is None
+    with pytest.raises(ValueError):
+        compare_paired([1.0, 2.0], [1.0])
+
+
+def test_rounds_are_paired_from_three_matching_rounds_only():
+    from test_tables_store import run
+
+    from servelab.analysis import METRIC_BY_KEY, compare_rounds
+
+    rps = METRIC_BY_KEY["rps"]
+    base = [run("tcp", n, r, 50.0) for n, r in ((1, 100.0), (2, 110.0), (3, 120.0))]
+    var = [run("unix", n, r, 50.0) for n, r in ((1, 102.0), (2, 113.0), (3, 121.0))]
+    paired = compare_rounds(base, var, rps)
+    assert paired.reason.startswith("paired by round") and paired.p_value == pytest.approx(
+        0.07418, abs=1e-4
+    )
+    welch = compare_rounds(base[:2], var[:2], rps)  # two rounds: Welch
+    assert not welch.reason.startswith("paired")
+    unmatched = compare_rounds(base, var[:2], rps)  # a round missing on one side: Welch
+    assert not unmatched.reason.startswith("paired")
