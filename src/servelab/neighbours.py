@@ -96,12 +96,12 @@ _PROBE_UNIT = 2_000
 def cpu_speed(cpus: str | None, seconds: float = 0.15, rounds: int = 3) -> float | None:
     """Units of fixed pure-Python work per second on the first of ``cpus`` (None: not pinned).
 
-    Run just before a measured window, while the stack is idle: a machine whose own
-    speed drifts (a virtual machine's host, frequency scaling) shows it here, where
-    no neighbour on the stack's CPUs does. servelab's own process hops onto that
-    CPU for the probe and back. The best of ``rounds`` short rounds is kept (as
-    timeit keeps the best): a drifting machine slows every round, a stack process
-    that happens to wake up (a worker's timer, a log flush) only one.
+    Run before each stack starts, on its CPU while nothing of servelab's runs
+    there: a machine whose own speed drifts (a virtual machine's host, frequency
+    scaling) shows it here, where no neighbour on the stack's CPUs does.
+    servelab's own process hops onto that CPU for the probe and back. The best
+    of ``rounds`` short rounds is kept (as timeit keeps the best): a drifting
+    machine slows every round, a process that happens to wake up only one.
     """
     if not cpus:
         return None

@@ -112,8 +112,8 @@ class RunResult(Record):
     # and the share of the stack's CPUs other processes took (servelab.neighbours).
     cpu_priority: bool | None = None
     neighbour_cpu_share: float | None = None
-    # Speed of the stack's CPU just before the run: units of fixed work per second
-    # (servelab.neighbours.cpu_speed); it drifts when the machine itself does.
+    # Speed of the stack's CPU just before its stack started: units of fixed work per
+    # second (servelab.neighbours.cpu_speed); it drifts when the machine itself does.
     cpu_speed: float | None = None
 
     @property

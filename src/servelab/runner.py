@@ -219,6 +219,9 @@ def _measure_launch(
     if not todo:
         return
     events.on_launch(launch)
+    # The machine's own speed, probed on the stack's CPU before the stack exists: a
+    # running stack (even idle: timers, connection teardown) would slow the probe.
+    speed = cpu_speed(cpu_plan.stack)
     with (
         launch_stack(
             launch.stack, probe=todo[0].request, cpus=cpu_plan.stack, quota=groups.stack
@@ -231,7 +234,6 @@ def _measure_launch(
             # In the stack's network namespace, if it has one (somaxconn studies).
             inside = groups.driver_prefix(stack.placement.driver_prefix())
             warmup_rps = _warm_up(experiment, workload, driver, url, scratch, cpu_plan, inside)
-            speed = cpu_speed(cpu_plan.stack)
             started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
             roots = {role: proc.pid for role, proc in stack.processes.items()}
             with (
