@@ -79,7 +79,7 @@ class Comparison:
     variant_mean: float
     difference: float  # variant - baseline
     difference_pct: float | None
-    interval: tuple[float, float] | None  # 95 % interval of the difference (Welch)
+    interval: tuple[float, float] | None  # 95 % interval of the difference (Welch or paired)
     p_value: float | None
     verdict: str  # "better", "worse", "no significant difference", "no difference", "inconclusive"
     reason: str
