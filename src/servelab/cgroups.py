@@ -139,6 +139,37 @@ def cpu_group(
         JANITOR.forget("cgroup", path)
 
 
+@contextlib.contextmanager
+def joined(group: CpuGroup | None) -> Iterator[None]:
+    """This process (all its threads) inside ``group`` for the block, then back.
+
+    servelab runs its sampler and bookkeeping beside the load driver; in the
+    driver's favoured group it keeps its share of that CPU instead of getting a
+    hundredth of it while the driver is busy (and answers Ctrl-C at once).
+    """
+    if group is None:
+        yield
+        return
+    original = _own_cgroup(group)
+    (group.path / "cgroup.procs").write_text(str(os.getpid()))
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            (original / "cgroup.procs").write_text(str(os.getpid()))
+
+
+def _own_cgroup(group: CpuGroup) -> Path:
+    """The cgroup this process is in, in the hierarchy ``group`` belongs to."""
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if (group.version == "v2" and controllers == "") or (
+            group.version == "v1" and "cpu" in controllers.split(",")
+        ):
+            return group.path.parent / path.lstrip("/")
+    return group.path.parent
+
+
 def cpu_quota(cpus: float | None) -> contextlib.AbstractContextManager[CpuGroup | None]:
     """The stack's group with only a CPU quota (None when none is asked for)."""
     return cpu_group(quota=cpus, per_process=True)

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from servelab.cgroups import CpuGroup, cpu_group
+from servelab.cgroups import CpuGroup, cpu_group, joined
 from servelab.cpus import CpuPlan, parse_cpu_list
 from servelab.load import get_driver
 from servelab.load.base import LoadDriver, run_load
@@ -131,6 +131,7 @@ def run_experiment(
         _beside_the_driver(cpu_plan),
         cpu_group(quota=cpu_plan.stack_quota, favoured=favoured, per_process=True) as stack_group,
         cpu_group(favoured=favoured) as driver_group,
+        joined(driver_group),  # servelab's own sampling keeps pace with the driver
     ):
         groups = _Groups(stack_group, driver_group)
         for launch in plan_launches(experiment):

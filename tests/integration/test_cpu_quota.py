@@ -1,6 +1,7 @@
 """The stack's cgroups: every server of the stack in a child group of the capped (and
 favoured) stack group, the load driver not, and every group gone afterwards."""
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -63,3 +64,15 @@ def test_a_favoured_group_has_raised_weight_and_its_processes_leave_with_it():
 def test_a_non_positive_quota_is_refused():
     with pytest.raises(SpecError, match="must be positive"), cpu_quota(0):
         pass
+
+
+@needs_cgroups
+def test_servelab_joins_the_driver_group_for_the_block_and_goes_back():
+    from servelab.cgroups import joined
+
+    before = Path("/proc/self/cgroup").read_text()
+    with cpu_group(favoured=True) as group, joined(group):
+        assert str(os.getpid()) in (group.path / "cgroup.procs").read_text().split()
+        assert group.path.name in Path("/proc/self/cgroup").read_text()
+    assert Path("/proc/self/cgroup").read_text() == before
+    assert not group.path.exists()
