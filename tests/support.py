@@ -3,6 +3,7 @@ sys.path because tests/conftest.py lives there)."""
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 from servelab.stacks import OWNER_ENV
@@ -21,3 +22,10 @@ def owned_by(pid: int) -> list[int]:
             except OSError:
                 continue
     return found
+
+
+def with_default_sigint() -> None:
+    """Popen ``preexec_fn``: the child starts with SIGINT at its default, so Python turns a
+    test's Ctrl-C into KeyboardInterrupt even when the test run itself was started with
+    SIGINT ignored (a background job of a non-interactive shell, nohup ... &)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support import owned_by
+from support import owned_by, with_default_sigint
 
 pytestmark = pytest.mark.integration
 
@@ -61,6 +61,7 @@ def test_ctrl_c_stops_everything_and_keeps_finished_runs(tmp_path):
         [sys.executable, "-m", "servelab", "study", "quick", "-r", "3", "-d", "2",
          "--warmup", "20", "--out", str(tmp_path)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        preexec_fn=with_default_sigint,
     )
     deadline = time.monotonic() + 120
     runs_file = None

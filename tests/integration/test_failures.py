@@ -21,6 +21,7 @@ from typing import Any
 
 import psutil
 import pytest
+from support import with_default_sigint
 
 import servelab.netns as netns_module
 from servelab.cpus import CpuPlan
@@ -271,6 +272,7 @@ def test_ctrl_c_during_a_namespaced_study_removes_the_namespace(tmp_path: Path):
         [sys.executable, "-m", "servelab", "study", "backlog", "--sleep", "0.5",
          "--out", str(tmp_path)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        preexec_fn=with_default_sigint,
     )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not ours(proc.pid):
