@@ -170,10 +170,6 @@ def _own_cgroup(group: CpuGroup) -> Path:
     return group.path.parent
 
 
-def cpu_quota(cpus: float | None) -> contextlib.AbstractContextManager[CpuGroup | None]:
-    """The stack's group with only a CPU quota (None when none is asked for)."""
-    return cpu_group(quota=cpus, per_process=True)
-
 
 def remove_cgroup(path: Path, timeout_s: float = 5.0) -> None:
     """rmdir a cgroup once its processes are gone (they were stopped by their owners)."""

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from servelab.cgroups import cpu_group, cpu_quota, quota_unavailable_reason
+from servelab.cgroups import cpu_group, quota_unavailable_reason
 from servelab.errors import SpecError
 from servelab.spec import RequestSpec, StackSpec
 from servelab.stacks import launch_stack
@@ -30,7 +30,7 @@ def members(group: Path) -> set[int]:
 def test_every_stack_process_is_in_the_quota_cgroup_and_it_is_removed():
     stack = StackSpec(name="q", proxy={"kind": "nginx", "transport": "unix"})
     probe = RequestSpec(method="GET", path="/health")
-    with cpu_quota(0.5) as quota:
+    with cpu_group(quota=0.5, per_process=True) as quota:
         assert quota is not None
         name = quota.path.name
         if quota.version == "v1":
@@ -62,7 +62,7 @@ def test_a_favoured_group_has_raised_weight_and_its_processes_leave_with_it():
 
 
 def test_a_non_positive_quota_is_refused():
-    with pytest.raises(SpecError, match="must be positive"), cpu_quota(0):
+    with pytest.raises(SpecError, match="must be positive"), cpu_group(quota=0):
         pass
 
 
