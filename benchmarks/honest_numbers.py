@@ -2,7 +2,8 @@
 sensitivity to a planted ~10 % slowdown. Prints figures; asserts nothing.
 
     .venv/bin/python benchmarks/honest_numbers.py [--repetitions 5] [--duration 10]
-        [--upstream-keepalive 0] [--backlog 2048] [--no-cpu-priority] [--parts 1,2,3]
+        [--upstream-keepalive 0] [--backlog 2048] [--workers 2] [--no-cpu-priority]
+        [--parts 1,2,3] [--out DIR]
 
 1. A/A: the same stack as baseline and variant -> expect "no significant difference".
 2. Repeatability: CV of requests/s over the repetitions, sync-small and
@@ -99,6 +100,9 @@ def main() -> None:
         "--no-cpu-priority", action="store_true", help="no cgroup CPU weight for stack + driver"
     )
     parser.add_argument(
+        "--workers", type=int, default=2, help="gunicorn workers (the seeds: 2)"
+    )
+    parser.add_argument(
         "--upstream-keepalive",
         type=int,
         default=0,
@@ -111,7 +115,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     STACK["proxy"] = {**STACK["proxy"], "upstream_keepalive": args.upstream_keepalive}
-    STACK["server"] = {**STACK["server"], "backlog": args.backlog}
+    STACK["server"] = {**STACK["server"], "backlog": args.backlog, "workers": args.workers}
     parts = set(args.parts.split(","))
     priority = not args.no_cpu_priority
     pinned = replace(default_cpu_plan(), cpu_priority=priority)
@@ -126,7 +130,8 @@ def main() -> None:
         print(
             "== 1. A/A (same stack twice), pinned:",
             pinned.describe(),
-            f"; upstream keepalive {args.upstream_keepalive}, backlog {args.backlog}, "
+            f"; {args.workers} worker(s), upstream keepalive {args.upstream_keepalive}, "
+            f"backlog {args.backlog}, "
             f"{args.duration:g} s runs",
         )
         aa = experiment_from_dict(
