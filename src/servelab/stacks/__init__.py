@@ -102,14 +102,15 @@ def _launch(
         app_proc, app_address, upstream = _prepare_app_server(
             spec, app, workdir, cpus, placement
         )
+        app_port = app_address[1] if isinstance(app_address, tuple) else None
+        if spec.proxy.kind != "none":
+            listen_port = _free_port_other_than(app_port, placement)
         if spec.proxy.kind == "apache":
-            taken = app_address[1] if isinstance(app_address, tuple) else None
-            listen_port = _free_port_other_than(taken, placement)
             who = apache.run_as()
             apache.open_to(workdir, who, 0o710)
             target = apache.proxy_target(
                 spec.proxy.protocol,
-                port=app_address[1] if isinstance(app_address, tuple) else None,
+                port=app_port,
                 socket=app_address if isinstance(app_address, Path) else None,
             )
             conf = apache.write_httpd_conf(
@@ -118,8 +119,6 @@ def _launch(
             apache.apache_check(conf)  # before anything runs
             front_url = f"http://127.0.0.1:{listen_port}"
         elif spec.proxy.kind == "nginx":
-            taken = app_address[1] if isinstance(app_address, tuple) else None
-            listen_port = _free_port_other_than(taken, placement)
             conf = nginx.write_nginx_conf(
                 spec.proxy, workdir=workdir, listen_port=listen_port, upstream=upstream,
                 stack_name=spec.name,
