@@ -3,7 +3,7 @@ sensitivity to a planted ~10 % slowdown. Prints figures; asserts nothing.
 
     .venv/bin/python benchmarks/honest_numbers.py [--repetitions 5] [--duration 10]
         [--upstream-keepalive 0] [--backlog 2048] [--workers 2] [--no-cpu-priority]
-        [--parts 1,2,3] [--out DIR]
+        [--slices 1] [--parts 1,2,3] [--out DIR]
 
 1. A/A: the same stack as baseline and variant -> expect "no significant difference".
 2. Repeatability: CV of requests/s over the repetitions, sync-small and
@@ -11,6 +11,9 @@ sensitivity to a planted ~10 % slowdown. Prints figures; asserts nothing.
 3. Sensitivity: the app spins ~10 % more CPU per request
    (SERVELAB_EXTRA_WORK_US, sized from the A/A run's measured app CPU per
    request) -> expect "worse" on requests/s.
+
+``--slices K``: every experiment measures each run in K slices interleaved with
+the other runs' (servelab.slices), all stacks alive at once.
 """
 
 from __future__ import annotations
@@ -109,6 +112,9 @@ def main() -> None:
         help="nginx upstream keepalive of the stack (0 = a connection per request)",
     )
     parser.add_argument(
+        "--slices", type=int, default=1, help="measure each run in this many interleaved slices"
+    )
+    parser.add_argument(
         "--parts",
         default="1,2,3",
         help="parts to run; 1 (A/A, which also sizes part 3's slowdown) always runs",
@@ -132,12 +138,13 @@ def main() -> None:
             pinned.describe(),
             f"; {args.workers} worker(s), upstream keepalive {args.upstream_keepalive}, "
             f"backlog {args.backlog}, "
-            f"{args.duration:g} s runs",
+            f"{args.duration:g} s runs" + (f" in {args.slices} slices" if args.slices > 1 else ""),
         )
         aa = experiment_from_dict(
             {
                 "name": "a-a",
                 "repetitions": args.repetitions,
+                "slices": args.slices,
                 "baseline": {"name": "A", **STACK},
                 "variants": [{"name": "A-again"}],
                 "workloads": small,
@@ -159,6 +166,7 @@ def main() -> None:
             {
                 "name": "repeat",
                 "repetitions": args.repetitions,
+                "slices": args.slices,
                 "baseline": {"name": "A", **STACK},
                 "workloads": small,
             }
@@ -187,6 +195,7 @@ def main() -> None:
                 {
                     "name": "sensitivity",
                     "repetitions": args.repetitions,
+                "slices": args.slices,
                     "baseline": {"name": "as-is", **STACK},
                     "variants": [{"name": "10%-slower", **slow_stack}],
                     "workloads": [wl],

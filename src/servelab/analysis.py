@@ -262,18 +262,31 @@ def analyze(
     if len(speeds) > 1:
         spread = summarize(speeds)
         if spread.cv >= MACHINE_SPEED_CV:
-            warnings.append(
-                ResultWarning(
-                    "machine-speed",
-                    f"the machine's own speed drifted between runs: a fixed CPU loop on the "
-                    f"stack's CPU ran {100 * (spread.maximum / spread.minimum - 1):.0f} % faster "
-                    f"at best than at worst (CV {100 * spread.cv:.1f} % over {spread.n} runs), "
-                    "with no other process on that CPU to blame; differences between variants "
-                    "of that size are within the machine's own drift",
-                    "a virtual machine's host or CPU frequency scaling: keep variants "
-                    "interleaved (the default), repeat more, or measure on a quieter machine",
-                )
+            drift = (
+                f"the machine's own speed drifted between runs: a fixed CPU loop on the "
+                f"stack's CPU ran {100 * (spread.maximum / spread.minimum - 1):.0f} % faster "
+                f"at best than at worst (CV {100 * spread.cv:.1f} % over {spread.n} runs), "
+                "with no other process on that CPU to blame"
             )
+            if experiment.slices > 1:
+                warnings.append(
+                    ResultWarning(
+                        "machine-speed",
+                        f"{drift}; the runs were measured in interleaved slices, so the drift "
+                        "fell on every run alike, and absolute figures are an average over it",
+                        "compare variants measured together, not with other experiments",
+                    )
+                )
+            else:
+                warnings.append(
+                    ResultWarning(
+                        "machine-speed",
+                        f"{drift}; differences between variants of that size are within the "
+                        "machine's own drift",
+                        "a virtual machine's host or CPU frequency scaling: measure each run in "
+                        "interleaved slices (--slices 5), repeat more, or use a quieter machine",
+                    )
+                )
     plans = {(r.stack_cpus, r.driver_cpus) for r in runs}
     if any(CpuPlan(stack, driver).shared for stack, driver in plans):
         warnings.append(

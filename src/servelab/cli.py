@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -18,7 +19,12 @@ from servelab.cpus import make_cpu_plan
 from servelab.errors import ServelabError, SpecError
 from servelab.netns import check_somaxconn
 from servelab.session import ExperimentSession
-from servelab.spec import AppSpec, Experiment, load_experiment_file
+from servelab.spec import (
+    AppSpec,
+    Experiment,
+    describe_validation_error,
+    load_experiment_file,
+)
 from servelab.studies import StudyOptions, all_studies, get_study
 from servelab.userapp import UserRequest
 
@@ -88,6 +94,14 @@ _cpu_options = [
         help="Run order of the variants in each round (default interleaved).",
     ),
     click.option("--seed", type=int, default=None, help="Seed of the random order."),
+    click.option(
+        "--slices",
+        type=click.IntRange(min=1),
+        default=None,
+        help="Measure each run in this many slices, interleaved with every other run's, "
+        "all runs' stacks alive at once: a machine whose speed drifts then drifts alike "
+        "for every run (oha only; default 1).",
+    ),
 ]
 
 
@@ -356,6 +370,7 @@ SESSION_OPTIONS = (
     "force",
     "order",
     "seed",
+    "slices",
 )
 
 
@@ -372,6 +387,7 @@ def run_session(
     force: bool,
     order: str | None,
     seed: int | None,
+    slices: int | None = None,
     app=None,
     request=None,
     database: str | None = None,
@@ -384,7 +400,7 @@ def run_session(
     database, prepared first."""
     from servelab.userapp import DJANGO_REFS, database_spec, prepared
 
-    experiment = with_order(experiment, order, seed)
+    experiment = with_order(experiment, order, seed, slices)
     db = database_spec(experiment.database, database, db_latency, db_jitter)
     cpu_plan = make_cpu_plan(
         stack_cpus, driver_cpus, pin=not no_pin, quota=stack_cpu_quota,
@@ -532,13 +548,26 @@ def ramp(
     run_session(experiment, **common)
 
 
-def with_order(experiment: Experiment, order: str | None, seed: int | None) -> Experiment:
+def with_order(
+    experiment: Experiment, order: str | None, seed: int | None, slices: int | None = None
+) -> Experiment:
+    """The experiment with the run-order options the command line gave (checked again)."""
     update: dict[str, object] = {}
     if order is not None:
         update["order"] = order
     if seed is not None:
         update["seed"] = seed
-    return experiment.model_copy(update=update) if update else experiment
+    if slices is not None:
+        update["slices"] = slices
+    if not update:
+        return experiment
+    try:
+        return Experiment.model_validate({**experiment.model_dump(), **update})
+    except ValidationError as exc:
+        raise SpecError(
+            f"--slices {slices}: {describe_validation_error(exc)}",
+            "give fewer slices, a longer duration, or leave --slices out",
+        ) from None
 
 
 _results_root = click.option(

@@ -115,6 +115,8 @@ class RunResult(Record):
     # Speed of the stack's CPU just before its stack started: units of fixed work per
     # second (servelab.neighbours.cpu_speed); it drifts when the machine itself does.
     cpu_speed: float | None = None
+    # Measured in this many slices interleaved with the other runs' (servelab.slices).
+    slices: int = 1
 
     @property
     def stack_cpu_s(self) -> float:

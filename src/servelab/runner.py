@@ -15,11 +15,13 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from servelab.cgroups import CpuGroup, cpu_group, joined
 from servelab.cpus import CpuPlan, parse_cpu_list
+from servelab.errors import SpecError
 from servelab.load import get_driver
 from servelab.load.base import LoadDriver, run_load
 from servelab.metrics import ProcessSampler
@@ -27,9 +29,17 @@ from servelab.neighbours import NeighbourMeter, cpu_speed
 from servelab.observe import RunObserver
 from servelab.procs import JANITOR
 from servelab.ramp import ramp_should_stop
-from servelab.results import RunResult
+from servelab.results import LoadMeasurement, ProcessUsage, RunResult
+from servelab.slices import (
+    merge_loads,
+    merge_observed,
+    merge_usage,
+    slice_loads,
+    weighted_share,
+)
 from servelab.spec import Experiment, LoadSpec, StackSpec, Workload
 from servelab.stacks import launch_stack
+from servelab.stacks.base import RunningStack
 from servelab.store import ResultStore
 
 
@@ -64,6 +74,8 @@ class RunnerEvents:
     on_launch: Callable[[Launch], None] = lambda launch: None
     on_measure: Callable[[Launch, Workload], None] = lambda launch, workload: None
     on_result: Callable[[RunResult], None] = lambda result: None
+    # A sliced run's slice k of K is about to be measured.
+    on_slice: Callable[[Launch, Workload, int, int], None] = lambda launch, workload, k, n: None
 
 
 # Warm-up length for drivers that cannot stop after a request count (wrk).
@@ -124,6 +136,14 @@ def run_experiment(
     events = events or RunnerEvents()
     driver = driver or get_driver(experiment.driver)
     driver.executable()  # a missing driver is an error before any stack starts
+    if experiment.slices > 1:
+        if not hasattr(driver, "latencies_ms"):
+            raise SpecError(
+                f"load driver {driver.name} cannot measure in slices (it keeps no "
+                "per-request latencies to merge)",
+                "use the oha driver, or leave --slices at 1",
+            )
+        driver.keep_latencies = True  # type: ignore[attr-defined]
     done = done or set()
     results: list[RunResult] = []
     favoured = cpu_plan.cpu_priority
@@ -134,15 +154,16 @@ def run_experiment(
         joined(driver_group),  # servelab's own sampling keeps pace with the driver
     ):
         groups = _Groups(stack_group, driver_group)
+        if experiment.slices > 1:
+            _measure_sliced(experiment, store, cpu_plan, groups, events, done, driver, results)
+            return results
         for launch in plan_launches(experiment):
             try:
                 _measure_launch(
                     experiment, launch, store, cpu_plan, groups, events, done, driver, results
                 )
             finally:
-                if stack_group is not None:
-                    with contextlib.suppress(OSError):  # else removed at the end, or by the janitor
-                        stack_group.prune()  # the stopped stack's per-server groups
+                groups.prune_stopped()
     return results
 
 
@@ -156,6 +177,13 @@ class _Groups:
     @property
     def favoured(self) -> bool:
         return bool(self.stack and self.stack.favoured and self.driver)
+
+    def prune_stopped(self) -> None:
+        """Remove the stopped stacks' per-server groups (else removed at the end, or by
+        the janitor)."""
+        if self.stack is not None:
+            with contextlib.suppress(OSError):
+                self.stack.prune()
 
     def driver_prefix(self, inside: Sequence[str]) -> list[str]:
         """The driver's argv prefix: join its cgroup, then enter the stack's namespace."""
@@ -200,6 +228,102 @@ def _warm_up(
     return rounds
 
 
+@dataclass(frozen=True)
+class _Window:
+    """What one measured window (a whole run, or one slice of it) produced."""
+
+    started: str
+    load: LoadMeasurement
+    usage: tuple[ProcessUsage, ...]
+    observed: dict[str, Any]  # RunObserver.result_fields()
+    neighbour_share: float | None
+    latencies_ms: tuple[float, ...] = ()  # kept only when the run is sliced
+
+
+def _measure_window(
+    stack: RunningStack,
+    workload: Workload,
+    load: LoadSpec,
+    driver: LoadDriver,
+    scratch: Path,
+    cpu_plan: CpuPlan,
+    groups: _Groups,
+) -> _Window:
+    """Drive ``stack`` with ``load`` once, watching its processes, logs and CPUs."""
+    url = stack.url(workload.request.path)
+    # In the stack's network namespace, if it has one (somaxconn studies).
+    inside = groups.driver_prefix(stack.placement.driver_prefix())
+    started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    roots = {role: proc.pid for role, proc in stack.processes.items()}
+    with (
+        ProcessSampler(roots) as sampler,
+        RunObserver(stack) as observed,
+        NeighbourMeter(cpu_plan.stack) as neighbours,
+    ):
+        measured = run_load(
+            driver,
+            url,
+            workload.request,
+            load,
+            scratch / "measure",
+            cpus=cpu_plan.driver,
+            prefix=inside,
+        )
+    usage = sampler.usage()
+    keep = getattr(driver, "keep_latencies", False)
+    latencies = driver.latencies_ms(scratch / "measure") if keep else ()  # type: ignore[attr-defined]
+    return _Window(
+        started=started,
+        load=measured,
+        usage=usage,
+        observed=observed.result_fields(),  # log events, namespace, listen queue
+        neighbour_share=neighbours.share(sum(p.cpu_s for p in usage)),
+        latencies_ms=tuple(latencies),
+    )
+
+
+def _run_result(
+    experiment: Experiment,
+    launch: Launch,
+    workload: Workload,
+    windows: Sequence[_Window],
+    warmup_rps: Sequence[tuple[int, float]],
+    speed: float | None,
+    cpu_plan: CpuPlan,
+    groups: _Groups,
+) -> RunResult:
+    """The run's record from its one window, or from its slices merged."""
+    durations = [w.load.duration_s for w in windows]
+    return RunResult(
+        experiment=experiment.name,
+        variant=launch.stack.name,
+        workload=workload.name,
+        repetition=launch.repetition,
+        started_at=windows[0].started,
+        load=merge_loads([w.load for w in windows], [x for w in windows for x in w.latencies_ms]),
+        processes=merge_usage([w.usage for w in windows]),
+        stack_cpus=cpu_plan.stack,
+        stack_cpu_quota=cpu_plan.stack_quota,
+        driver_cpus=cpu_plan.driver,
+        warmup_requests=sum(n for n, _ in warmup_rps),
+        warmup_rps=tuple(rps for _, rps in warmup_rps),
+        cpu_priority=groups.favoured,
+        neighbour_cpu_share=weighted_share([w.neighbour_share for w in windows], durations),
+        cpu_speed=speed,
+        slices=len(windows),
+        **merge_observed([w.observed for w in windows], durations),
+    )
+
+
+def _pending(experiment: Experiment, launch: Launch, done: set[tuple[str, str, int]]):
+    """The workloads of ``launch`` not yet measured."""
+    return [
+        w
+        for w in experiment.workloads
+        if run_key(launch.stack.name, w.name, launch.repetition) not in done
+    ]
+
+
 def _measure_launch(
     experiment: Experiment,
     launch: Launch,
@@ -212,11 +336,7 @@ def _measure_launch(
     results: list[RunResult],
 ) -> None:
     """Start the stack once, then warm up and measure each workload not yet done."""
-    todo = [
-        w
-        for w in experiment.workloads
-        if run_key(launch.stack.name, w.name, launch.repetition) not in done
-    ]
+    todo = _pending(experiment, launch, done)
     if not todo:
         return
     events.on_launch(launch)
@@ -231,46 +351,132 @@ def _measure_launch(
     ):
         for workload in todo:
             events.on_measure(launch, workload)
-            url = stack.url(workload.request.path)
-            # In the stack's network namespace, if it has one (somaxconn studies).
             inside = groups.driver_prefix(stack.placement.driver_prefix())
+            url = stack.url(workload.request.path)
             warmup_rps = _warm_up(experiment, workload, driver, url, scratch, cpu_plan, inside)
-            started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-            roots = {role: proc.pid for role, proc in stack.processes.items()}
-            with (
-                ProcessSampler(roots) as sampler,
-                RunObserver(stack) as observed,
-                NeighbourMeter(cpu_plan.stack) as neighbours,
-            ):
-                measured = run_load(
-                    driver,
-                    url,
-                    workload.request,
-                    workload.load,
-                    scratch / "measure",
-                    cpus=cpu_plan.driver,
-                    prefix=inside,
-                )
-            result = RunResult(
-                experiment=experiment.name,
-                variant=launch.stack.name,
-                workload=workload.name,
-                repetition=launch.repetition,
-                started_at=started,
-                load=measured,
-                processes=(usage := sampler.usage()),
-                stack_cpus=cpu_plan.stack,
-                stack_cpu_quota=cpu_plan.stack_quota,
-                driver_cpus=cpu_plan.driver,
-                warmup_requests=sum(n for n, _ in warmup_rps),
-                warmup_rps=tuple(rps for _, rps in warmup_rps),
-                cpu_priority=groups.favoured,
-                neighbour_cpu_share=neighbours.share(sum(p.cpu_s for p in usage)),
-                cpu_speed=speed,
-                **observed.result_fields(),  # log events, namespace, listen queue
+            window = _measure_window(
+                stack, workload, workload.load, driver, scratch, cpu_plan, groups
+            )
+            result = _run_result(
+                experiment, launch, workload, [window], warmup_rps, speed, cpu_plan, groups
             )
             store.add(result)
             results.append(result)
             events.on_result(result)
             if ramp_should_stop(results, launch.stack.name, launch.repetition, experiment.slo):
                 break  # a ramp past its breaking point: higher rates are not tried
+
+
+# At most this many stacks alive at once in a sliced experiment (memory, file handles):
+# whole rounds are started together up to this count.
+MAX_LIVE_STACKS = 24
+
+
+def launch_blocks(launches: Sequence[Launch], limit: int = MAX_LIVE_STACKS) -> list[list[Launch]]:
+    """The launches in blocks of whole rounds, each block at most ``limit`` stacks (and at
+    least one round, however large)."""
+    rounds: dict[int, list[Launch]] = {}
+    for launch in launches:
+        rounds.setdefault(launch.repetition, []).append(launch)
+    blocks: list[list[Launch]] = []
+    for round_ in rounds.values():
+        if blocks and len(blocks[-1]) + len(round_) <= limit:
+            blocks[-1].extend(round_)
+        else:
+            blocks.append(list(round_))
+    return blocks
+
+
+def slice_order(members: Sequence[Any], pass_index: int, rng: random.Random | None) -> list[Any]:
+    """The order one pass of slices visits the runs: rotated by one each pass (so no run is
+    always first after the warm-ups), or shuffled when the experiment's order is random."""
+    if rng is not None:
+        order = list(members)
+        rng.shuffle(order)
+        return order
+    shift = pass_index % len(members) if members else 0
+    return [*members[shift:], *members[:shift]]
+
+
+@dataclass
+class _LiveRun:
+    launch: Launch
+    stack: RunningStack
+    speed: float | None
+    warmup_rps: list[tuple[int, float]] = field(default_factory=list)
+    windows: list[_Window] = field(default_factory=list)
+
+
+def _measure_sliced(
+    experiment: Experiment,
+    store: ResultStore,
+    cpu_plan: CpuPlan,
+    groups: _Groups,
+    events: RunnerEvents,
+    done: set[tuple[str, str, int]],
+    driver: LoadDriver,
+    results: list[RunResult],
+) -> None:
+    """Every pending run's stack started at once (by blocks of whole rounds); per workload,
+    each warmed up, then ``experiment.slices`` passes that drive each run for one slice."""
+    rng = random.Random(experiment.seed) if experiment.order == "random" else None
+    pending = [launch for launch in plan_launches(experiment) if _pending(experiment, launch, done)]
+    for block in launch_blocks(pending):
+        with contextlib.ExitStack() as alive, _scratch_dir() as scratch:
+            alive.callback(groups.prune_stopped)  # runs after the block's stacks have stopped
+            live: list[_LiveRun] = []
+            for launch in block:
+                events.on_launch(launch)
+                speed = cpu_speed(cpu_plan.stack)
+                stack = alive.enter_context(
+                    launch_stack(
+                        launch.stack,
+                        probe=_pending(experiment, launch, done)[0].request,
+                        cpus=cpu_plan.stack,
+                        quota=groups.stack,
+                    )
+                )
+                live.append(_LiveRun(launch, stack, speed))
+            for workload in experiment.workloads:
+                members = [
+                    run
+                    for run in live
+                    if run_key(run.launch.stack.name, workload.name, run.launch.repetition)
+                    not in done
+                ]
+                _slice_workload(
+                    experiment, workload, members, driver, scratch, cpu_plan, groups, events, rng
+                )
+                for run in members:
+                    result = _run_result(
+                        experiment, run.launch, workload, run.windows, run.warmup_rps,
+                        run.speed, cpu_plan, groups,
+                    )
+                    store.add(result)
+                    results.append(result)
+                    events.on_result(result)
+
+
+def _slice_workload(
+    experiment: Experiment,
+    workload: Workload,
+    members: list[_LiveRun],
+    driver: LoadDriver,
+    scratch: Path,
+    cpu_plan: CpuPlan,
+    groups: _Groups,
+    events: RunnerEvents,
+    rng: random.Random | None,
+) -> None:
+    for run in members:
+        run.windows = []
+        events.on_measure(run.launch, workload)
+        inside = groups.driver_prefix(run.stack.placement.driver_prefix())
+        url = run.stack.url(workload.request.path)
+        run.warmup_rps = _warm_up(experiment, workload, driver, url, scratch, cpu_plan, inside)
+    for pass_index, load in enumerate(slice_loads(workload.load, experiment.slices)):
+        for run in slice_order(members, pass_index, rng):
+            events.on_slice(run.launch, workload, pass_index + 1, experiment.slices)
+            run.windows.append(
+                _measure_window(run.stack, workload, load, driver, scratch, cpu_plan, groups)
+            )

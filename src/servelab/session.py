@@ -54,9 +54,19 @@ def report_notes(experiment: Experiment, environment: dict[str, Any]) -> list[st
         f"variants {experiment.order}; before each run, warm-up rounds of "
         f"{experiment.warmup.requests} requests until requests/s settles within "
         f"{experiment.warmup.settle_pct:g} % (at most {experiment.warmup.max_rounds}), discarded",
+        *([sliced_note(experiment.slices)] if experiment.slices > 1 else []),
         "Time per request is the mean latency the driver measured (closed model: "
         "concurrency / throughput, as ab reports it).",
     ]
+
+
+def sliced_note(slices: int) -> str:
+    return (
+        f"Slices: each run measured in {slices} slices, interleaved with every other "
+        "run's, all the runs' stacks alive at once: drift of the machine's own speed falls "
+        "on every run alike, so the spread between repetitions is the stacks' own, and "
+        "the absolute figures are an average over the whole measuring time"
+    )
 
 
 def render_tables(
@@ -199,7 +209,16 @@ class ExperimentSession:
             )
             progress.advance(task)
 
-        events = RunnerEvents(on_launch=on_launch, on_measure=on_measure, on_result=on_result)
+        def on_slice(launch: Launch, workload: Workload, k: int, n: int) -> None:
+            progress.update(
+                task,
+                description=f"slice {k}/{n}: run {launch.repetition}/{experiment.repetitions} "
+                f"{launch.stack.name}: {workload.name}",
+            )
+
+        events = RunnerEvents(
+            on_launch=on_launch, on_measure=on_measure, on_result=on_result, on_slice=on_slice
+        )
         try:
             with JANITOR.running(), progress:
                 run_experiment(

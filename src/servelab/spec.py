@@ -440,6 +440,26 @@ class DatabaseSpec(Model):
         return self.latency_ms > 0
 
 
+# A slice shorter than this would be mostly the driver's connection set-up.
+MIN_SLICE_S = 1.0
+
+
+def slicing_problem(load: LoadSpec, slices: int) -> str | None:
+    """Why ``load`` cannot be cut into ``slices`` (None when it can)."""
+    if slices == 1:
+        return None
+    if load.model != "closed":
+        return f"a {load.model}-model load keeps its own schedule; slices cut it"
+    if load.duration_s is not None and load.duration_s / slices < MIN_SLICE_S:
+        return (
+            f"{load.duration_s:g} s in {slices} slices is under {MIN_SLICE_S:g} s each "
+            "(mostly the driver's connection set-up)"
+        )
+    if load.requests is not None and load.requests < slices * load.concurrency:
+        return f"{load.requests} requests in {slices} slices leave under one per connection"
+    return None
+
+
 class Experiment(Model):
     name: str
     baseline: StackSpec
@@ -455,11 +475,16 @@ class Experiment(Model):
     slo: SloSpec | None = None
     # The Django reference app's database (set by --database / --db-latency or [database]).
     database: DatabaseSpec | None = None
+    # Each run measured in this many slices interleaved with every other run's, all the
+    # runs' stacks alive at once (servelab.slices); 1: each run in one piece, in turn.
+    slices: PositiveInt = 1
 
     @model_validator(mode="after")
     def _check(self) -> Experiment:
         if not self.workloads:
             raise ValueError("an experiment needs at least one workload")
+        if self.slices > 1:
+            self._check_slices()
         names = [s.name for s in self.stacks]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
@@ -468,6 +493,19 @@ class Experiment(Model):
         if len(set(wl)) != len(wl):
             raise ValueError("workload names must be unique")
         return self
+
+    def _check_slices(self) -> None:
+        if self.driver != "oha":
+            raise ValueError(
+                "slices need the oha driver (it keeps every request's latency, so the "
+                "slices' percentiles can be merged)"
+            )
+        if self.slo is not None:
+            raise ValueError("a ramp cannot be sliced: it measures rising rates in order")
+        for workload in self.workloads:
+            problem = slicing_problem(workload.load, self.slices)
+            if problem:
+                raise ValueError(f"workload {workload.name!r} cannot be sliced: {problem}")
 
     @property
     def stacks(self) -> tuple[StackSpec, ...]:

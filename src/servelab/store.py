@@ -65,7 +65,10 @@ CREATE TABLE runs (
 
 def spec_hash(experiment: Experiment) -> str:
     """A fingerprint of what an experiment measures (resume refuses a changed spec)."""
-    canonical = json.dumps(experiment.model_dump(mode="json"), sort_keys=True)
+    spec = experiment.model_dump(mode="json")
+    if spec.get("slices") == 1:
+        del spec["slices"]  # added later: experiments stored before it keep their hash
+    canonical = json.dumps(spec, sort_keys=True)
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 

@@ -55,6 +55,36 @@ def test_quick_study_runs_every_variant_and_leaves_nothing(tmp_path):
     assert servelab_temp_dirs() <= dirs_before
 
 
+def test_sliced_runs_are_merged_from_their_slices_and_leave_nothing(tmp_path):
+    dirs_before = servelab_temp_dirs()
+    pid, code, _stdout, stderr = servelab(
+        "study", "quick", "-r", "2", "-d", "2", "--slices", "2", "--endpoints",
+        "sync-small,async-small", "--warmup", "20", "--out", str(tmp_path))
+    assert code == 0, stderr
+    runs = [json.loads(line) for line in (tmp_path / "1-quick" / "runs.jsonl").read_text()
+            .splitlines()]
+    assert len(runs) == 3 * 2 * 2
+    for run in runs:
+        load = run["load"]
+        assert run["slices"] == 2
+        assert 2.0 <= load["duration_s"] < 3.0  # two 1 s slices, added up
+        assert load["requests_total"] == sum(load["status_counts"].values()) > 0
+        assert abs(load["rps"] - load["requests_total"] / load["duration_s"]) < 1e-6
+        assert 0 < load["latency_p50_ms"] <= load["latency_p90_ms"] <= load["latency_p99_ms"]
+        assert load["latency_p99_ms"] <= load["latency_max_ms"]
+    # Every repetition on its own stack: no app process serves two runs of one workload.
+    for workload in ("sync-small", "async-small"):
+        app_pids = [
+            frozenset(p["pid"] for p in r["processes"] if p["role"] == "app")
+            for r in runs if r["workload"] == workload
+        ]
+        assert len(set(app_pids)) == 6
+    assert "Slices: each run measured in 2 slices" in (tmp_path / "1-quick" / "report.md")\
+        .read_text()
+    assert owned_by(pid) == []
+    assert servelab_temp_dirs() <= dirs_before
+
+
 def test_ctrl_c_stops_everything_and_keeps_finished_runs(tmp_path):
     dirs_before = servelab_temp_dirs()
     proc = subprocess.Popen(

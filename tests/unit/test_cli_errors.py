@@ -36,6 +36,7 @@ def servelab(*args: str, env: dict[str, str] | None = None, cwd: Path | None = N
             "driver CPUs 999 are not available",
         ),
         (["run", "/nonexistent.toml"], 2, "does not exist"),
+        (["study", "quick", "-d", "2", "--slices", "5"], 2, "under 1 s each"),
         (["results", "show", "/"], 2, "not a servelab results directory"),
     ],
 )

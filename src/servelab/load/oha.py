@@ -123,10 +123,19 @@ class OhaDriver:
     name = "oha"
     features = frozenset({"bursts", "slow_ms"})
 
-    def __init__(self, program: str | None = None, help_text: str | None = None) -> None:
-        """``program`` / ``help_text`` pin the binary and its flags (tests, odd installs)."""
+    def __init__(
+        self,
+        program: str | None = None,
+        help_text: str | None = None,
+        *,
+        keep_latencies: bool = False,
+    ) -> None:
+        """``program`` / ``help_text`` pin the binary and its flags (tests, odd installs).
+        ``keep_latencies``: every run keeps each request's latency (``latencies_ms``), for
+        runs measured in slices whose percentiles are merged (servelab.slices)."""
         self._program = program
         self._flags = OhaFlags(help_text) if help_text is not None else None
+        self.keep_latencies = keep_latencies
 
     def executable(self) -> str:
         if self._program is not None:
@@ -173,7 +182,7 @@ class OhaDriver:
                 "--burst-delay", duration_arg(load.burst_gap_s or 1.0),
                 "--burst-rate", str(load.burst_size),
             ]
-        if load.slow_ms is not None:
+        if load.slow_ms is not None or self.keep_latencies:
             # oha appends to an existing database; each run counts its own requests.
             (workdir / REQUESTS_DB).unlink(missing_ok=True)
             argv += ["--db-url", str(workdir / REQUESTS_DB)]
@@ -225,23 +234,32 @@ class OhaDriver:
         )
 
 
+    def latencies_ms(self, workdir: Path) -> list[float]:
+        """Every answered request's latency of the last run (needs ``keep_latencies``)."""
+        rows = _query(workdir / REQUESTS_DB, "SELECT duration * 1000.0 FROM oha")
+        return [float(row[0]) for row in rows]
+
+
 def count_slow_requests(db: Path, slow_ms: float) -> int:
     """Answered requests slower than ``slow_ms`` in oha's ``--db-url`` database.
 
     oha's ``duration`` column runs from the request's intended start (when
     latency correction is on) to its end, like the latencies it reports.
     """
+    rows = _query(db, "SELECT COUNT(*) FROM oha WHERE duration * 1000.0 > ?", (slow_ms,))
+    return int(rows[0][0])
+
+
+def _query(db: Path, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Rows of ``sql`` on oha's per-request database (written with ``--db-url``)."""
     try:
         with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
-            row = conn.execute(
-                "SELECT COUNT(*) FROM oha WHERE duration * 1000.0 > ?", (slow_ms,)
-            ).fetchone()
+            return conn.execute(sql, params).fetchall()
     except sqlite3.Error as exc:
         raise LoadDriverError(
             f"could not read oha's request database {db} ({exc})",
             "check that this oha supports --db-url (servelab doctor)",
         ) from None
-    return int(row[0])
 
 
 def _ms(seconds: Any) -> float:
