@@ -315,6 +315,15 @@ def _run_result(
     )
 
 
+def _keep(
+    result: RunResult, store: ResultStore, results: list[RunResult], events: RunnerEvents
+) -> None:
+    """A finished run: stored at once (never lost), then reported."""
+    store.add(result)
+    results.append(result)
+    events.on_result(result)
+
+
 def _pending(experiment: Experiment, launch: Launch, done: set[tuple[str, str, int]]):
     """The workloads of ``launch`` not yet measured."""
     return [
@@ -360,9 +369,7 @@ def _measure_launch(
             result = _run_result(
                 experiment, launch, workload, [window], warmup_rps, speed, cpu_plan, groups
             )
-            store.add(result)
-            results.append(result)
-            events.on_result(result)
+            _keep(result, store, results, events)
             if ramp_should_stop(results, launch.stack.name, launch.repetition, experiment.slo):
                 break  # a ramp past its breaking point: higher rates are not tried
 
@@ -439,10 +446,7 @@ def _measure_sliced(
                 live.append(_LiveRun(launch, stack, speed))
             for workload in experiment.workloads:
                 members = [
-                    run
-                    for run in live
-                    if run_key(run.launch.stack.name, workload.name, run.launch.repetition)
-                    not in done
+                    run for run in live if workload in _pending(experiment, run.launch, done)
                 ]
                 _slice_workload(
                     experiment, workload, members, driver, scratch, cpu_plan, groups, events, rng
@@ -452,9 +456,7 @@ def _measure_sliced(
                         experiment, run.launch, workload, run.windows, run.warmup_rps,
                         run.speed, cpu_plan, groups,
                     )
-                    store.add(result)
-                    results.append(result)
-                    events.on_result(result)
+                    _keep(result, store, results, events)
 
 
 def _slice_workload(
