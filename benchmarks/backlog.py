@@ -25,9 +25,9 @@ from servelab.attribution import describe_counts
 from servelab.cpus import default_cpu_plan
 from servelab.environment import collect_environment
 from servelab.errors import ServelabError
+from servelab.measure import RunnerEvents, run_experiment
 from servelab.procs import JANITOR
 from servelab.results import RunResult
-from servelab.runner import RunnerEvents, run_experiment
 from servelab.store import ResultStore
 from servelab.studies import StudyOptions
 from servelab.studies.failures import backlog, backlog_estimate_s

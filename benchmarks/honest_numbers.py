@@ -27,9 +27,9 @@ from typing import Any
 from servelab.analysis import VariantAnalysis, analyze
 from servelab.cpus import CpuPlan, default_cpu_plan
 from servelab.environment import collect_environment
+from servelab.measure import run_experiment
 from servelab.procs import JANITOR
 from servelab.results import RunResult
-from servelab.runner import run_experiment
 from servelab.spec import Experiment, experiment_from_dict
 from servelab.store import ResultStore
 from servelab.studies.seeds import SEED_ITEM_BODY, SEED_PROXY, SEED_SERVER

@@ -29,3 +29,161 @@ def with_default_sigint() -> None:
     test's Ctrl-C into KeyboardInterrupt even when the test run itself was started with
     SIGINT ignored (a background job of a non-interactive shell, nohup ... &)."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+# -- a fake executor: the runner scheduled without real servers (hyperfine's MockExecutor) --
+
+
+class FakeDriver:
+    """Stands in for a load driver: every load is possible."""
+
+    name = "fake"
+
+    def unsupported(self, request, load):
+        return None
+
+
+class FakeStack:
+    def __init__(self, variant: str, start: int) -> None:
+        self.variant = variant
+        self.start = start  # the n-th stack started by the executor
+
+
+class FakeExecutor:
+    """Launches nothing; every measured window answers ``level(variant, start, tick,
+    workload)`` requests/s, where ``start`` numbers the stacks started and ``tick`` counts
+    the windows measured so far (the machine's clock).
+
+    Records what the runner asked for, so tests can check the schedule: ``log`` holds
+    ("launch", variant), ("stop", variant), ("warm", variant, workload) and
+    ("measure", variant, workload) in order.
+    """
+
+    def __init__(self, level=None, *, seconds_per_window: float = 1.0, clock=None) -> None:
+        from servelab.cpus import CpuPlan
+
+        self.driver = FakeDriver()
+        self.cpu_plan = CpuPlan("0", "1")
+        self.favoured = False
+        self.level = level or (lambda variant, start, tick, workload: 1000.0)
+        self.seconds_per_window = seconds_per_window
+        self.clock = clock
+        self.log: list[tuple] = []
+        self.starts = 0
+        self.ticks = 0
+        self.stopped_blocks = 0
+
+    def machine_speed(self):
+        return None
+
+    def launch(self, spec, probe):
+        import contextlib
+
+        @contextlib.contextmanager
+        def running():
+            self.starts += 1
+            self.log.append(("launch", spec.name))
+            try:
+                yield FakeStack(spec.name, self.starts)
+            finally:
+                self.log.append(("stop", spec.name))
+
+        return running()
+
+    def scratch(self):
+        import contextlib
+        import tempfile
+
+        @contextlib.contextmanager
+        def scratch():
+            with tempfile.TemporaryDirectory(prefix="servelab-test-") as path:
+                yield Path(path)
+
+        return scratch()
+
+    def stopped(self) -> None:
+        self.stopped_blocks += 1
+
+    def _load(self, rps: float, duration: float):
+        from servelab.results import LoadMeasurement
+
+        requests = max(1, round(rps * duration))
+        return LoadMeasurement(
+            driver="fake",
+            requests_total=requests,
+            duration_s=duration,
+            rps=requests / duration,
+            latency_mean_ms=1000.0 / rps,
+            latency_p50_ms=1000.0 / rps,
+            latency_p90_ms=1000.0 / rps,
+            latency_p99_ms=2000.0 / rps,
+            latency_max_ms=3000.0 / rps,
+            status_counts={"200": requests},
+            connection_errors={},
+            bytes_received=requests * 10,
+        )
+
+    def send(self, stack, workload, load, scratch):
+        self.log.append(("warm", stack.variant, workload.name))
+        return self._load(self.level(stack.variant, stack.start, self.ticks, workload.name), 0.1)
+
+    def measure(self, stack, workload, load, scratch):
+        window = self._window(stack, workload, load)
+        self._tick()
+        return window
+
+    def _tick(self) -> None:
+        self.ticks += 1
+        if self.clock is not None:
+            self.clock.advance(self.seconds_per_window)
+
+    def _window(self, stack, workload, load):
+        from servelab.measure.executor import Window
+
+        self.log.append(("measure", stack.variant, workload.name))
+        rps = self.level(stack.variant, stack.start, self.ticks, workload.name)
+        duration = load.duration_s or 1.0
+        return Window(
+            started="2026-11-23T00:00:00+0000",
+            load=self._load(rps, duration),
+            usage=(),
+            observed={
+                "log_events": {},
+                "log_examples": {},
+                "namespace": None,
+                "somaxconn": None,
+                "listen_backlog": None,
+                "listen_queue": None,
+                "notes": (),
+            },
+            neighbour_share=None,
+        )
+
+
+    def measure_together(self, stacks, workload, load, scratch):
+        windows = [self._window(stack, workload, load) for stack in stacks]
+        self._tick()  # at the same moment: one tick for all
+        return windows
+
+
+class FakeClock:
+    """A clock the fake executor moves: each measured window takes its seconds."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class ListSink:
+    """A results store that keeps runs in a list."""
+
+    def __init__(self) -> None:
+        self.runs: list = []
+
+    def add(self, run) -> None:
+        self.runs.append(run)

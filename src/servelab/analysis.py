@@ -6,11 +6,14 @@ Pure: no I/O. Warnings are values with a hint (hyperfine's idea), never prints.
 
 from __future__ import annotations
 
+import math
+import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from servelab.cpus import CpuPlan
-from servelab.results import RunResult
+from servelab.nested import Cells, compare_design, starts_needed, transform
+from servelab.results import RunResult, SliceFigures
 from servelab.spec import Experiment
 from servelab.stats import (
     Comparison,
@@ -18,6 +21,7 @@ from servelab.stats import (
     compare,
     compare_paired,
     confidence_interval,
+    percent_change,
     runs_needed,
     summarize,
 )
@@ -41,14 +45,50 @@ class Metric:
     unit: str
     higher_is_better: bool
     value: Callable[[RunResult], float] = field(repr=False, compare=False)
+    # The same figure for one slice, and whether it is compared as a ratio (log scale).
+    per_slice: Callable[[SliceFigures], float] = field(repr=False, compare=False)
+    log_scale: bool = True
+
+
+def _ok_rps(s: SliceFigures) -> float:
+    return (s.requests - s.error_count) / s.duration_s if s.duration_s > 0 else 0.0
 
 
 METRICS: tuple[Metric, ...] = (
-    Metric("rps", "Requests per second", "req/s", True, lambda r: r.load.rps),
-    Metric("latency_mean_ms", "Time per request", "ms", False, lambda r: r.load.latency_mean_ms),
-    Metric("latency_p99_ms", "p99 latency", "ms", False, lambda r: r.load.latency_p99_ms),
-    Metric("errors", "Errors", "requests", False, lambda r: float(r.load.errors)),
-    Metric("ok_rps", "Successful requests per second", "req/s", True, lambda r: r.load.ok_rps),
+    Metric("rps", "Requests per second", "req/s", True, lambda r: r.load.rps, lambda s: s.rps),
+    Metric(
+        "latency_mean_ms",
+        "Time per request",
+        "ms",
+        False,
+        lambda r: r.load.latency_mean_ms,
+        lambda s: s.latency_mean_ms,
+    ),
+    Metric(
+        "latency_p99_ms",
+        "p99 latency",
+        "ms",
+        False,
+        lambda r: r.load.latency_p99_ms,
+        lambda s: s.latency_p99_ms,
+    ),
+    Metric(
+        "errors",
+        "Errors",
+        "requests",
+        False,
+        lambda r: float(r.load.errors),
+        lambda s: float(s.error_count),
+        log_scale=False,
+    ),
+    Metric(
+        "ok_rps",
+        "Successful requests per second",
+        "req/s",
+        True,
+        lambda r: r.load.ok_rps,
+        _ok_rps,
+    ),
 )
 METRIC_BY_KEY = {m.key: m for m in METRICS}
 
@@ -121,7 +161,10 @@ def _variant_warnings(
 ) -> list[ResultWarning]:
     warnings = []
     rps = metrics["rps"]
-    if rps.summary.n > 1 and rps.summary.cv >= UNSTABLE_CV:
+    # Sliced runs are compared pass by pass: the spread between their whole-run figures is
+    # the machine's drift, which the design takes out; the answer says what is unclear.
+    by_design = is_sliced(runs)
+    if rps.summary.n > 1 and rps.summary.cv >= UNSTABLE_CV and not by_design:
         warnings.append(
             ResultWarning(
                 "unstable",
@@ -177,7 +220,8 @@ def _variant_warnings(
         warnings.append(
             ResultWarning(
                 "neighbours",
-                f"other processes took {100 * worst:.0f} % of the stack's CPUs in run "
+                f"other processes and the hypervisor (steal) took {100 * worst:.0f} % of the "
+                f"stack's CPUs in run "
                 f"{run.repetition} (mean over runs {100 * sum(shares) / len(shares):.0f} %): "
                 "that run measured the machine's other work too",
                 "stop other programs while measuring; as root servelab also favours its own "
@@ -186,7 +230,7 @@ def _variant_warnings(
                 workload,
             )
         )
-    needed = runs_needed(rps.values, precision_pct)
+    needed = None if by_design else runs_needed(rps.values, precision_pct)
     if needed is not None and needed > rps.summary.n:
         warnings.append(
             ResultWarning(
@@ -211,9 +255,8 @@ def analyze(
 ) -> ExperimentAnalysis:
     variants = []
     for workload in experiment.workloads:
-        baseline_runs = [
-            r for r in runs if r.variant == experiment.baseline.name and r.workload == workload.name
-        ]
+        workload_runs = [r for r in runs if r.workload == workload.name]
+        baseline_runs = [r for r in workload_runs if r.variant == experiment.baseline.name]
         for stack in experiment.stacks:
             own = sorted(
                 (r for r in runs if r.variant == stack.name and r.workload == workload.name),
@@ -225,6 +268,16 @@ def analyze(
             comparisons = {}
             if not is_baseline and baseline_runs:
                 for metric in METRICS:
+                    if is_sliced(workload_runs):
+                        comparisons[metric.key] = compare_starts(
+                            workload_runs,
+                            experiment.baseline.name,
+                            stack.name,
+                            metric,
+                            alpha=alpha,
+                            min_effect_pct=min_effect_pct,
+                        )
+                        continue
                     comparisons[metric.key] = compare_rounds(
                         baseline_runs,
                         own,
@@ -265,9 +318,10 @@ def analyze(
             drift = (
                 f"the machine's own speed drifted between runs: a fixed CPU loop on the "
                 f"stack's CPU ran {100 * (spread.maximum / spread.minimum - 1):.0f} % faster "
-                f"at best than at worst (CV {100 * spread.cv:.1f} % over {spread.n} runs), "
-                "with no other process on that CPU to blame"
+                f"at best than at worst (CV {100 * spread.cv:.1f} % over {spread.n} runs)"
             )
+            if not any(w.kind == "neighbours" for v in variants for w in v.warnings):
+                drift += ", with no other process on that CPU to blame"
             if experiment.slices > 1:
                 warnings.append(
                     ResultWarning(
@@ -339,8 +393,176 @@ def compare_rounds(
     if by_round.keys() == mine.keys() and len(mine) >= MIN_PAIRED_ROUNDS:
         rounds = sorted(mine)
         paired = compare_paired([by_round[n] for n in rounds], [mine[n] for n in rounds], **options)
-        return replace(paired, reason=f"paired by round, {paired.reason}")
+        return replace(paired, reason=f"paired by round, {paired.reason}", test="paired t-test")
     return compare(list(by_round.values()), list(mine.values()), **options)
+
+
+def is_sliced(runs: Sequence[RunResult]) -> bool:
+    """True when every run kept its slices' figures (interleaved measurement)."""
+    return bool(runs) and all(r.slice_figures for r in runs)
+
+
+def slice_design(runs: Sequence[RunResult], metric: Metric, log_scale: bool) -> dict[str, Cells]:
+    """variant -> start -> pass -> the metric of that slice (in the analysed scale)."""
+    design: dict[str, dict[int, dict[int, float]]] = {}
+    for run in runs:
+        design.setdefault(run.variant, {})[run.repetition] = {
+            s.pass_number: transform(metric.per_slice(s), log_scale) for s in run.slice_figures
+        }
+    return design
+
+
+def compare_starts(
+    runs: Sequence[RunResult],
+    baseline: str,
+    variant: str,
+    metric: Metric,
+    *,
+    alpha: float = 0.05,
+    min_effect_pct: float = 0.0,
+) -> Comparison:
+    """A variant against the baseline in an interleaved design (``runs``: every run of one
+    workload, all sliced): slices centred on their pass, starts as the unit that varies
+    (``servelab.nested``); rates and latencies as ratios, errors as differences."""
+    values = [metric.per_slice(s) for r in runs for s in r.slice_figures]
+    log_scale = metric.log_scale and all(v > 0 for v in values)
+    mine = [metric.value(r) for r in runs if r.variant == variant]
+    theirs = [metric.value(r) for r in runs if r.variant == baseline]
+    base_mean = statistics.fmean(theirs) if theirs else 0.0
+    var_mean = statistics.fmean(mine) if mine else 0.0
+
+    def result(pct, interval, p, verdict, reason, effect=None) -> Comparison:
+        return Comparison(
+            base_mean,
+            var_mean,
+            var_mean - base_mean,
+            pct,
+            interval,
+            p,
+            verdict,
+            reason,
+            test="nested t-test over stack starts",
+            starts=effect.starts if effect else (len(theirs), len(mine)),
+            passes=effect.passes if effect else None,
+        )
+
+    if values and len(set(values)) == 1:
+        return result(
+            0.0 if base_mean else None,
+            (0.0, 0.0),
+            None,
+            "no difference",
+            "identical in every slice",
+        )
+    effect = compare_design(
+        slice_design(runs, metric, log_scale),
+        baseline,
+        variant,
+        log_scale=log_scale,
+        level=1 - alpha,
+    )
+    if effect is None:
+        return result(
+            percent_change(base_mean, var_mean),
+            None,
+            None,
+            "inconclusive",
+            "needs a variant started at least twice",
+        )
+    if log_scale:
+        pct, low, high = (100 * math.expm1(x) for x in (effect.estimate, effect.low, effect.high))
+        # The interval in the metric's unit, around the baseline's mean (reports scale it
+        # back to percent of that mean).
+        interval = (base_mean * low / 100, base_mean * high / 100)
+    else:
+        per_slice = [
+            metric.per_slice(s) for r in runs if r.variant == baseline for s in r.slice_figures
+        ]
+        level = statistics.fmean(per_slice) if per_slice else 0.0
+        scale = base_mean / level if level else 1.0
+        pct = 100 * effect.estimate / level if level else None
+        interval = (effect.low * scale, effect.high * scale)
+    where = (
+        f"{effect.starts[0]} + {effect.starts[1]} starts, {effect.passes} passes, {effect.df} df"
+    )
+    if effect.p_value is None:
+        return result(pct, interval, None, "no difference", f"{where}: identical")
+    p = effect.p_value
+    if p >= alpha:
+        return result(
+            pct, interval, p, "no significant difference", f"{where}, p = {p:.3g}", effect
+        )
+    if pct is not None and abs(pct) < min_effect_pct:
+        return result(
+            pct,
+            interval,
+            p,
+            "no significant difference",
+            f"{where}, p = {p:.3g}, but |{pct:.2f} %| is below the minimum effect "
+            f"of {min_effect_pct} %",
+            effect,
+        )
+    improved = (effect.estimate > 0) == metric.higher_is_better
+    return result(
+        pct,
+        interval,
+        p,
+        "better" if improved else "worse",
+        f"{where}, p = {p:.3g} < {alpha}",
+        effect,
+    )
+
+
+@dataclass(frozen=True)
+class Clarity:
+    """Whether one comparison is clear at the experiment's precision, and what would
+    make it so."""
+
+    workload: str
+    variant: str
+    metric: str
+    clear: bool
+    half_width_pct: float | None
+    starts: int  # starts per variant so far
+    starts_needed: int | None  # per variant, for the interval to reach the precision
+
+
+def clarity(
+    analysis: ExperimentAnalysis,
+    precision_pct: float,
+    min_effect_pct: float = 0.0,
+    metrics: Sequence[str] = ("rps",),
+) -> list[Clarity]:
+    """Every comparison of ``metrics``: clear or not, and the starts a clear one needs."""
+    from servelab.nested import DesignEffect
+
+    found = []
+    for v in analysis.variants:
+        for key in metrics:
+            comparison = v.comparisons.get(key)
+            if comparison is None:
+                continue
+            bounds = comparison.interval_pct
+            half = None if bounds is None else (bounds[1] - bounds[0]) / 2
+            starts = max(comparison.starts or (len(v.runs), len(v.runs)))
+            needed = None
+            if half is not None and half > 0:
+                needed = starts_needed(
+                    DesignEffect(0.0, -half, half, None, 1, (starts, starts), 0, False),
+                    precision_pct,
+                )
+            found.append(
+                Clarity(
+                    v.workload,
+                    v.variant,
+                    key,
+                    comparison.is_clear(precision_pct, min_effect_pct),
+                    half,
+                    starts,
+                    needed,
+                )
+            )
+    return found
 
 
 def compare_results(
@@ -377,3 +599,42 @@ def summary_line(metric: Metric, summary: MetricSummary) -> str:
     if summary.interval is not None:
         text += f", 95 % CI {summary.interval[0]:.1f} … {summary.interval[1]:.1f}"
     return text + f" {metric.unit} over {s.n} runs"
+
+
+def comparisons_document(
+    analysis: ExperimentAnalysis, precision_pct: float | None = None, min_effect_pct: float = 0.0
+) -> dict:
+    """Every comparison with the baseline, machine-readable (``results show --json``)."""
+    stopping = analysis.experiment.stopping
+    precision = precision_pct or (stopping.precision_pct if stopping else DEFAULT_PRECISION_PCT)
+    rows = []
+    for v in analysis.variants:
+        for key, c in v.comparisons.items():
+            bounds = c.interval_pct
+            pct = c.difference_pct
+            rows.append(
+                {
+                    "workload": v.workload,
+                    "variant": v.variant,
+                    "metric": key,
+                    "baseline_mean": c.baseline_mean,
+                    "variant_mean": c.variant_mean,
+                    "ratio": None if pct is None else 1 + pct / 100,
+                    "change_pct": pct,
+                    "interval_pct": list(bounds) if bounds else None,
+                    "half_width_pct": None if bounds is None else (bounds[1] - bounds[0]) / 2,
+                    "p_value": c.p_value,
+                    "verdict": c.verdict,
+                    "test": c.test,
+                    "restarts": list(c.starts) if c.starts else [len(v.runs), len(v.runs)],
+                    "passes": c.passes,
+                    "clear": c.is_clear(precision, min_effect_pct),
+                }
+            )
+    return {
+        "experiment": analysis.experiment.name,
+        "baseline": analysis.experiment.baseline.name,
+        "precision_pct": precision,
+        "min_effect_pct": min_effect_pct,
+        "comparisons": rows,
+    }

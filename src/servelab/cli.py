@@ -100,9 +100,50 @@ _cpu_options = [
         default=None,
         help="Measure each run in this many slices, interleaved with every other run's, "
         "all runs' stacks alive at once: a machine whose speed drifts then drifts alike "
-        "for every run (oha only; default 1).",
+        "for every run (oha, closed loads; default: about one second a slice; 1: each "
+        "run in one piece, in turn).",
+    ),
+    click.option(
+        "--precision",
+        "precision_pct",
+        type=float,
+        default=None,
+        help="Keep measuring until every requests/s comparison's 95 % interval is within "
+        "± this many percent (or clear of --min-effect), or --budget is spent.",
+    ),
+    click.option(
+        "--budget",
+        default=None,
+        help="Wall time measuring may take, e.g. '3m', '90s', '1h' (with --precision; "
+        "each study has a default).",
+    ),
+    click.option(
+        "--min-effect",
+        "min_effect_pct",
+        type=float,
+        default=None,
+        help="Smallest change in percent that counts; an interval entirely beyond ± it "
+        "is a clear answer.",
     ),
 ]
+
+
+def parse_duration(text: str) -> float:
+    """'3m' -> 180.0; '90s', '1h', '1m30s' and plain seconds ('200') too."""
+    import re
+
+    cleaned = text.strip().lower()
+    number = r"(\d+(?:\.\d+)?)"
+    parts = re.fullmatch(rf"(?:{number}h)?(?:{number}m)?(?:{number}s?)?", cleaned)
+    if not cleaned or parts is None or not any(parts.groups()):
+        raise SpecError(
+            f"invalid duration {text!r}", "write e.g. '3m', '90s', '1h' or '1m30s'"
+        )
+    hours, minutes, seconds = (float(x) if x else 0.0 for x in parts.groups())
+    total = 3600 * hours + 60 * minutes + seconds
+    if total <= 0:
+        raise SpecError(f"the duration {text!r} is zero", "give a positive time, e.g. '3m'")
+    return total
 
 
 def cpu_and_out_options(func):
@@ -371,6 +412,9 @@ SESSION_OPTIONS = (
     "order",
     "seed",
     "slices",
+    "precision_pct",
+    "budget",
+    "min_effect_pct",
 )
 
 
@@ -388,6 +432,9 @@ def run_session(
     order: str | None,
     seed: int | None,
     slices: int | None = None,
+    precision_pct: float | None = None,
+    budget: str | None = None,
+    min_effect_pct: float | None = None,
     app=None,
     request=None,
     database: str | None = None,
@@ -401,6 +448,7 @@ def run_session(
     from servelab.userapp import DJANGO_REFS, database_spec, prepared
 
     experiment = with_order(experiment, order, seed, slices)
+    experiment = with_stopping(experiment, precision_pct, budget, min_effect_pct)
     db = database_spec(experiment.database, database, db_latency, db_jitter)
     cpu_plan = make_cpu_plan(
         stack_cpus, driver_cpus, pin=not no_pin, quota=stack_cpu_quota,
@@ -559,6 +607,9 @@ def with_order(
         update["seed"] = seed
     if slices is not None:
         update["slices"] = slices
+        if slices == 1:  # runs in one piece, in turn: nothing side by side, no extra rounds
+            update["side_by_side"] = False
+            update["stopping"] = None
     if not update:
         return experiment
     try:
@@ -568,6 +619,38 @@ def with_order(
             f"--slices {slices}: {describe_validation_error(exc)}",
             "give fewer slices, a longer duration, or leave --slices out",
         ) from None
+
+
+def with_stopping(
+    experiment: Experiment,
+    precision_pct: float | None,
+    budget: str | None,
+    min_effect_pct: float | None,
+) -> Experiment:
+    """The experiment with the stopping options the command line gave."""
+    from servelab.spec import StoppingSpec
+
+    update: dict[str, float] = {}
+    for label, value in (("--precision", precision_pct), ("--min-effect", min_effect_pct)):
+        if value is not None and (value < 0 or (label == "--precision" and value == 0)):
+            raise SpecError(f"{label} must be positive, got {value:g}", f"pass {label} > 0")
+    if precision_pct is not None:
+        update["precision_pct"] = precision_pct
+    if budget is not None:
+        update["budget_s"] = parse_duration(budget)
+    if min_effect_pct is not None:
+        update["min_effect_pct"] = min_effect_pct
+    if not update:
+        return experiment
+    if experiment.slices == 1:
+        raise SpecError(
+            "--precision, --budget and --min-effect keep adding interleaved rounds, and this "
+            "experiment is measured in one piece per run (--slices 1, a driver other than "
+            "oha, or an open-model load)",
+            "leave out --slices 1 and use the oha driver with closed loads",
+        )
+    stopping = (experiment.stopping or StoppingSpec()).model_copy(update=update)
+    return experiment.model_copy(update={"stopping": stopping})
 
 
 _results_root = click.option(
@@ -620,12 +703,33 @@ def results_list(out_dir: Path) -> None:
 @click.argument("result")
 @_results_root
 @_min_effect
-def results_show(result: str, out_dir: Path, min_effect: float) -> None:
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the comparisons as JSON instead of tables."
+)
+@click.option(
+    "--precision",
+    "precision_pct",
+    type=float,
+    default=None,
+    help="The precision a comparison must reach to be clear (default: the experiment's, or 5).",
+)
+def results_show(
+    result: str, out_dir: Path, min_effect: float, as_json: bool, precision_pct: float | None
+) -> None:
     """Print the tables, verdicts and warnings of RESULT (an id or a results directory)."""
     from servelab.session import render_tables
     from servelab.store import resolve_result
 
     store = resolve_result(result, out_dir)
+    if as_json:
+        import json
+
+        from servelab.analysis import analyze, comparisons_document
+
+        analysis = analyze(store.experiment, store.runs(), min_effect_pct=min_effect)
+        document = comparisons_document(analysis, precision_pct, min_effect)
+        click.echo(json.dumps(document, indent=2))
+        return
     render_tables(out, store.experiment, store.runs(), min_effect_pct=min_effect)
 
 

@@ -83,6 +83,27 @@ class ListenQueue(Record):
     series: tuple[tuple[float, int], ...] = ()  # (seconds, queued), thinned
 
 
+class SliceFigures(Record):
+    """One slice of a sliced run, as measured; kept raw so that the statistics can
+    compare the slices of one pass (measured seconds apart) with each other."""
+
+    pass_number: int  # slices with the same number (in one workload) were measured together
+    started_at: str
+    requests: int
+    duration_s: float
+    rps: float
+    latency_mean_ms: float
+    latency_p50_ms: float
+    latency_p90_ms: float
+    latency_p99_ms: float
+    errors: dict[str, int] = {}  # failed requests by kind: HTTP code or connection error
+    stack_cpu_s: float = 0.0
+
+    @property
+    def error_count(self) -> int:
+        return sum(self.errors.values())
+
+
 class RunResult(Record):
     experiment: str
     variant: str
@@ -117,6 +138,8 @@ class RunResult(Record):
     cpu_speed: float | None = None
     # Measured in this many slices interleaved with the other runs' (servelab.slices).
     slices: int = 1
+    # Each slice's own figures (empty for runs in one piece, and in older records).
+    slice_figures: tuple[SliceFigures, ...] = ()
 
     @property
     def stack_cpu_s(self) -> float:

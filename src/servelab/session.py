@@ -23,11 +23,13 @@ from servelab.cpus import CpuPlan
 from servelab.environment import collect_environment, machine_differences
 from servelab.errors import ServelabError
 from servelab.load import get_driver
+from servelab.measure import Launch, RunnerEvents, run_experiment, run_key
+from servelab.measure.stopping import NextRound, Outlook
 from servelab.procs import JANITOR
+from servelab.report.answer import build_answer
 from servelab.report.failures import render_failures
-from servelab.report.tables import experiment_markdown, seed_tables, verdict_lines, warning_lines
+from servelab.report.tables import experiment_markdown, seed_tables, verdict_lines
 from servelab.results import RunResult
-from servelab.runner import Launch, RunnerEvents, run_experiment, run_key
 from servelab.spec import Experiment, Workload
 from servelab.store import DB_FILE, Database, ResultStore, spec_hash
 
@@ -52,20 +54,47 @@ def report_notes(experiment: Experiment, environment: dict[str, Any]) -> list[st
         *([f"Database: {environment['database']}"] if environment.get("database") else []),
         f"Repetitions: {experiment.repetitions}, each on a freshly started stack, "
         f"variants {experiment.order}; before each run, warm-up rounds of "
-        f"{experiment.warmup.requests} requests until requests/s settles within "
+        f"{warmup_size(experiment)} until requests/s settles within "
         f"{experiment.warmup.settle_pct:g} % (at most {experiment.warmup.max_rounds}), discarded",
-        *([sliced_note(experiment.slices)] if experiment.slices > 1 else []),
+        *([sliced_note(experiment)] if experiment.slices > 1 else []),
+        *([stopping_note(experiment)] if experiment.stopping is not None else []),
         "Time per request is the mean latency the driver measured (closed model: "
         "concurrency / throughput, as ab reports it).",
     ]
 
 
-def sliced_note(slices: int) -> str:
+def warmup_size(experiment: Experiment) -> str:
+    if experiment.warmup.duration_s is not None:
+        return f"{experiment.warmup.duration_s:g} s at the workload's concurrency"
+    return f"{experiment.warmup.requests} requests"
+
+
+def sliced_note(experiment: Experiment) -> str:
+    slices = experiment.slices
+    if experiment.side_by_side:
+        return (
+            f"Side by side: each round's stacks (one per variant) were measured at the same "
+            f"time, {slices} slices each, one load driver per stack, sharing the stack's "
+            "CPUs: every variant saw the same moments of the machine, so its drift cancels "
+            "in the ratios. Figures are each stack's share of the CPUs; compare ratios. "
+            "Effects that need a CPU to themselves (e.g. large answers through a small "
+            "socket buffer) can read smaller or differ from runs in turns (--in-turns)"
+        )
     return (
         f"Slices: each run measured in {slices} slices, interleaved with every other "
         "run's, all the runs' stacks alive at once: drift of the machine's own speed falls "
         "on every run alike, so the spread between repetitions is the stacks' own, and "
         "the absolute figures are an average over the whole measuring time"
+    )
+
+
+def stopping_note(experiment: Experiment) -> str:
+    stopping = experiment.stopping
+    assert stopping is not None
+    return (
+        f"Stopping: rounds of fresh starts added until every requests/s comparison's 95 % "
+        f"interval is within ±{stopping.precision_pct:g} % or clear of "
+        f"±{stopping.min_effect_pct:g} %, within {stopping.budget_s:g} s of measuring"
     )
 
 
@@ -75,8 +104,9 @@ def render_tables(
     runs: Sequence[RunResult],
     *,
     min_effect_pct: float = 0.0,
+    outlook: Outlook | None = None,
 ) -> None:
-    """Seed tables, verdicts and warnings in the terminal."""
+    """Seed tables and verdicts in the terminal, then the answer."""
     analysis = analyze(experiment, runs, min_effect_pct=min_effect_pct)
     current = None
     for table in seed_tables(experiment, runs):
@@ -94,11 +124,47 @@ def render_tables(
             colour = "green" if ": better" in line else "red" if ": worse" in line else "dim"
             console.print(f"  [{colour}]{line}[/{colour}]", highlight=False)
     render_failures(console, experiment, runs)  # status counts beside their logged causes
-    warnings = warning_lines(analysis)
-    if warnings:
-        console.rule("[bold yellow]warnings")
-        for line in warnings:
-            console.print(f"[yellow]![/yellow] {line}", highlight=False)
+    render_answer(console, analysis, outlook)
+
+
+def outlook_lines(outlook: Outlook | None) -> list[str]:
+    """What the stopping rule said when measuring ended."""
+    if outlook is None:
+        return []
+    lines = [f"measuring stopped: {outlook.reason}"]
+    if outlook.unclear and outlook.more_starts:
+        lines.append(
+            f"{len(outlook.unclear)} comparison(s) not clear yet; about {outlook.more_starts} "
+            f"more start(s) per variant, ~{outlook.more_seconds / 60:.1f} more minutes of "
+            "measuring (--budget), would make them clear"
+        )
+    return lines
+
+
+def render_answer(console: Console, analysis, outlook: Outlook | None = None) -> None:
+    """The Answer block the terminal ends with: per workload one line per variant, the
+    winner, then the warnings grouped by kind."""
+    answer = build_answer(analysis)
+    console.rule("[bold]Answer")
+    if not answer.workloads:
+        console.print("no comparison: the baseline and a variant must both be measured")
+    for workload in answer.workloads:
+        console.print(
+            f"[bold]{workload.workload}[/bold]: winner [bold]{workload.winner}[/bold] "
+            f"({workload.winner_note})",
+            highlight=False,
+        )
+        for line in workload.lines:
+            colour = {"better": "green", "worse": "red"}.get(line.verdict, "default")
+            mark = "" if line.clear else " [yellow](not clear)[/yellow]"
+            console.print(f"  [{colour}]{line.text()}[/{colour}]{mark}", highlight=False)
+    tests = sorted({line.test for w in answer.workloads for line in w.lines})
+    if tests:
+        console.print(f"[dim]test: {', '.join(tests)}[/dim]", highlight=False)
+    for text in outlook_lines(outlook):
+        console.print(text, highlight=False)
+    for group in answer.warnings:
+        console.print(f"[yellow]![/yellow] {group.text()}", highlight=False)
 
 
 class ExperimentSession:
@@ -209,6 +275,20 @@ class ExperimentSession:
             )
             progress.advance(task)
 
+        state: dict[str, Outlook | None] = {"outlook": None}
+
+        def on_round(plan: NextRound | None, outlook: Outlook | None) -> None:
+            if plan is None:
+                state["outlook"] = outlook
+                return
+            added = len(experiment.stacks) * len(plan.workloads)
+            progress.update(task, total=(progress.tasks[0].total or 0) + added)
+            progress.console.print(
+                f"  not clear yet: {', '.join(plan.workloads)}; another round of starts "
+                f"({plan.passes} passes, ~{plan.expected_s:.0f} s)",
+                highlight=False,
+            )
+
         def on_slice(launch: Launch, workload: Workload, k: int, n: int) -> None:
             progress.update(
                 task,
@@ -217,18 +297,27 @@ class ExperimentSession:
             )
 
         events = RunnerEvents(
-            on_launch=on_launch, on_measure=on_measure, on_result=on_result, on_slice=on_slice
+            on_launch=on_launch,
+            on_measure=on_measure,
+            on_result=on_result,
+            on_slice=on_slice,
+            on_round=on_round,
         )
         try:
             with JANITOR.running(), progress:
                 run_experiment(
-                    experiment, store, self.cpu_plan, events=events, driver=driver, done=done
+                    experiment,
+                    store,
+                    self.cpu_plan,
+                    events=events,
+                    driver=driver,
+                    previous=tuple(runs),
                 )
         finally:
             if runs:
                 self.console.print(f"{len(runs)} of {total} runs kept in {store.label}")
         store.mark_finished()
-        render_tables(self.out, experiment, runs)
+        render_tables(self.out, experiment, runs, outlook=state["outlook"])
         for note in notes:
             self.out.print(f"[dim]- {note}[/dim]", highlight=False)
         self.out.print(f"result {store.label}; report: {store.path / REPORT_FILE}")

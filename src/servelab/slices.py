@@ -23,7 +23,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from servelab.results import ListenQueue, LoadMeasurement, ProcessUsage
+from servelab.results import ListenQueue, LoadMeasurement, ProcessUsage, SliceFigures
 from servelab.spec import LoadSpec
 
 
@@ -40,6 +40,27 @@ def slice_loads(load: LoadSpec, slices: int) -> list[LoadSpec]:
         load.model_copy(update={"requests": base + (1 if i < extra else 0)})
         for i in range(slices)
     ]
+
+
+def slice_figures(
+    load: LoadMeasurement, usage: Sequence[ProcessUsage], pass_number: int, started_at: str
+) -> SliceFigures:
+    """The raw record of one measured slice."""
+    errors = {code: n for code, n in load.status_counts.items() if code[0] not in "23"}
+    errors.update(load.connection_errors)
+    return SliceFigures(
+        pass_number=pass_number,
+        started_at=started_at,
+        requests=load.requests_total,
+        duration_s=load.duration_s,
+        rps=load.rps,
+        latency_mean_ms=load.latency_mean_ms,
+        latency_p50_ms=load.latency_p50_ms,
+        latency_p90_ms=load.latency_p90_ms,
+        latency_p99_ms=load.latency_p99_ms,
+        errors={k: n for k, n in errors.items() if n},
+        stack_cpu_s=round(sum(p.cpu_s for p in usage), 4),
+    )
 
 
 def percentile(sorted_values: Sequence[float], pct: float) -> float:

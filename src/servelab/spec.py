@@ -18,6 +18,7 @@ from servelab.errors import SpecError
 PositiveInt = Annotated[int, Field(ge=1)]
 NonNegativeInt = Annotated[int, Field(ge=0)]
 PositiveFloat = Annotated[float, Field(gt=0)]
+NonNegativeFloat = Annotated[float, Field(ge=0)]
 # One open-model run may not plan more requests than this (rate x duration),
 # and no run may be given more than an hour.
 MAX_REQUESTS_PER_RUN = 10_000_000
@@ -62,9 +63,7 @@ class ServerSpec(Model):
     @model_validator(mode="after")
     def _check(self) -> ServerSpec:
         if self.kind in ("uvicorn", "hypercorn") and self.threads != 1:
-            raise ValueError(
-                f"{self.kind} has no threads setting; use kind='gunicorn' for threads"
-            )
+            raise ValueError(f"{self.kind} has no threads setting; use kind='gunicorn' for threads")
         if self.blocking_threads is not None and self.kind != "granian":
             raise ValueError(f"blocking_threads is a granian knob; {self.kind} has none")
         if self.kind not in ("gunicorn", "uvicorn") and self.worker_class != "uvicorn":
@@ -240,9 +239,7 @@ class StackSpec(Model):
             return f"{server}, no proxy{extra}"
         front = "nginx"
         if p.kind == "apache":
-            knobs = [
-                f"{k}={getattr(p, k)}" for k in APACHE_KNOBS[1:] if getattr(p, k) is not None
-            ]
+            knobs = [f"{k}={getattr(p, k)}" for k in APACHE_KNOBS[1:] if getattr(p, k) is not None]
             front = f"apache[{' '.join([p.apache_mpm, *knobs])}]"
             if s.kind == "mod_wsgi":
                 return f"{front} + {server}{extra}"
@@ -387,6 +384,9 @@ class WarmupSpec(Model):
     concurrency: PositiveInt = 10
     max_rounds: PositiveInt = 5
     settle_pct: PositiveFloat = 5.0
+    # Set: each round lasts this long at the workload's own concurrency instead (bounded
+    # in time whatever the endpoint's speed; quick uses it). requests = 0 still disables.
+    duration_s: PositiveFloat | None = None
 
 
 class SloSpec(Model):
@@ -460,6 +460,45 @@ def slicing_problem(load: LoadSpec, slices: int) -> str | None:
     return None
 
 
+# Slice length servelab aims for when it chooses the slices itself (see the README's
+# "Measuring in slices"): long enough that the driver's connection set-up is a small
+# part of it, short enough that several passes fit in a quick study.
+SLICE_TARGET_S = 1.0
+# Side by side, longer slices: the stacks see the same moments of the machine whatever
+# the length, and a longer slice averages the stacks' own fast noise.
+SIDE_BY_SIDE_SLICE_S = 3.0
+MAX_AUTO_SLICES = 10
+
+
+def auto_slices(load: LoadSpec, target_s: float = SLICE_TARGET_S) -> int:
+    """The slices a load is cut into by default: about ``target_s`` each (or at least 20
+    requests per connection for a request count), 1 where slicing does not apply."""
+    if load.model != "closed":
+        return 1
+    if load.duration_s is not None:
+        wanted = int(load.duration_s // target_s)
+    else:
+        assert load.requests is not None
+        wanted = load.requests // (20 * load.concurrency)
+    return max(1, min(MAX_AUTO_SLICES, wanted))
+
+
+class StoppingSpec(Model):
+    """Measure until every comparison is clear, or the budget is spent (sliced runs only).
+
+    A comparison is clear when its 95 % interval is at most ``precision_pct`` wide on
+    either side, or lies entirely beyond ±``min_effect_pct``. While one is not, servelab
+    adds rounds of fresh starts of every variant (and more passes per start when the
+    slices, not the starts, are the noisier part), as long as the next round fits in
+    ``budget_s`` of measuring time, up to ``max_repetitions`` starts per variant.
+    """
+
+    precision_pct: PositiveFloat = 5.0
+    budget_s: PositiveFloat = 180.0
+    min_effect_pct: NonNegativeFloat = 0.0
+    max_repetitions: PositiveInt = 30
+
+
 class Experiment(Model):
     name: str
     baseline: StackSpec
@@ -477,7 +516,16 @@ class Experiment(Model):
     database: DatabaseSpec | None = None
     # Each run measured in this many slices interleaved with every other run's, all the
     # runs' stacks alive at once (servelab.slices); 1: each run in one piece, in turn.
+    # Experiments built from a file or a study choose it from their loads (about 1 s a
+    # slice) wherever slicing applies: see ``default_slices``. Stored ones keep theirs
+    # (records from before slices existed were measured in one piece).
     slices: PositiveInt = 1
+    # Set: keep measuring until every comparison is clear or the budget is spent.
+    stopping: StoppingSpec | None = None
+    # Slices of one round's stacks measured at the same time, each by its own driver,
+    # the stacks sharing the stack CPUs (duet benchmarking): the machine's moments then
+    # fall on every variant alike. Figures are each stack's share; ratios compare.
+    side_by_side: bool = False
 
     @model_validator(mode="after")
     def _check(self) -> Experiment:
@@ -485,6 +533,18 @@ class Experiment(Model):
             raise ValueError("an experiment needs at least one workload")
         if self.slices > 1:
             self._check_slices()
+        if self.side_by_side and (
+            self.slices == 1 or any(w.load.duration_s is None for w in self.workloads)
+        ):
+            raise ValueError(
+                "side_by_side measures slices at the same time: it needs the oha driver, "
+                "closed loads bounded by a duration, and more than one slice"
+            )
+        if self.stopping is not None and self.slices == 1:
+            raise ValueError(
+                "[stopping] adds interleaved rounds: it needs the oha driver, closed loads "
+                "and more than one slice"
+            )
         names = [s.name for s in self.stacks]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
@@ -564,6 +624,27 @@ def expand_grid(base: dict[str, Any], grid: dict[str, list[Any]]) -> list[dict[s
     return stacks
 
 
+def default_slices(data: dict[str, Any]) -> int:
+    """Interleaved slices wherever they apply (oha, closed loads, no ramp); else 1."""
+    if data.get("driver", "oha") != "oha" or data.get("slo") is not None:
+        return 1
+    try:
+        loads = [Workload.model_validate(w).load for w in data.get("workloads") or ()]
+    except ValidationError:
+        return 1  # the workloads' own validation says what is wrong
+    if not loads:
+        return 1
+    if data.get("side_by_side"):  # at least two slices of a second, about 3 s each
+        return min(
+            max(
+                2 if (load.duration_s or 0) >= 2 * MIN_SLICE_S else 1,
+                auto_slices(load, SIDE_BY_SIDE_SLICE_S),
+            )
+            for load in loads
+        )
+    return min(auto_slices(load) for load in loads)
+
+
 def experiment_from_dict(data: dict[str, Any], *, source: str = "experiment") -> Experiment:
     """Validate a raw experiment dict (as read from TOML) into an Experiment.
 
@@ -590,6 +671,8 @@ def experiment_from_dict(data: dict[str, Any], *, source: str = "experiment") ->
     variants.extend(expand_grid(baseline, grid))
     data["baseline"] = baseline
     data["variants"] = variants
+    if data.get("slices") is None:
+        data["slices"] = default_slices(data)
     try:
         return Experiment.model_validate(data)
     except ValidationError as exc:

@@ -83,6 +83,31 @@ class Comparison:
     p_value: float | None
     verdict: str  # "better", "worse", "no significant difference", "no difference", "inconclusive"
     reason: str
+    # The test behind the interval and p-value, as reports name it.
+    test: str = "Welch's t-test"
+    starts: tuple[int, int] | None = None  # (baseline, variant) stack starts compared
+    passes: int | None = None  # passes of slices behind them (interleaved designs)
+
+    @property
+    def interval_pct(self) -> tuple[float, float] | None:
+        """The interval as percent of the baseline mean (None without one, or a 0 baseline)."""
+        if self.interval is None or not self.baseline_mean:
+            return None
+        return (
+            100 * self.interval[0] / self.baseline_mean,
+            100 * self.interval[1] / self.baseline_mean,
+        )
+
+    def is_clear(self, precision_pct: float, min_effect_pct: float = 0.0) -> bool:
+        """Clear: the interval is at most ±precision wide, or lies entirely beyond
+        ±min-effect (the answer would not change with more measuring)."""
+        if self.verdict == "no difference":
+            return True
+        bounds = self.interval_pct
+        if bounds is None:
+            return False
+        low, high = bounds
+        return (high - low) / 2 <= precision_pct or low > min_effect_pct or high < -min_effect_pct
 
 
 def compare(

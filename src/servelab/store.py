@@ -68,6 +68,13 @@ def spec_hash(experiment: Experiment) -> str:
     spec = experiment.model_dump(mode="json")
     if spec.get("slices") == 1:
         del spec["slices"]  # added later: experiments stored before it keep their hash
+    # How long to keep measuring is not what is measured: a resume may change it.
+    spec.pop("stopping", None)
+    # Added later with defaults that measure as before: older experiments keep their hash.
+    if spec.get("side_by_side") is False:
+        del spec["side_by_side"]
+    if isinstance(spec.get("warmup"), dict) and spec["warmup"].get("duration_s") is None:
+        spec["warmup"].pop("duration_s", None)
     canonical = json.dumps(spec, sort_keys=True)
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 

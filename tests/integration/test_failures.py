@@ -26,10 +26,10 @@ from support import with_default_sigint
 import servelab.netns as netns_module
 from servelab.cpus import CpuPlan
 from servelab.errors import StackStartError
+from servelab.measure import run_experiment
 from servelab.netns import NamespaceError, network_namespace, servelab_namespaces
 from servelab.procs import JANITOR
 from servelab.results import RunResult
-from servelab.runner import run_experiment
 from servelab.spec import AppSpec, RequestSpec, ServerSpec, StackSpec, experiment_from_dict
 from servelab.stacks import OWNER_ENV, launch_stack
 from servelab.store import ResultStore

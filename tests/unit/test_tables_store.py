@@ -4,9 +4,9 @@ from pathlib import Path
 import pytest
 
 from servelab.errors import ServelabError
+from servelab.measure.plan import plan_launches
 from servelab.report.tables import experiment_markdown, seed_tables, table_markdown
 from servelab.results import LoadMeasurement, ProcessUsage, RunResult
-from servelab.runner import plan_launches
 from servelab.spec import experiment_from_dict
 from servelab.store import DB_FILE, RUNS_FILE, Database, ResultStore, resolve_result, spec_hash
 
@@ -171,7 +171,7 @@ def test_plan_is_interleaved_and_random_order_is_reproducible():
 
 
 def test_warmup_settles_when_two_rounds_agree():
-    from servelab.runner import warmup_settled
+    from servelab.measure.plan import warmup_settled
 
     assert not warmup_settled([], 5.0)
     assert not warmup_settled([900.0], 5.0)

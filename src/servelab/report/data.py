@@ -91,8 +91,41 @@ def _row(run: RunResult) -> dict[str, Any]:
     return row
 
 
+def _slice_rows(run: RunResult) -> list[dict[str, Any]]:
+    """One row per slice of a sliced run, after the run's own row (``slice_pass`` set)."""
+    return [
+        {
+            **dict.fromkeys(FIXED_COLUMNS, ""),  # what a slice has no figure for stays empty
+            "experiment": run.experiment,
+            "variant": run.variant,
+            "workload": run.workload,
+            "repetition": run.repetition,
+            "slice_pass": s.pass_number,
+            "started_at": s.started_at,
+            "driver": run.load.driver,
+            "requests_total": s.requests,
+            "duration_s": s.duration_s,
+            "rps": s.rps,
+            "latency_mean_ms": s.latency_mean_ms,
+            "latency_p50_ms": s.latency_p50_ms,
+            "latency_p90_ms": s.latency_p90_ms,
+            "latency_p99_ms": s.latency_p99_ms,
+            "errors": s.error_count,
+            "stack_cpu_s": s.stack_cpu_s,
+            **{f"status_{k}" if k.isdigit() else f"conn_{k}": n for k, n in s.errors.items()},
+        }
+        for s in run.slice_figures
+    ]
+
+
 def runs_csv(report: ReportInput) -> str:
-    rows = [_row(run) for run in report.runs]
+    """Every run as a row; a sliced run's slices follow it, one row each, with their pass
+    in ``slice_pass`` (the column is there only when some run was sliced)."""
+    rows = []
+    sliced = any(run.slice_figures for run in report.runs)
+    for run in report.runs:
+        rows.append({**_row(run), **({"slice_pass": ""} if sliced else {})})
+        rows.extend(_slice_rows(run))
     extra: dict[str, list[str]] = {"status_": [], "conn_": [], "log_": []}
     for row in rows:
         for key in row:
@@ -100,6 +133,8 @@ def runs_csv(report: ReportInput) -> str:
                 if key.startswith(prefix) and key not in seen:
                     seen.append(key)
     columns = list(FIXED_COLUMNS) + [k for seen in extra.values() for k in sorted(seen)]
+    if sliced:
+        columns.insert(columns.index("started_at"), "slice_pass")
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=columns, restval=0, lineterminator="\n")
     writer.writeheader()

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from tabulate import tabulate
 
+from servelab.report.answer import answer_markdown, build_answer
 from servelab.report.base import (
     CHARTS_DIR,
     HTML_FILE,
@@ -41,6 +42,7 @@ def render_markdown(report: ReportInput, *, chart_titles: dict[str, str] | None 
     """The report as markdown; ``chart_titles`` (file stem -> title) adds image links."""
     experiment = report.experiment
     lines = [f"# {experiment.name}", "", experiment_line(report), ""]
+    lines += answer_markdown(build_answer(report.analysis))
 
     lines += ["## At a glance", ""]
     for workload in experiment.workloads:
@@ -64,8 +66,11 @@ def render_markdown(report: ReportInput, *, chart_titles: dict[str, str] | None 
             )
         )
         lines.append("")
+    tests = sorted(
+        {c.test for v in report.analysis.variants for c in v.comparisons.values()}
+    ) or ["Welch's t-test"]
     lines += [
-        "Verdicts come from Welch's t-test on the runs' requests/s against the baseline "
+        f"Verdicts come from the {' / '.join(tests)} on requests/s against the baseline "
         "(95 %); \"no significant difference\" means the runs cannot tell the two apart, "
         "whatever the averages say.",
         "",
@@ -91,7 +96,7 @@ def render_markdown(report: ReportInput, *, chart_titles: dict[str, str] | None 
             table_markdown(table),
             "",
         ]
-        # Spread over the runs, then the verdicts against the baseline (Welch's t-test).
+        # Spread over the runs, then the verdicts against the baseline.
         verdicts = verdict_lines(report.analysis, table.workload, table.variant)
         if verdicts:
             lines += [f"- {line}" for line in verdicts] + [""]

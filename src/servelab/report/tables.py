@@ -168,8 +168,11 @@ def experiment_markdown(
 ) -> str:
     """The whole experiment as markdown: one section per workload, one table per variant,
     each variant's verdicts against the baseline, then the warnings."""
+    from servelab.report.answer import answer_markdown, build_answer
+
     analysis = analyze(experiment, runs, min_effect_pct=min_effect_pct)
     lines = [f"# {experiment.name}", ""]
+    lines += answer_markdown(build_answer(analysis))
     lines += [f"- {note}" for note in notes]
     if notes:
         lines.append("")

@@ -82,6 +82,8 @@ def _experiment(
     grid: dict[str, list[Any]] | None = None,
     workloads: list[dict[str, Any]],
     warmup: dict[str, Any] | None = None,
+    side_by_side: bool = False,
+    stopping: dict[str, Any] | None = None,
 ) -> Experiment:
     data: dict[str, Any] = {
         "name": name,
@@ -91,6 +93,10 @@ def _experiment(
         "workloads": workloads,
         "warmup": dict(warmup or {}),
     }
+    if side_by_side and _sliceable(options):
+        data["side_by_side"] = True
+        if stopping is not None:
+            data["stopping"] = stopping
     if options.repetitions is not None:
         data["repetitions"] = options.repetitions
     if options.driver is not None:
@@ -98,6 +104,16 @@ def _experiment(
     if options.warmup_requests is not None:
         data["warmup"]["requests"] = options.warmup_requests
     return experiment_from_dict(data, source=f"study {name}")
+
+
+def _sliceable(options: StudyOptions) -> bool:
+    """Side by side needs oha and loads of at least two 1 s slices bounded by time;
+    otherwise the study measures in turns."""
+    return (
+        options.driver in (None, "oha")
+        and options.requests is None
+        and (options.duration_s is None or options.duration_s >= 2.0)
+    )
 
 
 def port_vs_socket(options: StudyOptions) -> Experiment:
@@ -159,6 +175,14 @@ def gunicorn_vs_uvicorn(options: StudyOptions) -> Experiment:
     )
 
 
+# quick's measuring: each round starts the three stacks afresh and measures them side by
+# side (at the same moments of the machine), 2 passes of 3 s per endpoint; rounds are
+# added until every requests/s comparison is within ±5 % or clear of zero, within a
+# budget that keeps the whole study under 3 minutes (README: "Measuring in slices").
+QUICK_STOPPING = {"precision_pct": 5.0, "budget_s": 165.0}
+QUICK_DURATION_S = 6.0
+
+
 def quick(options: StudyOptions) -> Experiment:
     return _experiment(
         "quick",
@@ -174,11 +198,14 @@ def quick(options: StudyOptions) -> Experiment:
         workloads=seed_workloads(
             options,
             default_requests=None,
-            default_duration_s=2.0,
+            default_duration_s=QUICK_DURATION_S,
             default_concurrency=50,
         ),
-        # A tighter warm-up budget than the default 5 rounds keeps quick within 3 minutes.
-        warmup={"max_rounds": 3},
+        # Warm-up rounds of 1 s (at most 2) keep quick within 3 minutes whatever the
+        # endpoint's speed (200 requests of the ~1 MB answers took 1-4 s a round).
+        warmup={"max_rounds": 2, "duration_s": 1.0},
+        side_by_side=True,
+        stopping=QUICK_STOPPING,
     )
 
 

@@ -1,0 +1,52 @@
+"""Measuring an experiment: the plan, a Runner holding the shared state, an executor
+that does the work on this machine, and stop rules passed in as policies."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from servelab.cgroups import cpu_group, joined
+from servelab.cpus import CpuPlan
+from servelab.errors import SpecError
+from servelab.load import get_driver
+from servelab.load.base import LoadDriver
+from servelab.measure.executor import Groups, HostExecutor, beside_the_driver
+from servelab.measure.plan import Launch, plan_launches, run_key
+from servelab.measure.runner import Runner, RunnerEvents
+from servelab.results import RunResult
+from servelab.spec import Experiment
+
+__all__ = ["Launch", "Runner", "RunnerEvents", "plan_launches", "run_experiment", "run_key"]
+
+
+def run_experiment(
+    experiment: Experiment,
+    store,
+    cpu_plan: CpuPlan,
+    *,
+    events: RunnerEvents | None = None,
+    previous: Sequence[RunResult] = (),
+    driver: LoadDriver | None = None,
+) -> list[RunResult]:
+    """Measure every (variant, workload, repetition) not in ``previous`` on this machine;
+    store each result in ``store`` as soon as it is finished."""
+    driver = driver or get_driver(experiment.driver)
+    driver.executable()  # a missing driver is an error before any stack starts
+    if experiment.slices > 1:
+        if not hasattr(driver, "latencies_ms"):
+            raise SpecError(
+                f"load driver {driver.name} cannot measure in slices (it keeps no "
+                "per-request latencies to merge)",
+                "use the oha driver, or pass --slices 1",
+            )
+        driver.keep_latencies = True  # type: ignore[attr-defined]
+    favoured = cpu_plan.cpu_priority
+    with (
+        beside_the_driver(cpu_plan),
+        cpu_group(quota=cpu_plan.stack_quota, favoured=favoured, per_process=True) as stack_group,
+        cpu_group(favoured=favoured) as driver_group,
+        joined(driver_group),  # servelab's own sampling keeps pace with the driver
+    ):
+        executor = HostExecutor(driver, cpu_plan, Groups(stack_group, driver_group))
+        runner = Runner(experiment, store, executor, events or RunnerEvents(), previous)
+        return runner.run()

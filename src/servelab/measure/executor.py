@@ -1,0 +1,217 @@
+"""What the runner asks of the machine: start a stack, send load, watch it.
+
+The runner only schedules; an executor does. :class:`HostExecutor` starts real
+stacks and drives them with the real load driver; tests hand the runner a fake
+one (as hyperfine tests its scheduler with a mock executor).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+from servelab.cgroups import CpuGroup
+from servelab.cpus import CpuPlan, parse_cpu_list
+from servelab.load.base import LoadDriver, run_load
+from servelab.metrics import ProcessSampler
+from servelab.neighbours import NeighbourMeter, cpu_speed
+from servelab.observe import RunObserver
+from servelab.procs import JANITOR
+from servelab.results import LoadMeasurement, ProcessUsage
+from servelab.spec import LoadSpec, RequestSpec, StackSpec, Workload
+from servelab.stacks import launch_stack
+from servelab.stacks.base import RunningStack
+
+
+@dataclass(frozen=True)
+class Window:
+    """What one measured window (a whole run, or one slice of it) produced."""
+
+    started: str
+    load: LoadMeasurement
+    usage: tuple[ProcessUsage, ...]
+    observed: dict[str, Any]  # RunObserver.result_fields()
+    neighbour_share: float | None
+    latencies_ms: tuple[float, ...] = ()  # kept only when the run is sliced
+
+
+class Executor(Protocol):
+    """The runner's hands. ``stack`` is whatever ``launch`` yielded."""
+
+    driver: LoadDriver
+    cpu_plan: CpuPlan
+
+    def machine_speed(self) -> float | None: ...
+
+    def launch(self, spec: StackSpec, probe: RequestSpec) -> AbstractContextManager[Any]: ...
+
+    def send(
+        self, stack: Any, workload: Workload, load: LoadSpec, scratch: Path
+    ) -> LoadMeasurement:
+        """Discarded load (warm-up)."""
+        ...
+
+    def measure(self, stack: Any, workload: Workload, load: LoadSpec, scratch: Path) -> Window: ...
+
+    def measure_together(
+        self, stacks: Sequence[Any], workload: Workload, load: LoadSpec, scratch: Path
+    ) -> list[Window]:
+        """Drive every stack at the same time, one driver each (side by side)."""
+        ...
+
+    def scratch(self) -> AbstractContextManager[Path]: ...
+
+    @property
+    def favoured(self) -> bool: ...
+
+    def stopped(self) -> None:
+        """A block of stacks has stopped (clean up what they left, e.g. cgroups)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Groups:
+    """The cgroups the stack's servers and the load driver start in (None: none)."""
+
+    stack: CpuGroup | None
+    driver: CpuGroup | None
+
+    @property
+    def favoured(self) -> bool:
+        return bool(self.stack and self.stack.favoured and self.driver)
+
+    def prune_stopped(self) -> None:
+        """Remove the stopped stacks' per-server groups (else removed at the end, or by
+        the janitor)."""
+        if self.stack is not None:
+            with contextlib.suppress(OSError):
+                self.stack.prune()
+
+    def driver_prefix(self, inside: Sequence[str]) -> list[str]:
+        """The driver's argv prefix: join its cgroup, then enter the stack's namespace."""
+        return [*(self.driver.wrap([]) if self.driver else []), *inside]
+
+
+@contextmanager
+def beside_the_driver(cpu_plan: CpuPlan) -> Iterator[None]:
+    """Run servelab's own process (sampler, bookkeeping) on the driver's CPUs, not the stack's."""
+    if cpu_plan.driver is None:
+        yield
+        return
+    previous = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, parse_cpu_list(cpu_plan.driver))
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, previous)
+
+
+class HostExecutor:
+    """Real stacks on this machine, the real load driver, every process watched."""
+
+    def __init__(self, driver: LoadDriver, cpu_plan: CpuPlan, groups: Groups) -> None:
+        self.driver = driver
+        self.cpu_plan = cpu_plan
+        self.groups = groups
+
+    @property
+    def favoured(self) -> bool:
+        return self.groups.favoured
+
+    def machine_speed(self) -> float | None:
+        # Probed on the stack's CPU before the stack exists: a running stack (even idle:
+        # timers, connection teardown) would slow the probe.
+        return cpu_speed(self.cpu_plan.stack)
+
+    def launch(self, spec: StackSpec, probe: RequestSpec) -> AbstractContextManager[RunningStack]:
+        return launch_stack(spec, probe=probe, cpus=self.cpu_plan.stack, quota=self.groups.stack)
+
+    @contextmanager
+    def scratch(self) -> Iterator[Path]:
+        with tempfile.TemporaryDirectory(prefix="servelab-load-") as path:
+            JANITOR.watch("path", path)
+            try:
+                yield Path(path)
+            finally:
+                JANITOR.forget("path", path)
+
+    def stopped(self) -> None:
+        self.groups.prune_stopped()
+
+    def _prefix(self, stack: RunningStack) -> list[str]:
+        # In the stack's network namespace, if it has one (somaxconn studies).
+        return self.groups.driver_prefix(stack.placement.driver_prefix())
+
+    def send(
+        self, stack: RunningStack, workload: Workload, load: LoadSpec, scratch: Path
+    ) -> LoadMeasurement:
+        return run_load(
+            self.driver,
+            stack.url(workload.request.path),
+            workload.request,
+            load,
+            scratch / "warmup",
+            cpus=self.cpu_plan.driver,
+            prefix=self._prefix(stack),
+        )
+
+    def measure(
+        self, stack: RunningStack, workload: Workload, load: LoadSpec, scratch: Path
+    ) -> Window:
+        """Drive ``stack`` with ``load`` once, watching its processes, logs and CPUs."""
+        with NeighbourMeter(self.cpu_plan.stack) as neighbours:
+            window = self._drive(stack, workload, load, scratch / "measure")
+        share = neighbours.share(sum(p.cpu_s for p in window.usage))
+        return replace(window, neighbour_share=share)
+
+    def measure_together(
+        self, stacks: Sequence[RunningStack], workload: Workload, load: LoadSpec, scratch: Path
+    ) -> list[Window]:
+        """Drive every stack at once, a driver process each; the stacks' neighbours are
+        what the stack CPUs ran besides all of them."""
+        with (
+            NeighbourMeter(self.cpu_plan.stack) as neighbours,
+            ThreadPoolExecutor(len(stacks), thread_name_prefix="servelab-side") as pool,
+        ):
+            windows = list(
+                pool.map(
+                    lambda pair: self._drive(pair[1], workload, load, scratch / f"side-{pair[0]}"),
+                    enumerate(stacks),
+                )
+            )
+        share = neighbours.share(sum(p.cpu_s for w in windows for p in w.usage))
+        return [replace(w, neighbour_share=share) for w in windows]
+
+    def _drive(
+        self, stack: RunningStack, workload: Workload, load: LoadSpec, workdir: Path
+    ) -> Window:
+        started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        roots = {role: proc.pid for role, proc in stack.processes.items()}
+        with ProcessSampler(roots) as sampler, RunObserver(stack) as observed:
+            measured = run_load(
+                self.driver,
+                stack.url(workload.request.path),
+                workload.request,
+                load,
+                workdir,
+                cpus=self.cpu_plan.driver,
+                prefix=self._prefix(stack),
+            )
+        keep = getattr(self.driver, "keep_latencies", False)
+        latencies = self.driver.latencies_ms(workdir) if keep else ()  # type: ignore[attr-defined]
+        return Window(
+            started=started,
+            load=measured,
+            usage=sampler.usage(),
+            observed=observed.result_fields(),  # log events, namespace, listen queue
+            neighbour_share=None,
+            latencies_ms=tuple(latencies),
+        )

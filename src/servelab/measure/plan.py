@@ -1,0 +1,111 @@
+"""The plan of an experiment: which stack starts, in what order, sliced how. Pure."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from servelab.load.base import LoadDriver
+from servelab.spec import Experiment, LoadSpec, StackSpec, Workload
+
+# At most this many stacks alive at once in a sliced experiment (memory, file handles):
+# whole rounds are started together up to this count.
+MAX_LIVE_STACKS = 24
+# Warm-up length for drivers that cannot stop after a request count (wrk).
+WARMUP_FALLBACK_S = 2.0
+
+RunKey = tuple[str, str, int]
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One start of one stack; every workload is measured inside it."""
+
+    repetition: int  # 1-based
+    stack: StackSpec
+
+
+def run_key(variant: str, workload: str, repetition: int) -> RunKey:
+    return (variant, workload, repetition)
+
+
+def plan_launches(experiment: Experiment, rounds: Sequence[int] | None = None) -> list[Launch]:
+    """Interleaved order: all variants once, then again; shuffled per round on request."""
+    rng = random.Random(experiment.seed)
+    plan = []
+    for repetition in rounds or range(1, experiment.repetitions + 1):
+        round_ = list(experiment.stacks)
+        if experiment.order == "random":
+            rng.shuffle(round_)
+        plan.extend(Launch(repetition, stack) for stack in round_)
+    return plan
+
+
+def pending_workloads(
+    experiment: Experiment, launch: Launch, done: set[RunKey], among: Sequence[Workload] = ()
+) -> list[Workload]:
+    """The workloads of ``launch`` (of ``among``, if given) not yet measured."""
+    return [
+        w
+        for w in (among or experiment.workloads)
+        if run_key(launch.stack.name, w.name, launch.repetition) not in done
+    ]
+
+
+def launch_blocks(launches: Sequence[Launch], limit: int = MAX_LIVE_STACKS) -> list[list[Launch]]:
+    """The launches in blocks of whole rounds, each block at most ``limit`` stacks (and at
+    least one round, however large)."""
+    rounds: dict[int, list[Launch]] = {}
+    for launch in launches:
+        rounds.setdefault(launch.repetition, []).append(launch)
+    blocks: list[list[Launch]] = []
+    for round_ in rounds.values():
+        if blocks and len(blocks[-1]) + len(round_) <= limit:
+            blocks[-1].extend(round_)
+        else:
+            blocks.append(list(round_))
+    return blocks
+
+
+def slice_order(members: Sequence[Any], pass_index: int, rng: random.Random | None) -> list[Any]:
+    """The order one pass of slices visits the runs: rotated by one each pass (so no run is
+    always first after the warm-ups), or shuffled when the experiment's order is random."""
+    if rng is not None:
+        order = list(members)
+        rng.shuffle(order)
+        return order
+    shift = pass_index % len(members) if members else 0
+    return [*members[shift:], *members[:shift]]
+
+
+def warmup_load(experiment: Experiment, workload: Workload, driver: LoadDriver) -> LoadSpec | None:
+    """The discarded load sent before measuring: a request count, or a short duration when
+    the driver can only run for a time."""
+    if experiment.warmup.requests == 0:
+        return None
+    if experiment.warmup.duration_s is not None:
+        return LoadSpec(
+            concurrency=workload.load.concurrency,
+            duration_s=experiment.warmup.duration_s,
+            keepalive=workload.load.keepalive,
+            timeout_s=workload.load.timeout_s,
+        )
+    load = LoadSpec(
+        concurrency=min(experiment.warmup.concurrency, workload.load.concurrency),
+        requests=experiment.warmup.requests,
+        keepalive=workload.load.keepalive,
+        timeout_s=workload.load.timeout_s,
+        max_time_s=max(60.0, workload.load.timeout_s * 2),
+    )
+    if driver.unsupported(workload.request, load):
+        load = load.model_copy(update={"requests": None, "duration_s": WARMUP_FALLBACK_S})
+    return load
+
+
+def warmup_settled(rps: Sequence[float], settle_pct: float) -> bool:
+    """True once the last two warm-up rounds differ by less than ``settle_pct`` percent."""
+    if len(rps) < 2 or rps[-2] <= 0:
+        return False
+    return abs(rps[-1] - rps[-2]) / rps[-2] * 100 < settle_pct

@@ -1,0 +1,316 @@
+"""Runs an experiment's plan: launch, warm up, measure, store. No maths, no output.
+
+Two strategies share one :class:`Runner`:
+
+- sequential (``slices == 1``): each stack start in turn, every workload warmed up
+  and measured in one piece; variants interleaved round by round;
+- interleaved (``slices > 1``): whole rounds of starts alive at once; per
+  workload each is warmed up, then passes drive each start for one slice, so
+  that the machine's drift falls on every run alike. With a stopping rule
+  (``experiment.stopping``) rounds of fresh starts are added until every
+  comparison is clear or the budget is spent (see ``measure.stopping``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from servelab.measure.executor import Executor, Window
+from servelab.measure.plan import (
+    MAX_LIVE_STACKS,
+    Launch,
+    RunKey,
+    launch_blocks,
+    pending_workloads,
+    plan_launches,
+    run_key,
+    slice_order,
+    warmup_load,
+    warmup_settled,
+)
+from servelab.measure.stopping import NextRound, Outlook, PrecisionRule, RoundsSoFar, SloStop
+from servelab.results import RunResult
+from servelab.slices import (
+    merge_loads,
+    merge_observed,
+    merge_usage,
+    slice_figures,
+    slice_loads,
+    weighted_share,
+)
+from servelab.spec import Experiment, Workload
+
+
+@dataclass
+class RunnerEvents:
+    """Callbacks the CLI uses for progress; all optional."""
+
+    on_launch: Callable[[Launch], None] = lambda launch: None
+    on_measure: Callable[[Launch, Workload], None] = lambda launch, workload: None
+    on_result: Callable[[RunResult], None] = lambda result: None
+    # A sliced run's slice k of K is about to be measured.
+    on_slice: Callable[[Launch, Workload, int, int], None] = lambda launch, workload, k, n: None
+    # The stopping rule decided: another round (its plan), or stop (None, with the
+    # rule's outlook: what is clear and what the rest would take).
+    on_round: Callable[[NextRound | None, Outlook | None], None] = lambda plan, outlook: None
+
+
+@dataclass
+class _LiveRun:
+    launch: Launch
+    stack: Any
+    speed: float | None
+    warmup_rps: list[tuple[int, float]] = field(default_factory=list)
+    windows: list[Window] = field(default_factory=list)
+    passes: list[int] = field(default_factory=list)
+
+
+@dataclass
+class Runner:
+    """One experiment's measurement: the shared state every strategy needs."""
+
+    experiment: Experiment
+    sink: Any  # has add(RunResult); servelab.store.ResultStore
+    executor: Executor
+    events: RunnerEvents = field(default_factory=RunnerEvents)
+    previous: Sequence[RunResult] = ()  # runs already stored (resume)
+    clock: Callable[[], float] = time.monotonic
+    results: list[RunResult] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.done: set[RunKey] = {
+            run_key(r.variant, r.workload, r.repetition) for r in self.previous
+        }
+        self.slo_stop = SloStop(self.experiment.slo)
+
+    @property
+    def all_runs(self) -> list[RunResult]:
+        return [*self.previous, *self.results]
+
+    def run(self) -> list[RunResult]:
+        if self.experiment.slices > 1:
+            self._interleaved()
+        else:
+            self._sequential()
+        return self.results
+
+    # -- shared steps -------------------------------------------------------------
+    def _keep(self, result: RunResult) -> None:
+        """A finished run: stored at once (never lost), then reported."""
+        self.sink.add(result)
+        self.results.append(result)
+        self.done.add(run_key(result.variant, result.workload, result.repetition))
+        self.events.on_result(result)
+
+    def _warm_up(self, stack: Any, workload: Workload, scratch: Path) -> list[tuple[int, float]]:
+        """Warm-up rounds until throughput settles or the round budget is spent; each round's
+        (requests, requests/s) is returned so the result records what was discarded."""
+        warm = warmup_load(self.experiment, workload, self.executor.driver)
+        rounds: list[tuple[int, float]] = []
+        if warm is None:
+            return rounds
+        for _ in range(self.experiment.warmup.max_rounds):
+            measured = self.executor.send(stack, workload, warm, scratch)
+            rounds.append((measured.requests_total, measured.rps))
+            if warmup_settled([rps for _, rps in rounds], self.experiment.warmup.settle_pct):
+                break
+        return rounds
+
+    def _result(
+        self,
+        launch: Launch,
+        workload: Workload,
+        windows: Sequence[Window],
+        warmup_rps: Sequence[tuple[int, float]],
+        speed: float | None,
+        passes: Sequence[int] = (),
+    ) -> RunResult:
+        """The run's record from its one window, or from its slices merged."""
+        durations = [w.load.duration_s for w in windows]
+        cpu_plan = self.executor.cpu_plan
+        figures = tuple(  # a run in one piece keeps no slices
+            slice_figures(w.load, w.usage, number, w.started)
+            for w, number in zip(windows, passes, strict=True)
+        ) if passes else ()
+        return RunResult(
+            experiment=self.experiment.name,
+            variant=launch.stack.name,
+            workload=workload.name,
+            repetition=launch.repetition,
+            started_at=windows[0].started,
+            load=merge_loads(
+                [w.load for w in windows], [x for w in windows for x in w.latencies_ms]
+            ),
+            processes=merge_usage([w.usage for w in windows]),
+            stack_cpus=cpu_plan.stack,
+            stack_cpu_quota=cpu_plan.stack_quota,
+            driver_cpus=cpu_plan.driver,
+            warmup_requests=sum(n for n, _ in warmup_rps),
+            warmup_rps=tuple(rps for _, rps in warmup_rps),
+            cpu_priority=self.executor.favoured,
+            neighbour_cpu_share=weighted_share([w.neighbour_share for w in windows], durations),
+            cpu_speed=speed,
+            slices=len(windows),
+            slice_figures=figures,
+            **merge_observed([w.observed for w in windows], durations),
+        )
+
+    # -- sequential ----------------------------------------------------------------
+    def _sequential(self) -> None:
+        for launch in plan_launches(self.experiment):
+            try:
+                self._measure_launch(launch)
+            finally:
+                self.executor.stopped()
+
+    def _measure_launch(self, launch: Launch) -> None:
+        """Start the stack once, then warm up and measure each workload not yet done."""
+        todo = pending_workloads(self.experiment, launch, self.done)
+        if not todo:
+            return
+        self.events.on_launch(launch)
+        speed = self.executor.machine_speed()
+        with (
+            self.executor.launch(launch.stack, todo[0].request) as stack,
+            self.executor.scratch() as scratch,
+        ):
+            for workload in todo:
+                self.events.on_measure(launch, workload)
+                warmup_rps = self._warm_up(stack, workload, scratch)
+                window = self.executor.measure(stack, workload, workload.load, scratch)
+                self._keep(self._result(launch, workload, [window], warmup_rps, speed))
+                if self.slo_stop.stops(self.all_runs, launch):
+                    break  # a ramp past its breaking point: higher rates are not tried
+
+    # -- interleaved, adaptive ----------------------------------------------------------
+    def _interleaved(self) -> None:
+        experiment = self.experiment
+        rng = random.Random(experiment.seed) if experiment.order == "random" else None
+        started = self.clock()
+        pending = [
+            launch
+            for launch in plan_launches(experiment)
+            if pending_workloads(experiment, launch, self.done)
+        ]
+        rounds = RoundsSoFar()
+        # Side by side, a block is one round: its stacks share the stack CPUs while measured.
+        limit = len(experiment.stacks) if experiment.side_by_side else MAX_LIVE_STACKS
+        for block in launch_blocks(pending, limit):
+            self._measure_block(block, experiment.workloads, experiment.slices, rng, rounds)
+        if experiment.stopping is None:
+            return
+        rule = PrecisionRule(experiment)
+        while True:
+            plan = rule.next_round(self.all_runs, self.clock() - started, rounds)
+            self.events.on_round(plan, rule.outlook)
+            if plan is None:
+                return
+            repetition = max((r.repetition for r in self.all_runs), default=0) + 1
+            workloads = [w for w in experiment.workloads if w.name in plan.workloads]
+            launches = plan_launches(experiment, [repetition])
+            self._measure_block(launches, workloads, plan.passes, rng, rounds)
+
+    def _next_pass_number(self, workload: Workload) -> int:
+        """Pass numbers are unique per workload across the experiment (resume included)."""
+        return 1 + max(
+            (
+                s.pass_number
+                for r in self.all_runs
+                if r.workload == workload.name
+                for s in r.slice_figures
+            ),
+            default=0,
+        )
+
+    def _measure_block(
+        self,
+        block: Sequence[Launch],
+        workloads: Sequence[Workload],
+        passes: int,
+        rng: random.Random | None,
+        rounds: RoundsSoFar,
+    ) -> None:
+        """Every launch of ``block`` started at once; per workload, each warmed up, then
+        ``passes`` passes that drive each start for one slice. ``rounds`` learns the time."""
+        began = self.clock()
+        with contextlib.ExitStack() as alive, self.executor.scratch() as scratch:
+            alive.callback(self.executor.stopped)  # after the block's stacks have stopped
+            live: list[_LiveRun] = []
+            for launch in block:
+                todo = pending_workloads(self.experiment, launch, self.done, workloads)
+                if not todo:
+                    continue
+                self.events.on_launch(launch)
+                speed = self.executor.machine_speed()
+                stack = alive.enter_context(self.executor.launch(launch.stack, todo[0].request))
+                live.append(_LiveRun(launch, stack, speed))
+            rounds.add_launch(len({run.launch.repetition for run in live}), self.clock() - began)
+            for workload in workloads:
+                members = [
+                    run
+                    for run in live
+                    if workload in pending_workloads(self.experiment, run.launch, self.done)
+                ]
+                if not members:
+                    continue
+                began = self.clock()
+                self._slice_workload(workload, members, passes, scratch, rng)
+                rounds.add_workload(workload.name, passes, self.clock() - began)
+                for run in members:
+                    self._keep(
+                        self._result(
+                            run.launch, workload, run.windows, run.warmup_rps, run.speed, run.passes
+                        )
+                    )
+
+    def _slice_workload(
+        self,
+        workload: Workload,
+        members: list[_LiveRun],
+        passes: int,
+        scratch: Path,
+        rng: random.Random | None,
+    ) -> None:
+        for run in members:
+            run.windows, run.passes = [], []
+            self.events.on_measure(run.launch, workload)
+        if self.experiment.side_by_side:  # warmed up together, as they will be measured
+            with ThreadPoolExecutor(len(members), thread_name_prefix="servelab-warm") as pool:
+                warmed = list(
+                    pool.map(
+                        lambda pair: self._warm_up(
+                            pair[1].stack, workload, scratch / f"side-{pair[0]}"
+                        ),
+                        enumerate(members),
+                    )
+                )
+            for run, rounds in zip(members, warmed, strict=True):
+                run.warmup_rps = rounds
+        else:
+            for run in members:
+                run.warmup_rps = self._warm_up(run.stack, workload, scratch)
+        first = self._next_pass_number(workload)
+        # More passes than the spec's slices (a later round may ask for them) repeat the
+        # slice loads; each pass drives every start once.
+        loads = slice_loads(workload.load, self.experiment.slices)
+        for pass_index in range(passes):
+            load = loads[pass_index % len(loads)]
+            if self.experiment.side_by_side:
+                self.events.on_slice(members[0].launch, workload, pass_index + 1, passes)
+                stacks = [run.stack for run in members]
+                windows = self.executor.measure_together(stacks, workload, load, scratch)
+                for run, window in zip(members, windows, strict=True):
+                    run.windows.append(window)
+                    run.passes.append(first + pass_index)
+                continue
+            for run in slice_order(members, pass_index, rng):
+                self.events.on_slice(run.launch, workload, pass_index + 1, passes)
+                run.windows.append(self.executor.measure(run.stack, workload, load, scratch))
+                run.passes.append(first + pass_index)

@@ -1,0 +1,151 @@
+"""Stop rules the runner consults: a ramp's SLO, and "measure until the answer is clear".
+
+Both are policies handed to the runner, decided from the runs so far; they do
+not measure anything themselves.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from servelab.analysis import METRIC_BY_KEY, analyze, clarity, slice_design
+from servelab.nested import variance_components
+from servelab.ramp import ramp_should_stop
+from servelab.results import RunResult
+from servelab.spec import Experiment, SloSpec
+
+# A later round measures each start for at most this many times the spec's slices.
+MAX_PASS_FACTOR = 4
+
+
+@dataclass(frozen=True)
+class SloStop:
+    """A ramp stops a launch's rising rates once they broke its SLO (see servelab.ramp)."""
+
+    slo: SloSpec | None
+
+    def stops(self, runs: Sequence[RunResult], launch) -> bool:
+        return ramp_should_stop(runs, launch.stack.name, launch.repetition, self.slo)
+
+
+@dataclass
+class RoundsSoFar:
+    """Rounds measured and where their time went (starting stacks; each workload's
+    warm-ups and passes), to foresee the next round's."""
+
+    rounds: int = 0
+    launch_s: float = 0.0
+    workload_s: dict[str, float] = field(default_factory=dict)
+    passes: dict[str, int] = field(default_factory=dict)  # passes measured, per workload
+
+    def add_launch(self, rounds: int, seconds: float) -> None:
+        self.rounds += rounds
+        self.launch_s += seconds
+
+    def add_workload(self, workload: str, passes: int, seconds: float) -> None:
+        self.workload_s[workload] = self.workload_s.get(workload, 0.0) + seconds
+        self.passes[workload] = self.passes.get(workload, 0) + passes
+
+    def expected_s(self, workloads: Sequence[str], passes: int) -> float:
+        """A round of fresh starts measuring ``workloads`` with ``passes`` passes each."""
+        if not self.rounds:
+            return 0.0
+        total = self.launch_s / self.rounds
+        for workload in workloads:
+            done = self.passes.get(workload, 0)
+            if done:  # time per pass, warm-ups included (they come once per round)
+                total += self.workload_s[workload] / done * passes
+        return total
+
+    @property
+    def per_round_s(self) -> float:
+        """The mean time of a whole round so far."""
+        if not self.rounds:
+            return 0.0
+        return (self.launch_s + sum(self.workload_s.values())) / self.rounds
+
+
+@dataclass(frozen=True)
+class NextRound:
+    """One more round of fresh starts: for these workloads, this many passes each."""
+
+    workloads: tuple[str, ...]
+    passes: int
+    expected_s: float
+
+
+@dataclass(frozen=True)
+class Outlook:
+    """Where the stopping rule stands: what is clear, and what the rest would take."""
+
+    unclear: tuple[tuple[str, str], ...]  # (workload, variant) of requests/s comparisons
+    more_starts: int  # starts per variant the unclear ones need beyond those measured
+    more_seconds: float  # the measuring time that would take, at this experiment's pace
+    reason: str  # why measuring stopped
+
+
+class PrecisionRule:
+    """Adds rounds of starts until every requests/s comparison is clear (its 95 % interval
+    within ±precision, or entirely beyond ±min-effect), the next round would overrun
+    the budget, or the starts reach their maximum. Passes per start double (up to
+    4x) while a start's slices are noisier than the starts are different."""
+
+    def __init__(self, experiment: Experiment) -> None:
+        assert experiment.stopping is not None
+        self.experiment = experiment
+        self.stopping = experiment.stopping
+        self.passes = experiment.slices
+        self.outlook: Outlook | None = None
+
+    def _assess(self, runs: Sequence[RunResult]):
+        analysis = analyze(self.experiment, runs, min_effect_pct=self.stopping.min_effect_pct)
+        return clarity(analysis, self.stopping.precision_pct, self.stopping.min_effect_pct)
+
+    def _passes_for(self, runs: Sequence[RunResult], workloads: Sequence[str]) -> int:
+        """Double the passes when, in the unclear workloads, the slices are the noisier part."""
+        rps = METRIC_BY_KEY["rps"]
+        slices_dominate = False
+        for workload in workloads:
+            own = [r for r in runs if r.workload == workload]
+            parts = variance_components(slice_design(own, rps, log_scale=True))
+            if parts is not None and not parts.starts_dominate:
+                slices_dominate = True
+        if slices_dominate:
+            return min(self.passes * 2, self.experiment.slices * MAX_PASS_FACTOR)
+        return self.passes
+
+    def next_round(
+        self, runs: Sequence[RunResult], elapsed_s: float, rounds: RoundsSoFar
+    ) -> NextRound | None:
+        found = self._assess(runs)
+        unclear = [c for c in found if not c.clear]
+        starts = max((r.repetition for r in runs), default=0)
+        needed = max((c.starts_needed or starts for c in unclear), default=starts)
+        more = max(0, needed - starts) if unclear else 0
+        unclear_workloads = tuple(dict.fromkeys(c.workload for c in unclear))
+
+        def stop(reason: str) -> None:
+            per_round = rounds.expected_s(unclear_workloads, self.passes)
+            self.outlook = Outlook(
+                tuple((c.workload, c.variant) for c in unclear), more, more * per_round, reason
+            )
+
+        if not unclear:
+            stop("every requests/s comparison is clear")
+            return None
+        if starts >= self.stopping.max_repetitions:
+            stop(f"{starts} starts per variant, the most allowed")
+            return None
+        workloads = unclear_workloads
+        passes = self._passes_for(runs, workloads)
+        expected = rounds.expected_s(workloads, passes)
+        if elapsed_s + expected > self.stopping.budget_s:
+            stop(
+                f"the budget of {self.stopping.budget_s:g} s would be overrun by another "
+                f"round (about {math.ceil(expected)} s)"
+            )
+            return None
+        self.passes = passes
+        return NextRound(workloads, passes, expected)

@@ -1,0 +1,125 @@
+"""The runner's schedule and stopping, with a fake executor (no servers started)."""
+
+from __future__ import annotations
+
+import random
+
+from support import FakeClock, FakeExecutor, ListSink
+
+from servelab.measure import Runner, RunnerEvents
+from servelab.spec import experiment_from_dict
+
+
+def experiment(*, slices=None, repetitions=2, stopping=None, duration=2.0, workloads=("w1", "w2")):
+    data = {
+        "name": "fake",
+        "repetitions": repetitions,
+        "baseline": {"name": "base"},
+        "variants": [{"name": "var", "proxy": {"transport": "unix"}}],
+        "workloads": [
+            {"name": w, "request": {"path": f"/{w}"}, "load": {"duration_s": duration}}
+            for w in workloads
+        ],
+        "warmup": {"max_rounds": 1},
+    }
+    if slices is not None:
+        data["slices"] = slices
+    if stopping is not None:
+        data["stopping"] = stopping
+    return experiment_from_dict(data, source="test")
+
+
+def test_slices_are_the_default_and_every_start_is_alive_for_its_passes():
+    exp = experiment()
+    assert exp.slices == 2  # 2 s runs: about one second a slice
+    executor, sink = FakeExecutor(), ListSink()
+    runs = Runner(exp, sink, executor).run()
+    assert sink.runs == runs and len(runs) == 2 * 2 * 2
+    launches = [i for i, e in enumerate(executor.log) if e[0] == "launch"]
+    first_measure = next(i for i, e in enumerate(executor.log) if e[0] == "measure")
+    assert len(launches) == 4 and max(launches) < first_measure  # the whole block first
+    assert executor.stopped_blocks == 1
+    for run in runs:
+        assert run.slices == 2 and len(run.slice_figures) == 2
+    # The slices of one pass share its number, per workload; two passes each.
+    for workload in ("w1", "w2"):
+        numbers = {s.pass_number for r in runs if r.workload == workload for s in r.slice_figures}
+        assert numbers == {1, 2}
+
+
+def test_sequential_runs_start_measure_and_stop_each_stack_in_turn():
+    exp = experiment(slices=1)
+    executor = FakeExecutor()
+    runs = Runner(exp, ListSink(), executor).run()
+    assert len(runs) == 8 and all(not r.slice_figures for r in runs)
+    kinds = [e[0] for e in executor.log if e[0] != "warm"]
+    assert kinds == ["launch", "measure", "measure", "stop"] * 4
+
+
+def test_resume_measures_only_what_is_missing():
+    exp = experiment()
+    first = Runner(exp, ListSink(), FakeExecutor()).run()
+    kept = [r for r in first if r.repetition == 1]
+    executor = FakeExecutor()
+    again = Runner(exp, ListSink(), executor, previous=kept).run()
+    assert {(r.variant, r.workload, r.repetition) for r in again} == {
+        (r.variant, r.workload, 2) for r in kept
+    }
+    # Pass numbers continue after the stored ones.
+    assert min(s.pass_number for r in again for s in r.slice_figures) == 3
+
+
+def noisy(sd_start: float, effect: float = 0.0, seed: int = 0, quiet: str = ""):
+    """Requests/s with a level per start (sd_start) and a small slice noise; workload
+    ``quiet`` has a doubling and hardly any noise, so it is clear at once."""
+    rng = random.Random(seed)
+    levels: dict[int, float] = {}
+
+    def level(variant, start, tick, workload):
+        if workload == quiet:
+            return 2000.0 if variant == "var" else 1000.0 + tick % 2
+        if start not in levels:
+            levels[start] = rng.gauss(0, sd_start)
+        shift = effect if variant == "var" else 0.0
+        return 1000.0 * (1 + shift + levels[start] + rng.gauss(0, 0.002))
+
+    return level
+
+
+def test_a_clear_answer_stops_after_the_first_block():
+    clock = FakeClock()
+    executor = FakeExecutor(noisy(0.002, effect=0.2), clock=clock)
+    decisions = []
+    events = RunnerEvents(on_round=lambda plan, outlook: decisions.append((plan, outlook)))
+    exp = experiment(stopping={"precision_pct": 3, "budget_s": 100}, repetitions=3)
+    runs = Runner(exp, ListSink(), executor, events, clock=clock).run()
+    assert {r.repetition for r in runs} == {1, 2, 3}
+    assert decisions[-1][0] is None
+    assert decisions[-1][1].reason == "every requests/s comparison is clear"
+
+
+def test_an_unclear_answer_adds_rounds_until_the_budget_is_spent():
+    clock = FakeClock()
+    executor = FakeExecutor(noisy(0.05, seed=1), clock=clock, seconds_per_window=1.0)
+    decisions = []
+    events = RunnerEvents(on_round=lambda plan, outlook: decisions.append((plan, outlook)))
+    exp = experiment(stopping={"precision_pct": 1, "budget_s": 40}, repetitions=2)
+    runs = Runner(exp, ListSink(), executor, events, clock=clock).run()
+    rounds = max(r.repetition for r in runs)
+    assert rounds > 2  # rounds were added
+    assert clock.now <= 40  # and none started that would overrun the budget
+    plans = [plan for plan, _ in decisions if plan is not None]
+    assert len(plans) == rounds - 2
+    last = decisions[-1][1]
+    assert "budget" in last.reason and last.unclear and last.more_starts > 0
+    # Every added round starts every variant afresh.
+    assert executor.starts == 2 * rounds
+
+
+def test_only_unclear_workloads_get_another_round():
+    clock = FakeClock()
+    executor = FakeExecutor(noisy(0.05, seed=2, quiet="w1"), clock=clock)
+    exp = experiment(stopping={"precision_pct": 0.5, "budget_s": 30}, repetitions=2)
+    runs = Runner(exp, ListSink(), executor, clock=clock).run()
+    later = [r for r in runs if r.repetition > 2]
+    assert later and {r.workload for r in later} == {"w2"}

@@ -1,0 +1,136 @@
+"""Slices stored with their runs, analysed by design, answered first."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from support import FakeExecutor, ListSink
+
+from servelab.analysis import analyze, comparisons_document
+from servelab.cli import cli, parse_duration
+from servelab.errors import SpecError
+from servelab.measure import Runner
+from servelab.report.answer import build_answer
+from servelab.report.base import ReportInput
+from servelab.report.data import runs_csv
+from servelab.spec import experiment_from_dict
+from servelab.store import ResultStore
+
+
+def experiment(**extra):
+    data = {
+        "name": "sliced",
+        "repetitions": 3,
+        "baseline": {"name": "base"},
+        "variants": [{"name": "fast", "proxy": {"transport": "unix"}}],
+        "workloads": [{"name": "w", "request": {"path": "/"}, "load": {"duration_s": 4.0}}],
+        "warmup": {"max_rounds": 1},
+        **extra,
+    }
+    return experiment_from_dict(data, source="test")
+
+
+def measured(effect: float, *, seed: int = 0, side_by_side: bool = False):
+    """Runs of a fake machine whose speed drifts by pass and whose starts differ a little."""
+    rng = random.Random(seed)
+    starts: dict[int, float] = {}
+    drift: dict[int, float] = {}
+
+    def level(variant, start, tick, workload):
+        starts.setdefault(start, rng.gauss(0, 0.01))
+        drift.setdefault(tick, rng.gauss(0, 0.1))
+        shift = effect if variant == "fast" else 0.0
+        return 1000 * math.exp(shift + starts[start] + drift[tick] + rng.gauss(0, 0.01))
+
+    exp = experiment(side_by_side=side_by_side) if side_by_side else experiment()
+    return exp, Runner(exp, ListSink(), FakeExecutor(level)).run()
+
+
+def test_side_by_side_cancels_a_drift_that_turns_cannot():
+    exp, runs = measured(0.10, side_by_side=True)
+    rps = analyze(exp, runs).for_workload("w")[1].comparisons["rps"]
+    assert rps.test == "nested t-test over stack starts"
+    low, high = rps.interval_pct
+    assert low < 100 * math.expm1(0.10) < high
+    assert (high - low) / 2 < 3  # a 10 % drift per moment is gone: ±3 % or better
+    assert rps.verdict == "better"
+
+
+def test_slices_are_stored_and_exported(tmp_path: Path):
+    exp, runs = measured(0.0)
+    store = ResultStore.create(tmp_path, exp, {"hostname": "test"})
+    for run in runs:
+        store.add(run)
+    again = store.runs()
+    assert [r.slice_figures for r in again] == [r.slice_figures for r in runs]
+    assert all(len(r.slice_figures) == 4 for r in again)
+    assert ResultStore.open(store.path).runs() == again  # runs.jsonl holds them too
+    report = ReportInput.from_store(store)
+    document = json.loads(__import__("servelab.report.data", fromlist=["x"]).runs_json(report))
+    assert len(document["runs"][0]["slice_figures"]) == 4
+    rows = runs_csv(report).splitlines()
+    header = rows[0].split(",")
+    assert "slice_pass" in header
+    slice_rows = [r for r in rows[1:] if r.split(",")[header.index("slice_pass")]]
+    assert len(slice_rows) == len(runs) * 4
+
+
+def test_answer_names_the_winner_and_every_comparison():
+    exp, runs = measured(0.2, side_by_side=True)
+    answer = build_answer(analyze(exp, runs))
+    (workload,) = answer.workloads
+    assert workload.winner == "fast"
+    (line,) = workload.lines
+    assert line.verdict == "better" and line.clear
+    assert "fast: +" in line.text() and "95 % CI" in line.text()
+
+
+def test_json_comparisons(tmp_path: Path):
+    exp, runs = measured(0.2, side_by_side=True)
+    document = comparisons_document(analyze(exp, runs))
+    rps = next(c for c in document["comparisons"] if c["metric"] == "rps")
+    assert rps["variant"] == "fast" and rps["verdict"] == "better" and rps["clear"]
+    assert rps["ratio"] == pytest.approx(1 + rps["change_pct"] / 100)
+    assert rps["restarts"] == [3, 3] and rps["passes"] == 3 * 2
+    store = ResultStore.create(tmp_path, exp, {"hostname": "test"})
+    for run in runs:
+        store.add(run)
+    result = CliRunner().invoke(cli, ["results", "show", "1", "--json", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    shown = json.loads(result.output)
+    assert shown["comparisons"] == json.loads(json.dumps(document["comparisons"]))
+
+
+def test_old_results_without_slices_keep_the_rounds_tests():
+    exp, runs = measured(0.0)
+    plain = [r.model_copy(update={"slice_figures": ()}) for r in runs]
+    rps = analyze(exp, plain).for_workload("w")[1].comparisons["rps"]
+    assert rps.test == "paired t-test"
+
+
+def test_defaults_slice_where_it_applies():
+    assert experiment().slices == 4  # 4 s: about a second a slice
+    assert experiment(driver="ab").slices == 1
+    assert experiment(side_by_side=True).slices == 2  # about 3 s a slice, at least two
+    with pytest.raises(SpecError, match="side_by_side"):
+        experiment(side_by_side=True, slices=1)
+    with pytest.raises(SpecError, match="stopping"):
+        experiment(slices=1, stopping={"budget_s": 60})
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("3m", 180), ("90s", 90), ("1h", 3600), ("1m30s", 90), ("200", 200)]
+)
+def test_durations(text, seconds):
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "x", "3 minutes", "-1m", "0s"])
+def test_bad_durations(text):
+    with pytest.raises(SpecError):
+        parse_duration(text)
