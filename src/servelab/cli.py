@@ -104,6 +104,13 @@ _cpu_options = [
         "run in one piece, in turn).",
     ),
     click.option(
+        "--side-by-side/--in-turns",
+        "side_by_side",
+        default=None,
+        help="Measure each round's stacks at the same time (sharing the stack CPUs: the "
+        "machine's drift cancels; quick's default), or in turns, one stack at a time.",
+    ),
+    click.option(
         "--precision",
         "precision_pct",
         type=float,
@@ -412,6 +419,7 @@ SESSION_OPTIONS = (
     "order",
     "seed",
     "slices",
+    "side_by_side",
     "precision_pct",
     "budget",
     "min_effect_pct",
@@ -432,6 +440,7 @@ def run_session(
     order: str | None,
     seed: int | None,
     slices: int | None = None,
+    side_by_side: bool | None = None,
     precision_pct: float | None = None,
     budget: str | None = None,
     min_effect_pct: float | None = None,
@@ -447,7 +456,7 @@ def run_session(
     database, prepared first."""
     from servelab.userapp import DJANGO_REFS, database_spec, prepared
 
-    experiment = with_order(experiment, order, seed, slices)
+    experiment = with_order(experiment, order, seed, slices, side_by_side)
     experiment = with_stopping(experiment, precision_pct, budget, min_effect_pct)
     db = database_spec(experiment.database, database, db_latency, db_jitter)
     cpu_plan = make_cpu_plan(
@@ -597,10 +606,21 @@ def ramp(
 
 
 def with_order(
-    experiment: Experiment, order: str | None, seed: int | None, slices: int | None = None
+    experiment: Experiment,
+    order: str | None,
+    seed: int | None,
+    slices: int | None = None,
+    side_by_side: bool | None = None,
 ) -> Experiment:
     """The experiment with the run-order options the command line gave (checked again)."""
+    from servelab.spec import default_slices
+
     update: dict[str, object] = {}
+    if side_by_side is not None and side_by_side != experiment.side_by_side:
+        update["side_by_side"] = side_by_side
+        if slices is None:  # slices of the other length
+            data = {**experiment.model_dump(), "side_by_side": side_by_side}
+            update["slices"] = default_slices(data)
     if order is not None:
         update["order"] = order
     if seed is not None:
@@ -616,8 +636,8 @@ def with_order(
         return Experiment.model_validate({**experiment.model_dump(), **update})
     except ValidationError as exc:
         raise SpecError(
-            f"--slices {slices}: {describe_validation_error(exc)}",
-            "give fewer slices, a longer duration, or leave --slices out",
+            f"--slices/--side-by-side: {describe_validation_error(exc)}",
+            "give fewer slices, a longer duration (oha, closed loads), or leave them out",
         ) from None
 
 

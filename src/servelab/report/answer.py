@@ -141,17 +141,20 @@ def group_warnings(analysis: ExperimentAnalysis) -> tuple[GroupedWarning, ...]:
     return tuple(grouped)
 
 
+def answer_intro(answer: Answer) -> str:
+    metric = METRIC_BY_KEY[answer.metric]
+    return (
+        f"{metric.label} of each variant against the baseline, 95 % intervals; clear means "
+        f"the interval is within ±{answer.precision_pct:g} % or entirely on one side of zero."
+    )
+
+
 def answer_markdown(answer: Answer, *, outlook: Sequence[str] = ()) -> list[str]:
     """The answer as markdown lines (report.md opens with it)."""
-    metric = METRIC_BY_KEY[answer.metric]
     lines = ["## Answer", ""]
     if not answer.workloads:
         return [*lines, "No comparison yet: the baseline and a variant must both be measured.", ""]
-    lines += [
-        f"{metric.label} of each variant against the baseline, 95 % intervals; clear means "
-        f"the interval is within ±{answer.precision_pct:g} % or entirely on one side of zero.",
-        "",
-    ]
+    lines += [answer_intro(answer), ""]
     for w in answer.workloads:
         lines.append(f"**{w.workload}**: winner **{w.winner}** ({w.winner_note})")
         lines += [f"- {line.text()}" for line in w.lines]

@@ -14,6 +14,7 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup
 
+from servelab.report.answer import answer_intro, build_answer
 from servelab.report.base import (
     HTML_FILE,
     RUNS_CSV_FILE,
@@ -73,7 +74,12 @@ def render_html(report: ReportInput) -> str:
         }
         for chart in report.charts
     ]
+    answer = build_answer(report.analysis)
+    tests = sorted({c.test for v in report.analysis.variants for c in v.comparisons.values()})
     return _environment().get_template("report.html.j2").render(
+        answer=answer,
+        answer_intro=answer_intro(answer),
+        answer_tests=" / ".join(tests) or "Welch's t-test",
         experiment=experiment,
         summary_line=experiment_line(report),
         workloads=workloads,

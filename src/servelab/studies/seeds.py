@@ -179,7 +179,7 @@ def gunicorn_vs_uvicorn(options: StudyOptions) -> Experiment:
 # side (at the same moments of the machine), 2 passes of 3 s per endpoint; rounds are
 # added until every requests/s comparison is within ±5 % or clear of zero, within a
 # budget that keeps the whole study under 3 minutes (README: "Measuring in slices").
-QUICK_STOPPING = {"precision_pct": 5.0, "budget_s": 165.0}
+QUICK_STOPPING = {"precision_pct": 5.0, "budget_s": 160.0}
 QUICK_DURATION_S = 6.0
 
 
