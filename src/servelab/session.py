@@ -8,7 +8,7 @@ the results so far are on disk in both raw and readable form.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -178,6 +178,7 @@ class ExperimentSession:
         out: Console,
         resume: bool = False,
         force: bool = False,
+        measure: Callable[..., list[RunResult]] = run_experiment,
     ) -> None:
         self.experiment = experiment
         self.cpu_plan = cpu_plan
@@ -186,6 +187,7 @@ class ExperimentSession:
         self.out = out
         self.resume = resume
         self.force = force
+        self.measure = measure  # tests hand in a runner with a fake executor
 
     def _open_store(self, environment: dict[str, Any]) -> tuple[ResultStore, list[RunResult]]:
         """A new store, or with --resume the unfinished one of the same experiment."""
@@ -305,7 +307,7 @@ class ExperimentSession:
         )
         try:
             with JANITOR.running(), progress:
-                run_experiment(
+                self.measure(
                     experiment,
                     store,
                     self.cpu_plan,

@@ -1,0 +1,62 @@
+"""The session (store, progress, answer) end to end with a fake executor: no servers."""
+
+from __future__ import annotations
+
+import io
+import math
+import random
+from pathlib import Path
+
+from rich.console import Console
+from support import FakeExecutor
+
+from servelab.cpus import CpuPlan
+from servelab.measure import Runner
+from servelab.session import ExperimentSession
+from servelab.spec import experiment_from_dict
+from servelab.store import DB_FILE, Database
+
+
+def fake_measure(level):
+    def measure(experiment, store, cpu_plan, *, events, driver, previous):
+        return Runner(experiment, store, FakeExecutor(level), events, previous).run()
+
+    return measure
+
+
+def test_a_session_stores_every_run_and_ends_with_the_answer(tmp_path: Path):
+    rng = random.Random(5)
+
+    def level(variant, start, tick, workload):
+        return 1000 * math.exp((0.3 if variant == "fast" else 0.0) + rng.gauss(0, 0.01))
+
+    experiment = experiment_from_dict(
+        {
+            "name": "session",
+            "repetitions": 2,
+            "baseline": {"name": "base"},
+            "variants": [{"name": "fast", "proxy": {"transport": "unix"}}],
+            "workloads": [{"name": "w", "request": {"path": "/"}, "load": {"duration_s": 2}}],
+            "side_by_side": True,
+            "stopping": {"precision_pct": 50, "budget_s": 60},
+        }
+    )
+    terminal, screen = io.StringIO(), io.StringIO()
+    session = ExperimentSession(
+        experiment,
+        CpuPlan("0", "1", cpu_priority=False),
+        tmp_path,
+        console=Console(file=terminal, width=200),
+        out=Console(file=screen, width=200),
+        measure=fake_measure(level),
+    )
+    store = session.run()
+    database = Database(tmp_path / DB_FILE)
+    assert len(database.runs(store.id)) == 4
+    report = (store.path / "report.md").read_text()
+    assert report.index("## Answer") < report.index("## w")
+    assert "winner **fast**" in report
+    text = screen.getvalue()
+    assert "Answer" in text and "winner fast" in text
+    assert "measuring stopped: every requests/s comparison is clear" in text
+    assert text.rstrip().splitlines()[-1].startswith("result #1")
