@@ -141,11 +141,15 @@ class PrecisionRule:
         workloads = unclear_workloads
         passes = self._passes_for(runs, workloads)
         expected = rounds.expected_s(workloads, passes)
-        if elapsed_s + expected > self.stopping.budget_s:
+        remaining = self.stopping.budget_s - elapsed_s
+        while expected > remaining and passes > 1:  # a shorter round may still fit
+            passes -= 1
+            expected = rounds.expected_s(workloads, passes)
+        if expected > remaining:
             stop(
                 f"the budget of {self.stopping.budget_s:g} s would be overrun by another "
                 f"round (about {math.ceil(expected)} s)"
             )
             return None
-        self.passes = passes
+        self.passes = max(self.passes, passes)
         return NextRound(workloads, passes, expected)

@@ -201,9 +201,9 @@ def quick(options: StudyOptions) -> Experiment:
             default_duration_s=QUICK_DURATION_S,
             default_concurrency=50,
         ),
-        # Warm-up rounds of 1 s (at most 2) keep quick within 3 minutes whatever the
-        # endpoint's speed (200 requests of the ~1 MB answers took 1-4 s a round).
-        warmup={"max_rounds": 2, "duration_s": 1.0},
+        # One warm-up round of 1 s keeps quick within 3 minutes whatever the endpoint's
+        # speed (200 requests of the ~1 MB answers took 1-4 s a round).
+        warmup={"max_rounds": 1, "duration_s": 1.0},
         side_by_side=True,
         stopping=QUICK_STOPPING,
     )
