@@ -268,19 +268,10 @@ def analyze(
             comparisons = {}
             if not is_baseline and baseline_runs:
                 for metric in METRICS:
-                    if is_sliced(workload_runs):
-                        comparisons[metric.key] = compare_starts(
-                            workload_runs,
-                            experiment.baseline.name,
-                            stack.name,
-                            metric,
-                            alpha=alpha,
-                            min_effect_pct=min_effect_pct,
-                        )
-                        continue
-                    comparisons[metric.key] = compare_rounds(
-                        baseline_runs,
-                        own,
+                    comparisons[metric.key] = compare_variants(
+                        workload_runs,
+                        experiment.baseline.name,
+                        stack.name,
                         metric,
                         alpha=alpha,
                         min_effect_pct=min_effect_pct,
@@ -395,6 +386,32 @@ def compare_rounds(
         paired = compare_paired([by_round[n] for n in rounds], [mine[n] for n in rounds], **options)
         return replace(paired, reason=f"paired by round, {paired.reason}", test="paired t-test")
     return compare(list(by_round.values()), list(mine.values()), **options)
+
+
+def compare_variants(
+    runs: Sequence[RunResult],
+    baseline: str,
+    variant: str,
+    metric: Metric,
+    *,
+    alpha: float = 0.05,
+    min_effect_pct: float = 0.0,
+) -> Comparison:
+    """``variant`` against ``baseline`` among ``runs`` (one workload's, of one experiment),
+    by the test the design allows: nested over starts when every run was sliced, paired
+    by round or Welch's otherwise. Every report's verdicts come from here."""
+    pair = [r for r in runs if r.variant in (baseline, variant)]
+    if is_sliced(pair):
+        return compare_starts(
+            runs, baseline, variant, metric, alpha=alpha, min_effect_pct=min_effect_pct
+        )
+    return compare_rounds(
+        sorted((r for r in pair if r.variant == baseline), key=lambda r: r.repetition),
+        sorted((r for r in pair if r.variant == variant), key=lambda r: r.repetition),
+        metric,
+        alpha=alpha,
+        min_effect_pct=min_effect_pct,
+    )
 
 
 def is_sliced(runs: Sequence[RunResult]) -> bool:

@@ -1,7 +1,7 @@
 """Which variant to export: one named by the user, or the measured best.
 
 "Best" is the variant with the highest throughput among those that failed no
-request and were significantly faster than the baseline (Welch's verdict
+request and were significantly faster than the baseline (the reports' verdict
 "better" on requests/s). With several workloads, a variant must be "better"
 on at least one and "worse" on none, and throughput is compared as the mean
 gain over the baseline across workloads (requests/s of different endpoints do

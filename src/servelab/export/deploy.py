@@ -26,7 +26,7 @@ from typing import Any
 
 import jinja2
 
-from servelab.analysis import VariantAnalysis
+from servelab.analysis import METRIC_BY_KEY, VariantAnalysis, compare_variants
 from servelab.apps import BUILTIN_APPS, resolve_app
 from servelab.errors import SpecError
 from servelab.export.choose import Choice
@@ -39,7 +39,6 @@ from servelab.report.base import (
 )
 from servelab.spec import StackSpec
 from servelab.stacks import gunicorn, nginx, uvicorn
-from servelab.stats import compare
 
 NGINX_BINARY = "/usr/sbin/nginx"  # Debian's
 DEFAULT_NAME = "webapp"
@@ -221,8 +220,10 @@ def knob_evidence(report: ReportInput, chosen: StackSpec) -> list[Evidence]:
             them = _runs(report, other.name, workload.name)
             if mine is None or them is None:
                 continue
-            comparison = compare(
-                [r.load.rps for r in them.runs], [r.load.rps for r in mine.runs]
+            # The same test, on the same runs, as the reports' verdicts.
+            everyone = [r for r in report.runs if r.workload == workload.name]
+            comparison = compare_variants(
+                everyone, other.name, chosen.name, METRIC_BY_KEY["rps"]
             )
             pct = comparison.difference_pct
             lines.append(
@@ -230,7 +231,11 @@ def knob_evidence(report: ReportInput, chosen: StackSpec) -> list[Evidence]:
                 f"{comparison.baseline_mean:,.1f} requests/s"
                 + (f" ({pct:+.1f} %)" if pct is not None else "")
                 + f", {comparison.verdict}"
-                + (f" (p = {comparison.p_value:.2g})" if comparison.p_value is not None else "")
+                + (
+                    f" ({comparison.test}, p = {comparison.p_value:.2g})"
+                    if comparison.p_value is not None
+                    else ""
+                )
                 + (f"; {them.total_errors} failed requests there" if them.total_errors else "")
             )
         if lines:
@@ -430,6 +435,10 @@ def render_readme(
         source=source,
         choice=deploy.choice,
         baseline_name=report.experiment.baseline.name,
+        tests=" / ".join(
+            sorted({c.test for v in report.analysis.variants for c in v.comparisons.values()})
+        )
+        or "Welch's t-test",
         workloads=workloads,
         warnings=[
             w for w in report.analysis.all_warnings if w.variant in (None, chosen)
