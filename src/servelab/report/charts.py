@@ -200,7 +200,8 @@ def rps_chart(report: ReportInput) -> Chart:
         "rps",
         "Requests per second",
         "Mean requests/s of each variant per workload; error bars are the 95 % confidence "
-        "interval of the mean; the colour is the verdict against the baseline (the test the report names).",
+        "interval of the mean; the colour is the verdict against the baseline (by the test "
+        "the report names).",
     )
 
 
