@@ -36,6 +36,22 @@ MIN_PAIRED_ROUNDS = 3
 # runs above which it is flagged: an idle 2-CPU VM here drifts by ~1-2 % in half a second.
 MACHINE_SPEED_CV = 0.03
 DEFAULT_PRECISION_PCT = 5.0
+# A start whose busiest app worker used this many times the CPU of its least busy one
+# is flagged: its requests were not spread over the workers.
+UNEVEN_WORKERS = 1.5
+
+
+def worker_split(run: RunResult) -> tuple[float, float] | None:
+    """CPU seconds of the run's busiest and least busy app worker (processes of role
+    "app" that did at least 2 % of the app's work: a master that only supervises is
+    left out, and so, for want of the worker count, is a worker that did nothing);
+    None with fewer than two such workers."""
+    app = [p.cpu_s for p in run.processes if p.role == "app"]
+    total = sum(app)
+    workers = [cpu for cpu in app if total and cpu >= 0.02 * total]
+    if len(workers) < 2:
+        return None
+    return max(workers), min(workers)
 
 
 @dataclass(frozen=True)
@@ -213,6 +229,23 @@ def _variant_warnings(
                     )
                 )
                 break
+    uneven = [(run, split) for run in runs if (split := worker_split(run)) is not None]
+    worst_split = max(uneven, key=lambda pair: pair[1][0] / pair[1][1], default=None)
+    if worst_split is not None and worst_split[1][0] >= UNEVEN_WORKERS * worst_split[1][1]:
+        run, (busiest, idlest) = worst_split
+        warnings.append(
+            ResultWarning(
+                "uneven-workers",
+                f"in run {run.repetition} the app's busiest worker used {busiest:.2f} CPU s, "
+                f"its least busy {idlest:.2f}: requests spread unevenly over the workers "
+                "(e.g. upstream keepalive connections held by one), a difference between "
+                "stack starts that more starts average out",
+                "read the per-start figures (runs.csv) before trusting one start; measure "
+                "more starts (--precision, --budget)",
+                variant,
+                workload,
+            )
+        )
     shares = [r.neighbour_cpu_share for r in runs if r.neighbour_cpu_share is not None]
     if shares and max(shares) >= NEIGHBOURS_SHARE:
         worst = max(shares)

@@ -134,3 +134,27 @@ def test_durations(text, seconds):
 def test_bad_durations(text):
     with pytest.raises(SpecError):
         parse_duration(text)
+
+
+def test_uneven_workers_are_shown():
+    from servelab.analysis import worker_split
+    from servelab.results import ProcessUsage
+
+    exp, runs = measured(0.0)
+    run = runs[0]
+
+    def usage(*cpu):
+        return tuple(
+            ProcessUsage(role="app", pid=i + 1, name="python", cpu_s=c, peak_rss_bytes=1)
+            for i, c in enumerate(cpu)
+        )
+
+    assert worker_split(run.model_copy(update={"processes": usage(0.001, 1.0, 1.1)})) == (1.1, 1.0)
+    assert worker_split(run.model_copy(update={"processes": usage(0.001, 1.0)})) is None
+    lopsided = [
+        r.model_copy(update={"processes": usage(0.0, 2.0, 0.5)}) if r.variant == "fast" else r
+        for r in runs
+    ]
+    warnings = analyze(exp, lopsided).all_warnings
+    (uneven,) = [w for w in warnings if w.kind == "uneven-workers"]
+    assert uneven.variant == "fast" and "2.00 CPU s" in uneven.message
