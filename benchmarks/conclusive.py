@@ -38,10 +38,12 @@ from servelab.studies import StudyOptions, get_study
 SERVELAB = str(Path(sys.executable).with_name("servelab"))
 
 
-def comparison_lines(document: dict[str, Any]) -> list[str]:
-    lines = []
+def comparison_lines(document: dict[str, Any], metric: str | None = None) -> list[str]:
+    """One line per comparison of ``metric`` (default: the answer's)."""
+    metric = metric or document["answer_metric"]
+    lines = [f"  {metric}:"]
     for c in document["comparisons"]:
-        if c["metric"] != "rps":
+        if c["metric"] != metric:
             continue
         low, high = c["interval_pct"] or (float("nan"), float("nan"))
         lines.append(
@@ -78,9 +80,10 @@ def quick(times: int, extra: list[str], root: Path) -> None:
                 check=True,
             ).stdout
         )
-        clear = sum(c["clear"] for c in ids["comparisons"] if c["metric"] == "rps")
-        print(f"run {n}: {wall:.0f} s wall, {clear} of 8 requests/s comparisons clear")
-        for line in comparison_lines(ids):
+        answer = ids["answer_metric"]
+        clear = sum(c["clear"] for c in ids["comparisons"] if c["metric"] == answer)
+        print(f"run {n}: {wall:.0f} s wall, {clear} of 8 {answer} comparisons clear")
+        for line in comparison_lines(ids) + comparison_lines(ids, "rps"):
             print(line)
         stopped = [line for line in done.stdout.splitlines() if "measuring stopped" in line]
         print("    " + (stopped[0] if stopped else "(no stopping line)"))
@@ -102,7 +105,7 @@ def a_a(times: int, root: Path) -> None:
         began = time.monotonic()
         runs = measure(experiment, root)
         document = comparisons_document(analyze(experiment, runs))
-        rps = [c for c in document["comparisons"] if c["metric"] == "rps"]
+        rps = [c for c in document["comparisons"] if c["metric"] == document["answer_metric"]]
         wrong = [c for c in rps if c["verdict"] in ("better", "worse")]
         calls += len(wrong)
         print(

@@ -139,6 +139,7 @@ class FakeExecutor:
 
     def _window(self, stack, workload, load):
         from servelab.measure.executor import Window
+        from servelab.results import ProcessUsage
 
         self.log.append(("measure", stack.variant, workload.name))
         rps = self.level(stack.variant, stack.start, self.ticks, workload.name)
@@ -146,7 +147,12 @@ class FakeExecutor:
         return Window(
             started="2026-11-23T00:00:00+0000",
             load=self._load(rps, duration),
-            usage=(),
+            # The stack kept its CPU busy: requests per CPU second = requests per second.
+            usage=(
+                ProcessUsage(
+                    role="app", pid=stack.start, name="fake", cpu_s=duration, peak_rss_bytes=1
+                ),
+            ),
             observed={
                 "log_events": {},
                 "log_examples": {},

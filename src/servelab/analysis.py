@@ -39,6 +39,7 @@ DEFAULT_PRECISION_PCT = 5.0
 # A start whose busiest app worker used this many times the CPU of its least busy one
 # is flagged: its requests were not spread over the workers.
 UNEVEN_WORKERS = 1.5
+UNEVEN_MIN_CPU_S = 0.2
 
 
 def worker_split(run: RunResult) -> tuple[float, float] | None:
@@ -105,8 +106,30 @@ METRICS: tuple[Metric, ...] = (
         lambda r: r.load.ok_rps,
         _ok_rps,
     ),
+    # Side by side, each stack's requests/s is its share of a contended CPU, and a
+    # stack that blocks more (a small socket buffer) gets a smaller share; requests per
+    # CPU second of the stack is what it would serve with a CPU to itself when CPU-bound.
+    Metric(
+        "rps_per_cpu",
+        "Requests per CPU second",
+        "req/CPU-s",
+        True,
+        lambda r: r.load.requests_total / r.stack_cpu_s if r.stack_cpu_s > 0 else 0.0,
+        lambda s: s.requests / s.stack_cpu_s if s.stack_cpu_s > 0 else 0.0,
+    ),
 )
 METRIC_BY_KEY = {m.key: m for m in METRICS}
+
+
+def answer_metric(experiment: Experiment) -> Metric:
+    """The metric the answer (and the stopping rule) is about: requests/s, or requests
+    per CPU second for stacks measured side by side (see ``rps_per_cpu``)."""
+    return METRIC_BY_KEY["rps_per_cpu" if experiment.side_by_side else "rps"]
+
+
+def compared_metrics(experiment: Experiment) -> tuple[Metric, ...]:
+    """Metrics compared with the baseline: requests per CPU second only side by side."""
+    return tuple(m for m in METRICS if m.key != "rps_per_cpu" or experiment.side_by_side)
 
 
 @dataclass(frozen=True)
@@ -231,7 +254,11 @@ def _variant_warnings(
                 break
     uneven = [(run, split) for run in runs if (split := worker_split(run)) is not None]
     worst_split = max(uneven, key=lambda pair: pair[1][0] / pair[1][1], default=None)
-    if worst_split is not None and worst_split[1][0] >= UNEVEN_WORKERS * worst_split[1][1]:
+    if (
+        worst_split is not None
+        and worst_split[1][0] >= UNEVEN_MIN_CPU_S  # too little work says nothing
+        and worst_split[1][0] >= UNEVEN_WORKERS * worst_split[1][1]
+    ):
         run, (busiest, idlest) = worst_split
         warnings.append(
             ResultWarning(
@@ -300,7 +327,7 @@ def analyze(
             is_baseline = stack.name == experiment.baseline.name
             comparisons = {}
             if not is_baseline and baseline_runs:
-                for metric in METRICS:
+                for metric in compared_metrics(experiment):
                     comparisons[metric.key] = compare_variants(
                         workload_runs,
                         experiment.baseline.name,
@@ -581,9 +608,11 @@ def clarity(
     analysis: ExperimentAnalysis,
     precision_pct: float,
     min_effect_pct: float = 0.0,
-    metrics: Sequence[str] = ("rps",),
+    metrics: Sequence[str] | None = None,
 ) -> list[Clarity]:
-    """Every comparison of ``metrics``: clear or not, and the starts a clear one needs."""
+    """Every comparison of ``metrics`` (default: the answer's metric): clear or not, and
+    the starts a clear one needs."""
+    metrics = metrics or (answer_metric(analysis.experiment).key,)
     from servelab.nested import DesignEffect
 
     found = []
@@ -684,6 +713,7 @@ def comparisons_document(
     return {
         "experiment": analysis.experiment.name,
         "baseline": analysis.experiment.baseline.name,
+        "answer_metric": answer_metric(analysis.experiment).key,
         "precision_pct": precision,
         "min_effect_pct": min_effect_pct,
         "comparisons": rows,

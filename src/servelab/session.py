@@ -26,7 +26,7 @@ from servelab.load import get_driver
 from servelab.measure import Launch, RunnerEvents, run_experiment, run_key
 from servelab.measure.stopping import NextRound, Outlook
 from servelab.procs import JANITOR
-from servelab.report.answer import build_answer
+from servelab.report.answer import answer_intro, build_answer
 from servelab.report.failures import render_failures
 from servelab.report.tables import experiment_markdown, seed_tables, verdict_lines
 from servelab.results import RunResult
@@ -146,6 +146,7 @@ def render_answer(console: Console, analysis, outlook: Outlook | None = None) ->
     winner, then the warnings grouped by kind."""
     answer = build_answer(analysis)
     console.rule("[bold]Answer")
+    console.print(f"[dim]{answer_intro(answer)}[/dim]", highlight=False)
     if not answer.workloads:
         console.print("no comparison: the baseline and a variant must both be measured")
     for workload in answer.workloads:

@@ -95,7 +95,7 @@ def test_a_clear_answer_stops_after_the_first_block():
     runs = Runner(exp, ListSink(), executor, events, clock=clock).run()
     assert {r.repetition for r in runs} == {1, 2, 3}
     assert decisions[-1][0] is None
-    assert decisions[-1][1].reason == "every requests/s comparison is clear"
+    assert decisions[-1][1].reason == "every requests per second comparison is clear"
 
 
 def test_an_unclear_answer_adds_rounds_until_the_budget_is_spent():

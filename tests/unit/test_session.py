@@ -58,5 +58,5 @@ def test_a_session_stores_every_run_and_ends_with_the_answer(tmp_path: Path):
     assert "winner **fast**" in report
     text = screen.getvalue()
     assert "Answer" in text and "winner fast" in text
-    assert "measuring stopped: every requests/s comparison is clear" in text
+    assert "measuring stopped: every requests per cpu second comparison is clear" in text
     assert text.rstrip().splitlines()[-1].startswith("result #1")

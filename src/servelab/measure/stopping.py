@@ -10,7 +10,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from servelab.analysis import METRIC_BY_KEY, analyze, clarity, slice_design
+from servelab.analysis import analyze, answer_metric, clarity, slice_design
 from servelab.nested import variance_components
 from servelab.ramp import ramp_should_stop
 from servelab.results import RunResult
@@ -80,14 +80,15 @@ class NextRound:
 class Outlook:
     """Where the stopping rule stands: what is clear, and what the rest would take."""
 
-    unclear: tuple[tuple[str, str], ...]  # (workload, variant) of requests/s comparisons
+    unclear: tuple[tuple[str, str], ...]  # (workload, variant) of the answer's comparisons
     more_starts: int  # starts per variant the unclear ones need beyond those measured
     more_seconds: float  # the measuring time that would take, at this experiment's pace
     reason: str  # why measuring stopped
 
 
 class PrecisionRule:
-    """Adds rounds of starts until every requests/s comparison is clear (its 95 % interval
+    """Adds rounds of starts until every comparison of the answer's metric (requests/s; per
+    CPU second side by side) is clear (its 95 % interval
     within ±precision, or entirely beyond ±min-effect), the next round would overrun
     the budget, or the starts reach their maximum. Passes per start double (up to
     4x) while a start's slices are noisier than the starts are different."""
@@ -105,11 +106,11 @@ class PrecisionRule:
 
     def _passes_for(self, runs: Sequence[RunResult], workloads: Sequence[str]) -> int:
         """Double the passes when, in the unclear workloads, the slices are the noisier part."""
-        rps = METRIC_BY_KEY["rps"]
+        metric = answer_metric(self.experiment)
         slices_dominate = False
         for workload in workloads:
             own = [r for r in runs if r.workload == workload]
-            parts = variance_components(slice_design(own, rps, log_scale=True))
+            parts = variance_components(slice_design(own, metric, log_scale=True))
             if parts is not None and not parts.starts_dominate:
                 slices_dominate = True
         if slices_dominate:
@@ -133,7 +134,7 @@ class PrecisionRule:
             )
 
         if not unclear:
-            stop("every requests/s comparison is clear")
+            stop(f"every {answer_metric(self.experiment).label.lower()} comparison is clear")
             return None
         if starts >= self.stopping.max_repetitions:
             stop(f"{starts} starts per variant, the most allowed")

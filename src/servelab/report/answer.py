@@ -10,9 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from servelab.analysis import METRIC_BY_KEY, ExperimentAnalysis, clarity
-
-ANSWER_METRIC = "rps"
+from servelab.analysis import METRIC_BY_KEY, ExperimentAnalysis, answer_metric, clarity
 
 
 @dataclass(frozen=True)
@@ -81,17 +79,17 @@ def build_answer(analysis: ExperimentAnalysis, *, precision_pct: float | None = 
     stopping = experiment.stopping
     precision = precision_pct or (stopping.precision_pct if stopping else 5.0)
     min_effect = stopping.min_effect_pct if stopping else 0.0
+    metric = answer_metric(experiment)
     needed = {
         (c.workload, c.variant): c.starts_needed
-        for c in clarity(analysis, precision, min_effect, (ANSWER_METRIC,))
+        for c in clarity(analysis, precision, min_effect, (metric.key,))
     }
-    metric = METRIC_BY_KEY[ANSWER_METRIC]
     answers = []
     for workload in experiment.workloads:
         variants = analysis.for_workload(workload.name)
         lines = []
         for v in variants:
-            comparison = v.comparisons.get(ANSWER_METRIC)
+            comparison = v.comparisons.get(metric.key)
             if v.is_baseline or comparison is None:
                 continue
             bounds = comparison.interval_pct
@@ -122,7 +120,7 @@ def build_answer(analysis: ExperimentAnalysis, *, precision_pct: float | None = 
             winner = experiment.baseline.name
             note = "no variant is significantly better than the baseline"
         answers.append(WorkloadAnswer(workload.name, tuple(lines), winner, note))
-    return Answer(ANSWER_METRIC, tuple(answers), group_warnings(analysis), precision)
+    return Answer(metric.key, tuple(answers), group_warnings(analysis), precision)
 
 
 def group_warnings(analysis: ExperimentAnalysis) -> tuple[GroupedWarning, ...]:
@@ -143,10 +141,17 @@ def group_warnings(analysis: ExperimentAnalysis) -> tuple[GroupedWarning, ...]:
 
 def answer_intro(answer: Answer) -> str:
     metric = METRIC_BY_KEY[answer.metric]
-    return (
+    text = (
         f"{metric.label} of each variant against the baseline, 95 % intervals; clear means "
         f"the interval is within ±{answer.precision_pct:g} % or entirely on one side of zero."
     )
+    if answer.metric == "rps_per_cpu":
+        text += (
+            " The stacks were measured side by side, sharing the CPU: requests per CPU "
+            "second of each stack is what it serves with a CPU to itself (CPU-bound), "
+            "its requests/s only its share."
+        )
+    return text
 
 
 def answer_markdown(answer: Answer, *, outlook: Sequence[str] = ()) -> list[str]:
