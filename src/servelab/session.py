@@ -92,8 +92,8 @@ def stopping_note(experiment: Experiment) -> str:
     stopping = experiment.stopping
     assert stopping is not None
     return (
-        f"Stopping: rounds of fresh starts added until every requests/s comparison's 95 % "
-        f"interval is within ±{stopping.precision_pct:g} % or clear of "
+        f"Stopping: rounds of fresh starts added until every comparison's 95 % "
+        f"interval (the answer's metric) is within ±{stopping.precision_pct:g} % or clear of "
         f"±{stopping.min_effect_pct:g} %, within {stopping.budget_s:g} s of measuring"
     )
 

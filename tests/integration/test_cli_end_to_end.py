@@ -58,7 +58,8 @@ def test_quick_study_runs_every_variant_and_leaves_nothing(tmp_path):
 def test_sliced_runs_are_merged_from_their_slices_and_leave_nothing(tmp_path):
     dirs_before = servelab_temp_dirs()
     pid, code, _stdout, stderr = servelab(
-        "study", "quick", "-r", "2", "-d", "2", "--slices", "2", "--endpoints",
+        "study", "quick", "-r", "2", "-d", "2", "--slices", "2", "--in-turns", "--budget", "1s",
+        "--endpoints",
         "sync-small,async-small", "--warmup", "20", "--out", str(tmp_path))
     assert code == 0, stderr
     runs = [json.loads(line) for line in (tmp_path / "1-quick" / "runs.jsonl").read_text()
@@ -81,6 +82,37 @@ def test_sliced_runs_are_merged_from_their_slices_and_leave_nothing(tmp_path):
         assert len(set(app_pids)) == 6
     assert "Slices: each run measured in 2 slices" in (tmp_path / "1-quick" / "report.md")\
         .read_text()
+    assert owned_by(pid) == []
+    assert servelab_temp_dirs() <= dirs_before
+
+
+def test_side_by_side_rounds_until_the_budget_and_the_answer_last(tmp_path):
+    dirs_before = servelab_temp_dirs()
+    pid, code, stdout, stderr = servelab(
+        "study", "quick", "-r", "2", "-d", "2", "--endpoints", "async-small",
+        "--precision", "0.1", "--min-effect", "50", "--budget", "40s", "--out", str(tmp_path))
+    assert code == 0, stderr
+    runs = [json.loads(line) for line in (tmp_path / "1-quick" / "runs.jsonl").read_text()
+            .splitlines()]
+    rounds = {r["repetition"] for r in runs}
+    assert len(rounds) >= 3, "a ±0.1 % answer (or a 50 % effect) is out of reach: rounds added"
+    for run in runs:  # the slices of one round were measured at the same moments
+        assert run["slices"] == len(run["slice_figures"]) >= 1
+    by_round: dict[int, set] = {}
+    for run in runs:
+        passes = frozenset(s["pass_number"] for s in run["slice_figures"])
+        by_round.setdefault(run["repetition"], set()).add(passes)
+    assert all(len(found) == 1 for found in by_round.values())
+    answer = stdout[stdout.index("Answer"):]
+    assert "requests per cpu second" in answer.lower()
+    assert "measuring stopped: the budget of 40 s" in answer
+    assert "not clear yet" in answer
+    shown = subprocess.run(
+        [sys.executable, "-m", "servelab", "results", "show", "1", "--json", "--out",
+         str(tmp_path)], capture_output=True, text=True, check=True)
+    document = json.loads(shown.stdout)
+    assert document["answer_metric"] == "rps_per_cpu"
+    assert {c["metric"] for c in document["comparisons"]} >= {"rps", "rps_per_cpu"}
     assert owned_by(pid) == []
     assert servelab_temp_dirs() <= dirs_before
 
