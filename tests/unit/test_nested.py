@@ -122,3 +122,50 @@ def test_starts_needed_scales_with_the_square_of_the_width():
     assert starts_needed(effect, half) == 3
     assert starts_needed(effect, half / 2) == 12
     assert starts_needed(effect, 0) is None
+
+
+def simulate_side_by_side(rng, effect, *, variants=2, rounds=3, passes=2, sd_start=0.03):
+    """Each round its own block: its passes measure only its starts, at shared moments."""
+    design = {f"v{i}": {} for i in range(variants)}
+    number = 0
+    for r in range(rounds):
+        moments = {}
+        for p in range(passes):
+            number += 1
+            moments[number] = rng.gauss(0, 0.1)
+        for i in range(variants):
+            u = rng.gauss(0, sd_start)
+            shift = effect if i == 1 else 0.0
+            design[f"v{i}"][r] = {
+                n: 7.0 + shift + m + u + rng.gauss(0, 0.02) for n, m in moments.items()
+            }
+    return design
+
+
+@pytest.mark.parametrize("variants", [2, 3])
+def test_side_by_side_rounds_are_blocks_and_the_interval_keeps_its_coverage(variants):
+    rng = random.Random(variants)
+    truth = math.log(1.03)
+    trials, covered, false = 600, 0, 0
+    for _ in range(trials):
+        effect = compare_design(
+            simulate_side_by_side(rng, truth, variants=variants), "v0", "v1", log_scale=True
+        )
+        covered += effect.low <= truth <= effect.high
+        same = compare_design(
+            simulate_side_by_side(rng, 0.0, variants=variants), "v0", "v1", log_scale=True
+        )
+        false += same.p_value < 0.05
+    assert effect.df == (variants - 1) * (3 - 1)  # a randomized block design's error df
+    assert 0.92 <= covered / trials <= 0.98
+    assert 0.02 <= false / trials <= 0.08
+
+
+def test_blocks_follow_shared_passes():
+    from servelab.nested import blocks
+
+    design = simulate_side_by_side(random.Random(0), 0.0, variants=2, rounds=3)
+    found = blocks(design)
+    assert found[("v0", 0)] == found[("v1", 0)] != found[("v0", 1)]
+    assert len(set(found.values())) == 3
+    assert len(set(blocks(HAND).values())) == 1
