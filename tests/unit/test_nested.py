@@ -130,7 +130,7 @@ def simulate_side_by_side(rng, effect, *, variants=2, rounds=3, passes=2, sd_sta
     number = 0
     for r in range(rounds):
         moments = {}
-        for p in range(passes):
+        for _ in range(passes):
             number += 1
             moments[number] = rng.gauss(0, 0.1)
         for i in range(variants):
