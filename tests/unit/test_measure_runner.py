@@ -10,7 +10,15 @@ from servelab.measure import Runner, RunnerEvents
 from servelab.spec import experiment_from_dict
 
 
-def experiment(*, slices=None, repetitions=2, stopping=None, duration=2.0, workloads=("w1", "w2")):
+def experiment(
+    *,
+    slices=None,
+    repetitions=2,
+    stopping=None,
+    duration=2.0,
+    workloads=("w1", "w2"),
+    side_by_side=False,
+):
     data = {
         "name": "fake",
         "repetitions": repetitions,
@@ -26,6 +34,8 @@ def experiment(*, slices=None, repetitions=2, stopping=None, duration=2.0, workl
         data["slices"] = slices
     if stopping is not None:
         data["stopping"] = stopping
+    if side_by_side:
+        data["side_by_side"] = True
     return experiment_from_dict(data, source="test")
 
 
@@ -123,3 +133,15 @@ def test_only_unclear_workloads_get_another_round():
     runs = Runner(exp, ListSink(), executor, clock=clock).run()
     later = [r for r in runs if r.repetition > 2]
     assert later and {r.workload for r in later} == {"w2"}
+
+
+def test_side_by_side_rounds_take_turns_at_going_first():
+    exp = experiment(side_by_side=True, repetitions=4)
+    executor = FakeExecutor()
+    Runner(exp, ListSink(), executor).run()
+    firsts = [
+        executor.log[i][1]
+        for i, entry in enumerate(executor.log)
+        if entry[0] == "launch" and (i == 0 or executor.log[i - 1][0] != "launch")
+    ]
+    assert firsts == ["base", "var", "base", "var"]

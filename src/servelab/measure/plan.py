@@ -32,13 +32,20 @@ def run_key(variant: str, workload: str, repetition: int) -> RunKey:
 
 
 def plan_launches(experiment: Experiment, rounds: Sequence[int] | None = None) -> list[Launch]:
-    """Interleaved order: all variants once, then again; shuffled per round on request."""
+    """Interleaved order: all variants once, then again; shuffled per round on request.
+
+    Side by side, each round starts with the next variant (rotated by the round's
+    number): measured, the stack started second read ~1 % faster in requests per CPU
+    second in 19 of 24 A/A comparisons, so no variant may always go first."""
     rng = random.Random(experiment.seed)
     plan = []
     for repetition in rounds or range(1, experiment.repetitions + 1):
         round_ = list(experiment.stacks)
         if experiment.order == "random":
             rng.shuffle(round_)
+        elif experiment.side_by_side:
+            shift = (repetition - 1) % len(round_)
+            round_ = [*round_[shift:], *round_[:shift]]
         plan.extend(Launch(repetition, stack) for stack in round_)
     return plan
 

@@ -303,10 +303,12 @@ class Runner:
         for pass_index in range(passes):
             load = loads[pass_index % len(loads)]
             if self.experiment.side_by_side:
-                self.events.on_slice(members[0].launch, workload, pass_index + 1, passes)
-                stacks = [run.stack for run in members]
+                # Whose driver starts first rotates too (with the round's launch order).
+                order = slice_order(members, pass_index, rng)
+                self.events.on_slice(order[0].launch, workload, pass_index + 1, passes)
+                stacks = [run.stack for run in order]
                 windows = self.executor.measure_together(stacks, workload, load, scratch)
-                for run, window in zip(members, windows, strict=True):
+                for run, window in zip(order, windows, strict=True):
                     run.windows.append(window)
                     run.passes.append(first + pass_index)
                 continue
