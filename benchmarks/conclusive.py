@@ -19,6 +19,7 @@ Prints figures; asserts nothing.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import subprocess
 import sys
@@ -167,8 +168,10 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, help="keep the results here")
     parser.add_argument("extra", nargs="*", help="options for the quick study (after --)")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="servelab-conclusive-") as scratch:
-        root = args.out or Path(scratch)
+    with contextlib.ExitStack() as cleanup:
+        root = args.out or Path(
+            cleanup.enter_context(tempfile.TemporaryDirectory(prefix="servelab-conclusive-"))
+        )
         if args.what == "quick":
             quick(args.times or 5, args.extra, root)
         elif args.what == "aa":
