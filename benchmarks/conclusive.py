@@ -166,8 +166,8 @@ def main() -> None:
     parser.add_argument("--times", type=int, default=None)
     parser.add_argument("--percent", default="5,10")
     parser.add_argument("--out", type=Path, default=None, help="keep the results here")
-    parser.add_argument("extra", nargs="*", help="options for the quick study (after --)")
-    args = parser.parse_args()
+    args, extra = parser.parse_known_args()  # the rest (after --) goes to the quick study
+    args.extra = [x for x in extra if x != "--"]
     with contextlib.ExitStack() as cleanup:
         root = args.out or Path(
             cleanup.enter_context(tempfile.TemporaryDirectory(prefix="servelab-conclusive-"))
