@@ -59,13 +59,6 @@ class RoundsSoFar:
                 total += self.workload_s[workload] / done * passes
         return total
 
-    @property
-    def per_round_s(self) -> float:
-        """The mean time of a whole round so far."""
-        if not self.rounds:
-            return 0.0
-        return (self.launch_s + sum(self.workload_s.values())) / self.rounds
-
 
 @dataclass(frozen=True)
 class NextRound:
