@@ -613,8 +613,6 @@ def clarity(
     """Every comparison of ``metrics`` (default: the answer's metric): clear or not, and
     the starts a clear one needs."""
     metrics = metrics or (answer_metric(analysis.experiment).key,)
-    from servelab.nested import DesignEffect
-
     found = []
     for v in analysis.variants:
         for key in metrics:
@@ -624,12 +622,7 @@ def clarity(
             bounds = comparison.interval_pct
             half = None if bounds is None else (bounds[1] - bounds[0]) / 2
             starts = max(comparison.starts or (len(v.runs), len(v.runs)))
-            needed = None
-            if half is not None and half > 0:
-                needed = starts_needed(
-                    DesignEffect(0.0, -half, half, None, 1, (starts, starts), 0, False),
-                    precision_pct,
-                )
+            needed = None if half is None else starts_needed(half, starts, precision_pct)
             found.append(
                 Clarity(
                     v.workload,

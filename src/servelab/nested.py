@@ -244,11 +244,10 @@ def compare_design(
     )
 
 
-def starts_needed(effect: DesignEffect, target_half_width: float) -> int | None:
-    """Starts per variant for the interval's half-width to shrink to ``target_half_width``
-    (same scale), assuming the pooled spread stays what it is; None when unknown."""
-    half = (effect.high - effect.low) / 2
-    if not half > 0 or not target_half_width > 0:
+def starts_needed(half_width: float, starts: int, target_half_width: float) -> int | None:
+    """Starts per variant for an interval ``half_width`` wide (either side) over ``starts``
+    starts to shrink to ``target_half_width`` (same scale), assuming the pooled spread
+    stays what it is; None when unknown."""
+    if not half_width > 0 or not target_half_width > 0:
         return None
-    starts = max(effect.starts)
-    return max(starts, math.ceil(starts * (half / target_half_width) ** 2))
+    return max(starts, math.ceil(starts * (half_width / target_half_width) ** 2))

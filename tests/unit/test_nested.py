@@ -119,9 +119,10 @@ def test_variance_components_tell_starts_from_slices():
 def test_starts_needed_scales_with_the_square_of_the_width():
     effect = compare_design(simulate(random.Random(1), 0.0), "base", "var", log_scale=True)
     half = (effect.high - effect.low) / 2
-    assert starts_needed(effect, half) == 3
-    assert starts_needed(effect, half / 2) == 12
-    assert starts_needed(effect, 0) is None
+    assert starts_needed(half, 3, half) == 3
+    assert starts_needed(half, 3, half / 2) == 12
+    assert starts_needed(half, 3, 0) is None
+    assert starts_needed(0.0, 3, half) is None
 
 
 def simulate_side_by_side(rng, effect, *, variants=2, rounds=3, passes=2, sd_start=0.03):
