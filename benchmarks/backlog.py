@@ -21,14 +21,14 @@ import sys
 import time
 from pathlib import Path
 
-from servelab.attribution import describe_counts
-from servelab.cpus import default_cpu_plan
-from servelab.environment import collect_environment
 from servelab.errors import ServelabError
+from servelab.host.cpus import default_cpu_plan
+from servelab.host.environment import collect_environment
+from servelab.host.procs import JANITOR
 from servelab.measure import RunnerEvents, run_experiment
-from servelab.procs import JANITOR
-from servelab.results import RunResult
-from servelab.store import ResultStore
+from servelab.observe.attribution import describe_counts
+from servelab.results.records import RunResult
+from servelab.results.store import ResultStore
 from servelab.studies import StudyOptions
 from servelab.studies.failures import backlog, backlog_estimate_s
 

@@ -30,10 +30,10 @@ from typing import Any
 
 from rich.console import Console
 
-from servelab.analysis import analyze, comparisons_document
-from servelab.cpus import default_cpu_plan
+from servelab.analysis.analyze import analyze, comparisons_document
+from servelab.config.experiment import Experiment
+from servelab.host.cpus import default_cpu_plan
 from servelab.session import ExperimentSession
-from servelab.spec import Experiment
 from servelab.studies import StudyOptions, get_study
 
 SERVELAB = str(Path(sys.executable).with_name("servelab"))

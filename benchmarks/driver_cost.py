@@ -22,13 +22,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from servelab.config.load import LoadSpec, RequestSpec
 from servelab.errors import ServelabError
+from servelab.host.paths import find_program
+from servelab.host.procs import ManagedProcess, free_port
 from servelab.load import DRIVER_NAMES, get_driver
 from servelab.load.base import LoadDriver, run_load
-from servelab.paths import find_program
-from servelab.procs import ManagedProcess, free_port
-from servelab.results import LoadMeasurement
-from servelab.spec import LoadSpec, RequestSpec
+from servelab.results.records import LoadMeasurement
 
 STACK_CPU, DRIVER_CPU = "0", "1"
 READY_WITHIN_S = 10.0

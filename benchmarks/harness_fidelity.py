@@ -19,11 +19,11 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from servelab.config.load import LoadSpec, RequestSpec
+from servelab.launch import launch_stack
 from servelab.load.base import run_load
 from servelab.load.oha import OhaDriver
-from servelab.metrics import ProcessSampler
-from servelab.spec import LoadSpec, RequestSpec
-from servelab.stacks import launch_stack
+from servelab.observe.metrics import ProcessSampler
 from servelab.studies import StudyOptions
 from servelab.studies.seeds import quick
 

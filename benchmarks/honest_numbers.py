@@ -13,7 +13,7 @@ sensitivity to a planted ~10 % slowdown. Prints figures; asserts nothing.
    request) -> expect "worse" on requests/s.
 
 ``--slices K``: every experiment measures each run in K slices interleaved with
-the other runs' (servelab.slices), all stacks alive at once.
+the other runs' (servelab.measure.slices), all stacks alive at once.
 """
 
 from __future__ import annotations
@@ -24,14 +24,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from servelab.analysis import VariantAnalysis, analyze
-from servelab.cpus import CpuPlan, default_cpu_plan
-from servelab.environment import collect_environment
+from servelab.analysis.analyze import VariantAnalysis, analyze
+from servelab.config.building import experiment_from_dict
+from servelab.config.experiment import Experiment
+from servelab.host.cpus import CpuPlan, default_cpu_plan
+from servelab.host.environment import collect_environment
+from servelab.host.procs import JANITOR
 from servelab.measure import run_experiment
-from servelab.procs import JANITOR
-from servelab.results import RunResult
-from servelab.spec import Experiment, experiment_from_dict
-from servelab.store import ResultStore
+from servelab.results.records import RunResult
+from servelab.results.store import ResultStore
 from servelab.studies.seeds import SEED_ITEM_BODY, SEED_PROXY, SEED_SERVER
 
 STACK: dict[str, Any] = {"server": SEED_SERVER, "proxy": {**SEED_PROXY, "transport": "unix"}}

@@ -20,12 +20,13 @@ from pathlib import Path
 
 import psutil
 
-from servelab.cgroups import cpu_group
+from servelab.config.load import LoadSpec, RequestSpec
+from servelab.config.stack import StackSpec
+from servelab.host.cgroups import cpu_group
+from servelab.host.procs import JANITOR
+from servelab.launch import launch_stack
 from servelab.load import get_driver
 from servelab.load.base import run_load
-from servelab.procs import JANITOR
-from servelab.spec import LoadSpec, RequestSpec, StackSpec
-from servelab.stacks import launch_stack
 from servelab.studies.seeds import SEED_ENDPOINTS, SEED_ITEM_BODY, SEED_PROXY, SEED_SERVER
 
 

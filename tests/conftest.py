@@ -18,9 +18,9 @@ _SRC = Path(__file__).resolve().parents[1] / "src"
 if _SRC.is_dir() and str(_SRC) not in sys.path:
     sys.path.insert(0, str(_SRC))
 
-from servelab.procs import ManagedProcess, group_members  # noqa: E402
-from servelab.stacks import OWNER_ENV  # noqa: E402
-from servelab.stacks.base import RunningStack  # noqa: E402
+from servelab.host.procs import ManagedProcess, group_members  # noqa: E402
+from servelab.launch import OWNER_ENV  # noqa: E402
+from servelab.launch.running import RunningStack  # noqa: E402
 
 GONE_WITHIN_S = 3.0
 

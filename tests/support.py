@@ -6,7 +6,7 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 
-from servelab.stacks import OWNER_ENV
+from servelab.launch import OWNER_ENV
 
 
 def owned_by(pid: int) -> list[int]:
@@ -60,7 +60,7 @@ class FakeExecutor:
     """
 
     def __init__(self, level=None, *, seconds_per_window: float = 1.0, clock=None) -> None:
-        from servelab.cpus import CpuPlan
+        from servelab.host.cpus import CpuPlan
 
         self.driver = FakeDriver()
         self.cpu_plan = CpuPlan("0", "1")
@@ -105,7 +105,7 @@ class FakeExecutor:
         self.stopped_blocks += 1
 
     def _load(self, rps: float, duration: float):
-        from servelab.results import LoadMeasurement
+        from servelab.results.records import LoadMeasurement
 
         requests = max(1, round(rps * duration))
         return LoadMeasurement(
@@ -139,7 +139,7 @@ class FakeExecutor:
 
     def _window(self, stack, workload, load):
         from servelab.measure.executor import Window
-        from servelab.results import ProcessUsage
+        from servelab.results.records import ProcessUsage
 
         self.log.append(("measure", stack.variant, workload.name))
         rps = self.level(stack.variant, stack.start, self.ticks, workload.name)

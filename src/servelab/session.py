@@ -17,21 +17,22 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from servelab.analysis import analyze
-from servelab.cgroups import quota_unavailable_reason
-from servelab.cpus import CpuPlan
-from servelab.environment import collect_environment, machine_differences
+from servelab.analysis.analyze import analyze
+from servelab.config.experiment import Experiment
+from servelab.config.load import Workload
 from servelab.errors import ServelabError
+from servelab.host.cgroups import quota_unavailable_reason
+from servelab.host.cpus import CpuPlan
+from servelab.host.environment import collect_environment, machine_differences
+from servelab.host.procs import JANITOR
 from servelab.load import get_driver
 from servelab.measure import Launch, RunnerEvents, run_experiment, run_key
 from servelab.measure.stopping import NextRound, Outlook
-from servelab.procs import JANITOR
 from servelab.report.answer import answer_intro, build_answer
 from servelab.report.failures import render_failures
 from servelab.report.tables import experiment_markdown, seed_tables, verdict_lines
-from servelab.results import RunResult
-from servelab.spec import Experiment, Workload
-from servelab.store import DB_FILE, Database, ResultStore, spec_hash
+from servelab.results.records import RunResult
+from servelab.results.store import DB_FILE, Database, ResultStore, spec_hash
 
 REPORT_FILE = "report.md"
 

@@ -24,12 +24,14 @@ from pathlib import Path
 import psutil
 import pytest
 
-from servelab.attribution import LogCursor
+from servelab.config.load import RequestSpec
+from servelab.config.stack import AppSpec, ProxySpec, ServerSpec, StackSpec
 from servelab.errors import MissingToolError, SpecError
-from servelab.metrics import ProcessSampler
-from servelab.spec import AppSpec, ProxySpec, RequestSpec, ServerSpec, StackSpec
-from servelab.stacks import apache, launch_stack
-from servelab.stacks.base import RunningStack
+from servelab.fronts import apache
+from servelab.launch import launch_stack
+from servelab.launch.running import RunningStack
+from servelab.observe.attribution import LogCursor
+from servelab.observe.metrics import ProcessSampler
 
 pytestmark = [
     pytest.mark.integration,

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from servelab.cgroups import cpu_group, quota_unavailable_reason
+from servelab.config.load import RequestSpec
+from servelab.config.stack import StackSpec
 from servelab.errors import SpecError
-from servelab.spec import RequestSpec, StackSpec
-from servelab.stacks import launch_stack
+from servelab.host.cgroups import cpu_group, quota_unavailable_reason
+from servelab.launch import launch_stack
 
 pytestmark = pytest.mark.integration
 needs_cgroups = pytest.mark.skipif(
@@ -68,7 +69,7 @@ def test_a_non_positive_quota_is_refused():
 
 @needs_cgroups
 def test_servelab_joins_the_driver_group_for_the_block_and_goes_back():
-    from servelab.cgroups import joined
+    from servelab.host.cgroups import joined
 
     before = Path("/proc/self/cgroup").read_text()
     with cpu_group(favoured=True) as group, joined(group):

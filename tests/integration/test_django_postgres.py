@@ -16,12 +16,13 @@ import psycopg
 import pytest
 from support import owned_by
 
-from servelab import postgres
 from servelab.apps.django_app.seed import seed_database, sqlite_env
+from servelab.config.load import RequestSpec
+from servelab.config.stack import AppSpec, StackSpec
 from servelab.errors import MissingToolError
-from servelab.procs import group_members
-from servelab.spec import AppSpec, RequestSpec, StackSpec
-from servelab.stacks import launch_stack
+from servelab.host.procs import group_members
+from servelab.launch import launch_stack
+from servelab.services import postgres
 
 pytestmark = pytest.mark.integration
 

@@ -19,13 +19,13 @@ from pathlib import Path
 
 import pytest
 
+from servelab.config.load import RequestSpec
 from servelab.export import DeployLayout, export_result
 from servelab.export.choose import Choice
 from servelab.export.deploy import render_deploy_set
 from servelab.export.validate import boot, stage
 from servelab.report.base import ReportInput
-from servelab.spec import RequestSpec
-from servelab.store import ResultStore
+from servelab.results.store import ResultStore
 
 pytestmark = [
     pytest.mark.integration,

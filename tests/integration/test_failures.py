@@ -23,16 +23,18 @@ import psutil
 import pytest
 from support import with_default_sigint
 
-import servelab.netns as netns_module
-from servelab.cpus import CpuPlan
+import servelab.host.netns as netns_module
+from servelab.config.building import experiment_from_dict
+from servelab.config.load import RequestSpec
+from servelab.config.stack import AppSpec, ServerSpec, StackSpec
 from servelab.errors import StackStartError
+from servelab.host.cpus import CpuPlan
+from servelab.host.netns import NamespaceError, network_namespace, servelab_namespaces
+from servelab.host.procs import JANITOR
+from servelab.launch import OWNER_ENV, launch_stack
 from servelab.measure import run_experiment
-from servelab.netns import NamespaceError, network_namespace, servelab_namespaces
-from servelab.procs import JANITOR
-from servelab.results import RunResult
-from servelab.spec import AppSpec, RequestSpec, ServerSpec, StackSpec, experiment_from_dict
-from servelab.stacks import OWNER_ENV, launch_stack
-from servelab.store import ResultStore
+from servelab.results.records import RunResult
+from servelab.results.store import ResultStore
 
 ROOT = os.geteuid() == 0 and shutil.which("ip") is not None
 pytestmark = [

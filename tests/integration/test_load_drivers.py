@@ -13,12 +13,12 @@ from pathlib import Path
 import psutil
 import pytest
 
+from servelab.config.load import LoadSpec, RequestSpec
 from servelab.errors import LoadDriverError
+from servelab.host.paths import find_program
+from servelab.host.procs import ManagedProcess, free_port, group_members
 from servelab.load import get_driver
 from servelab.load.base import LoadDriver, run_load
-from servelab.paths import find_program
-from servelab.procs import ManagedProcess, free_port, group_members
-from servelab.spec import LoadSpec, RequestSpec
 
 pytestmark = pytest.mark.integration
 

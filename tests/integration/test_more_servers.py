@@ -17,11 +17,12 @@ from collections.abc import Callable
 import pytest
 
 from servelab.apps.seed_fastapi import BIG_DOCUMENT_BYTES
+from servelab.config.load import RequestSpec
+from servelab.config.stack import AppSpec, ProxySpec, ServerSpec, StackSpec
 from servelab.errors import SpecError
-from servelab.procs import group_members
-from servelab.spec import AppSpec, ProxySpec, RequestSpec, ServerSpec, StackSpec
-from servelab.stacks import launch_stack
-from servelab.stacks.base import RunningStack
+from servelab.host.procs import group_members
+from servelab.launch import launch_stack
+from servelab.launch.running import RunningStack
 
 pytestmark = [
     pytest.mark.integration,

@@ -16,7 +16,7 @@ from matplotlib.image import imread
 from servelab.report import browser
 from servelab.report.base import ReportInput
 from servelab.report.files import write_report
-from servelab.store import ResultStore
+from servelab.results.store import ResultStore
 
 pytestmark = [
     pytest.mark.integration,

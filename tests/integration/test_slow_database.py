@@ -16,21 +16,17 @@ import psycopg
 import pytest
 from support import owned_by
 
-from servelab import postgres, slowlink
 from servelab.apps.django_app.seed import seed_database
-from servelab.environment import collect_environment
-from servelab.netns import servelab_namespaces
-from servelab.procs import JANITOR, group_members
-from servelab.spec import (
-    AppSpec,
-    DatabaseSpec,
-    Experiment,
-    RequestSpec,
-    StackSpec,
-    Workload,
-)
-from servelab.stacks import launch_stack
-from servelab.userapp import app_database
+from servelab.apps.user import app_database
+from servelab.config.database import DatabaseSpec
+from servelab.config.experiment import Experiment
+from servelab.config.load import RequestSpec, Workload
+from servelab.config.stack import AppSpec, StackSpec
+from servelab.host.environment import collect_environment
+from servelab.host.netns import servelab_namespaces
+from servelab.host.procs import JANITOR, group_members
+from servelab.launch import launch_stack
+from servelab.services import postgres, slowlink
 
 pytestmark = pytest.mark.integration
 
@@ -252,8 +248,8 @@ def test_postgresql_in_a_netem_namespace_gets_the_latency(nothing_left) -> None:
 
 KEEP_A_SLOW_LINK = """
 import time
-from servelab import postgres, slowlink
-from servelab.procs import JANITOR
+from servelab.services import postgres, slowlink
+from servelab.host.procs import JANITOR
 with JANITOR.running(), postgres.run_postgres() as pg:
     with slowlink.slow_link(pg.host, pg.port, 10, 0, "toxiproxy") as link:
         print(link.port, flush=True)

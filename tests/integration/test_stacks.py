@@ -21,14 +21,15 @@ from pathlib import Path
 import psutil
 import pytest
 
-import servelab.stacks as stacks_module
+import servelab.launch as stacks_module
 from servelab.apps.seed_fastapi import BIG_DOCUMENT_BYTES, make_big_document
+from servelab.config.load import RequestSpec
+from servelab.config.stack import AppSpec, ProxySpec, ServerSpec, StackSpec
 from servelab.errors import SpecError, StackStartError
-from servelab.procs import ManagedProcess
-from servelab.spec import AppSpec, ProxySpec, RequestSpec, ServerSpec, StackSpec
-from servelab.stacks import launch_stack
-from servelab.stacks.base import RunningStack
-from servelab.stacks.readiness import wait_listening, wait_ready
+from servelab.host.procs import ManagedProcess
+from servelab.launch import launch_stack
+from servelab.launch.readiness import wait_listening, wait_ready
+from servelab.launch.running import RunningStack
 
 pytestmark = [
     pytest.mark.integration,

@@ -15,21 +15,16 @@ import pytest
 from pydantic import ValidationError
 
 from servelab.apps import ResolvedApp
-from servelab.attribution import classify_line, classify_lines, source_of
+from servelab.config.building import experiment_from_dict
+from servelab.config.experiment import Experiment
+from servelab.config.load import Workload
+from servelab.config.stack import AppSpec, ProxySpec, ServerSpec, StackSpec
 from servelab.errors import MissingToolError, SpecError, StackStartError
-from servelab.metrics import _role
+from servelab.fronts import apache
+from servelab.observe.attribution import classify_line, classify_lines, source_of
+from servelab.observe.metrics import _role
 from servelab.report.memory import memory_markdown, memory_rows
-from servelab.results import ProcessUsage, RunResult
-from servelab.spec import (
-    AppSpec,
-    Experiment,
-    ProxySpec,
-    ServerSpec,
-    StackSpec,
-    Workload,
-    experiment_from_dict,
-)
-from servelab.stacks import apache
+from servelab.results.records import ProcessUsage, RunResult
 
 HAVE_APACHE = shutil.which("apache2") is not None or apache.FALLBACK_BINARY.exists()
 WSGI_APP = ResolvedApp("servelab.apps.sleepy_wsgi:app", "wsgi", None, False)
@@ -449,7 +444,7 @@ def test_daemon_access_names_the_closed_directory() -> None:
 
 
 def test_doctor_reports_apache_and_mod_wsgi() -> None:
-    from servelab.doctor import apache_checks
+    from servelab.host.doctor import apache_checks
 
     front, wsgi = apache_checks()
     assert front.name.startswith("apache2") and wsgi.name.startswith("mod_wsgi")

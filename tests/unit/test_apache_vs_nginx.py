@@ -3,10 +3,10 @@
 import pytest
 from test_tables_store import run
 
+from servelab.config.building import experiment_from_dict
 from servelab.errors import SpecError
 from servelab.report.tables import experiment_markdown
 from servelab.report.timing import time_per_request_rows
-from servelab.spec import experiment_from_dict
 from servelab.studies import StudyOptions, get_study
 
 
@@ -82,7 +82,7 @@ def test_no_ab_section_for_other_drivers():
 def test_the_apache_mpms_example_file_is_valid():
     from pathlib import Path
 
-    from servelab.spec import load_experiment_file
+    from servelab.config.building import load_experiment_file
 
     path = Path(__file__).resolve().parents[2] / "examples" / "apache-mpms.toml"
     exp = load_experiment_file(path)

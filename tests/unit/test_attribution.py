@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from servelab.attribution import (
+from servelab.config.building import experiment_from_dict
+from servelab.observe.attribution import (
     EVENT_BY_KEY,
     LogCursor,
     classify_line,
@@ -17,8 +18,7 @@ from servelab.attribution import (
     failure_events,
 )
 from servelab.report.failures import cause_lines, failure_rows, failures_markdown, ramp_rows
-from servelab.results import ListenQueue, LoadMeasurement, RunResult
-from servelab.spec import experiment_from_dict
+from servelab.results.records import ListenQueue, LoadMeasurement, RunResult
 
 LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs"
 MANIFEST = json.loads((LOGS / "manifest.json").read_text())

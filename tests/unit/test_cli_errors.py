@@ -79,7 +79,7 @@ def test_studies_lists_every_seed_study():
 
 def _stored_quick(root: Path, repetitions: int = 3) -> int:
     """An unfinished 'quick' experiment in root's database, as an interrupted study leaves it."""
-    from servelab.store import ResultStore
+    from servelab.results.store import ResultStore
     from servelab.studies import StudyOptions, get_study
 
     experiment = get_study("quick").build(StudyOptions(repetitions=repetitions))
@@ -108,7 +108,7 @@ def test_bad_results_input(setup, args, message, tmp_path):
         _stored_quick(tmp_path)
     elif setup == "stored2":
         _stored_quick(tmp_path)
-        from servelab.store import ResultStore
+        from servelab.results.store import ResultStore
         from servelab.studies import StudyOptions, get_study
 
         ResultStore.create(

@@ -2,9 +2,7 @@ import math
 
 import pytest
 
-from servelab.cpus import CpuPlan, default_cpu_plan, parse_cpu_list
-from servelab.errors import SpecError
-from servelab.stats import (
+from servelab.analysis.stats import (
     compare,
     compare_paired,
     confidence_interval,
@@ -12,6 +10,8 @@ from servelab.stats import (
     runs_needed,
     summarize,
 )
+from servelab.errors import SpecError
+from servelab.host.cpus import CpuPlan, default_cpu_plan, parse_cpu_list
 
 
 def test_parse_cpu_list():
@@ -133,7 +133,7 @@ def test_paired_test_edge_cases():
 def test_rounds_are_paired_from_three_matching_rounds_only():
     from test_tables_store import run
 
-    from servelab.analysis import METRIC_BY_KEY, compare_rounds
+    from servelab.analysis.analyze import METRIC_BY_KEY, compare_rounds
 
     rps = METRIC_BY_KEY["rps"]
     base = [run("tcp", n, r, 50.0) for n, r in ((1, 100.0), (2, 110.0), (3, 120.0))]

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from servelab.config.stack import StackSpec
 from servelab.errors import ServelabError, SpecError
 from servelab.export import export_result, validate
 from servelab.export.choose import Choice, NoClearWinnerError, choose_variant, rank
 from servelab.export.deploy import DeployLayout, consistent_stack, render_deploy_set
 from servelab.report.base import ReportInput
-from servelab.results import RunResult
-from servelab.spec import StackSpec
-from servelab.store import ResultStore
+from servelab.results.records import RunResult
+from servelab.results.store import ResultStore
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "results"
 SLEEPY = FIXTURES / "sleepy-workers"

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from servelab.config.load import LoadSpec, RequestSpec
 from servelab.errors import SpecError
 from servelab.load.ab import AbDriver
 from servelab.load.base import run_load
 from servelab.load.oha import OhaDriver, OhaFlags, duration_arg, error_kind
 from servelab.load.wrk import SCRIPT_NAME, WrkDriver, script_path
-from servelab.spec import LoadSpec, RequestSpec
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "load"
 OHA_HELP_1_16 = (

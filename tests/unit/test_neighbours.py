@@ -5,8 +5,8 @@ import os
 import pytest
 from test_tables_store import EXPERIMENT, run
 
-from servelab.analysis import analyze
-from servelab.neighbours import CpuTimes, cpu_speed, neighbour_share, read_cpu_times
+from servelab.analysis.analyze import analyze
+from servelab.observe.neighbours import CpuTimes, cpu_speed, neighbour_share, read_cpu_times
 
 TICK = os.sysconf("SC_CLK_TCK")
 STAT = """cpu  900 0 300 5000 10 0 20 0 0 0
@@ -50,8 +50,8 @@ def test_a_run_with_busy_neighbours_is_flagged():
 
 
 def test_doctor_says_whether_cpu_priority_is_available(monkeypatch):
-    from servelab import cgroups
-    from servelab.doctor import cpu_priority_check
+    from servelab.host import cgroups
+    from servelab.host.doctor import cpu_priority_check
 
     monkeypatch.setattr(cgroups, "quota_unavailable_reason", lambda: None)
     assert cpu_priority_check().status == "ok"

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from servelab.nested import (
+from servelab.analysis.nested import (
     compare_design,
     pass_means,
     start_means,
@@ -163,7 +163,7 @@ def test_side_by_side_rounds_are_blocks_and_the_interval_keeps_its_coverage(vari
 
 
 def test_blocks_follow_shared_passes():
-    from servelab.nested import blocks
+    from servelab.analysis.nested import blocks
 
     design = simulate_side_by_side(random.Random(0), 0.0, variants=2, rounds=3)
     found = blocks(design)

@@ -6,11 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from servelab import netns
-from servelab.acceptq import parse_ss
+from servelab.config.building import experiment_from_dict
+from servelab.config.load import SloSpec
 from servelab.errors import SpecError
-from servelab.netns import NamespaceError, check_somaxconn, network_namespace, place_stack
-from servelab.ramp import (
+from servelab.host import netns
+from servelab.host.netns import NamespaceError, check_somaxconn, network_namespace, place_stack
+from servelab.measure.ramp import (
     RampOptions,
     RampPlan,
     build_ramp,
@@ -18,8 +19,8 @@ from servelab.ramp import (
     ramp_verdicts,
     slo_problem,
 )
-from servelab.results import LoadMeasurement, RunResult
-from servelab.spec import SloSpec, experiment_from_dict
+from servelab.observe.acceptq import parse_ss
+from servelab.results.records import LoadMeasurement, RunResult
 from servelab.studies import StudyOptions, get_study
 from servelab.studies.failures import backlog_estimate_s
 

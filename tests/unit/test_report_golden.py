@@ -21,7 +21,7 @@ from servelab.report.base import ReportInput
 from servelab.report.charts import plan_charts
 from servelab.report.data import runs_csv, runs_json
 from servelab.report.markdown import render_markdown
-from servelab.store import ResultStore
+from servelab.results.store import ResultStore
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "results"
 GOLDEN = FIXTURES / "golden"

@@ -26,8 +26,8 @@ from servelab.report.data import runs_csv
 from servelab.report.files import ChartRenderer, write_report
 from servelab.report.html import render_html
 from servelab.report.markdown import render_markdown
-from servelab.results import RunResult
-from servelab.store import ResultStore
+from servelab.results.records import RunResult
+from servelab.results.store import ResultStore
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "results"
 SVG_NS = "{http://www.w3.org/2000/svg}"

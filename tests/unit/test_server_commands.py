@@ -9,11 +9,13 @@ from pathlib import Path
 import pytest
 
 from servelab.apps import ResolvedApp
+from servelab.config.building import experiment_from_dict
+from servelab.config.stack import ProxySpec, ServerSpec, StackSpec
 from servelab.errors import SpecError
+from servelab.fronts import nginx
 from servelab.report.memory import memory_markdown, memory_rows
-from servelab.results import ProcessUsage, RunResult
-from servelab.spec import ProxySpec, ServerSpec, StackSpec, experiment_from_dict
-from servelab.stacks import granian, hypercorn, installed, nginx, uwsgi
+from servelab.results.records import ProcessUsage, RunResult
+from servelab.servers import granian, hypercorn, installed, uwsgi
 from servelab.studies import StudyOptions, get_study
 
 ASGI = ResolvedApp("servelab.apps.seed_fastapi:app", "asgi", None, is_factory=False)

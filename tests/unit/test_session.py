@@ -10,11 +10,11 @@ from pathlib import Path
 from rich.console import Console
 from support import FakeExecutor
 
-from servelab.cpus import CpuPlan
+from servelab.config.building import experiment_from_dict
+from servelab.host.cpus import CpuPlan
 from servelab.measure import Runner
+from servelab.results.store import DB_FILE, Database
 from servelab.session import ExperimentSession
-from servelab.spec import experiment_from_dict
-from servelab.store import DB_FILE, Database
 
 
 def fake_measure(level):

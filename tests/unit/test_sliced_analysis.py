@@ -11,15 +11,15 @@ import pytest
 from click.testing import CliRunner
 from support import FakeExecutor, ListSink
 
-from servelab.analysis import analyze, comparisons_document
+from servelab.analysis.analyze import analyze, comparisons_document
 from servelab.cli import cli, parse_duration
+from servelab.config.building import experiment_from_dict
 from servelab.errors import SpecError
 from servelab.measure import Runner
 from servelab.report.answer import build_answer
 from servelab.report.base import ReportInput
 from servelab.report.data import runs_csv
-from servelab.spec import experiment_from_dict
-from servelab.store import ResultStore
+from servelab.results.store import ResultStore
 
 
 def experiment(**extra):
@@ -137,8 +137,8 @@ def test_bad_durations(text):
 
 
 def test_uneven_workers_are_shown():
-    from servelab.analysis import worker_split
-    from servelab.results import ProcessUsage
+    from servelab.analysis.analyze import worker_split
+    from servelab.results.records import ProcessUsage
 
     exp, runs = measured(0.0)
     run = runs[0]

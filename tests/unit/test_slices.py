@@ -7,10 +7,13 @@ import random
 
 import pytest
 
+from servelab.config.building import experiment_from_dict
+from servelab.config.experiment import slicing_problem
+from servelab.config.load import LoadSpec
+from servelab.config.stack import StackSpec
 from servelab.errors import SpecError
 from servelab.measure.plan import Launch, launch_blocks, slice_order
-from servelab.results import ListenQueue, LoadMeasurement, ProcessUsage
-from servelab.slices import (
+from servelab.measure.slices import (
     merge_listen_queues,
     merge_loads,
     merge_observed,
@@ -19,8 +22,8 @@ from servelab.slices import (
     slice_loads,
     weighted_share,
 )
-from servelab.spec import LoadSpec, StackSpec, experiment_from_dict, slicing_problem
-from servelab.store import spec_hash
+from servelab.results.records import ListenQueue, LoadMeasurement, ProcessUsage
+from servelab.results.store import spec_hash
 
 
 def measurement(requests: int, duration_s: float, **extra) -> LoadMeasurement:

@@ -9,10 +9,13 @@ import sys
 import pytest
 from pydantic import ValidationError
 
-from servelab import slowlink
-from servelab.environment import collect_environment, recorded
+from servelab.apps.user import database_spec, describe_database
+from servelab.config.building import experiment_from_dict
+from servelab.config.database import DatabaseSpec
 from servelab.errors import SpecError
-from servelab.slowlink import (
+from servelab.host.environment import collect_environment, recorded
+from servelab.services import slowlink
+from servelab.services.slowlink import (
     SlowLink,
     choose_method,
     netem_addresses,
@@ -22,8 +25,6 @@ from servelab.slowlink import (
     toxic_payloads,
     whole_ms_split,
 )
-from servelab.spec import DatabaseSpec, experiment_from_dict
-from servelab.userapp import database_spec, describe_database
 
 # ---------------------------------------------------------------------- spec
 

@@ -2,13 +2,9 @@ from pathlib import Path
 
 import pytest
 
+from servelab.config.building import expand_grid, experiment_from_dict, load_experiment_file
+from servelab.config.load import LoadSpec
 from servelab.errors import SpecError
-from servelab.spec import (
-    LoadSpec,
-    expand_grid,
-    experiment_from_dict,
-    load_experiment_file,
-)
 
 MINIMAL = {
     "name": "t",

@@ -10,13 +10,14 @@ from pathlib import Path
 
 import pytest
 
-import servelab.stacks as stacks_module
+import servelab.launch as stacks_module
 from servelab.apps import BUILTIN_APPS, ResolvedApp, app_environment, resolve_app
+from servelab.config.stack import AppSpec, ProxySpec, ServerSpec
 from servelab.errors import SpecError, StackStartError
-from servelab.spec import AppSpec, ProxySpec, ServerSpec
-from servelab.stacks import gunicorn, nginx, uvicorn
-from servelab.stacks.readiness import log_excerpt
-from servelab.stacks.templates import nginx_quote
+from servelab.fronts import nginx
+from servelab.launch.readiness import log_excerpt
+from servelab.launch.templates import nginx_quote
+from servelab.servers import gunicorn, uvicorn
 
 needs_nginx = pytest.mark.skipif(shutil.which("nginx") is None, reason="nginx is not installed")
 

@@ -3,12 +3,19 @@ from pathlib import Path
 
 import pytest
 
+from servelab.config.building import experiment_from_dict
 from servelab.errors import ServelabError
 from servelab.measure.plan import plan_launches
 from servelab.report.tables import experiment_markdown, seed_tables, table_markdown
-from servelab.results import LoadMeasurement, ProcessUsage, RunResult
-from servelab.spec import experiment_from_dict
-from servelab.store import DB_FILE, RUNS_FILE, Database, ResultStore, resolve_result, spec_hash
+from servelab.results.records import LoadMeasurement, ProcessUsage, RunResult
+from servelab.results.store import (
+    DB_FILE,
+    RUNS_FILE,
+    Database,
+    ResultStore,
+    resolve_result,
+    spec_hash,
+)
 
 EXPERIMENT = experiment_from_dict(
     {

@@ -7,10 +7,7 @@ from pathlib import Path
 import pytest
 
 from servelab.apps import ResolvedApp
-from servelab.errors import SpecError
-from servelab.spec import AppSpec, RequestSpec, StackSpec
-from servelab.studies import StudyOptions, get_study
-from servelab.userapp import (
+from servelab.apps.user import (
     UserRequest,
     check_study_accepts_app,
     fit_stack,
@@ -18,6 +15,10 @@ from servelab.userapp import (
     with_app_env,
     with_user_app,
 )
+from servelab.config.load import RequestSpec
+from servelab.config.stack import AppSpec, StackSpec
+from servelab.errors import SpecError
+from servelab.studies import StudyOptions, get_study
 
 
 def test_request_options_become_a_request_spec(tmp_path: Path) -> None:
@@ -88,10 +89,10 @@ def test_only_stack_studies_take_an_app() -> None:
 
 
 def test_a_request_mix_becomes_oha_url_file_and_other_drivers_refuse(tmp_path: Path) -> None:
+    from servelab.config.load import LoadSpec
     from servelab.load.ab import AbDriver
     from servelab.load.oha import write_url_mix
     from servelab.load.wrk import WrkDriver
-    from servelab.spec import LoadSpec
 
     mix = RequestSpec.model_validate(
         {"mix": [{"path": "/a", "weight": 4}, {"path": "/b?x=1", "weight": 2}]}
@@ -109,7 +110,7 @@ def test_a_request_mix_becomes_oha_url_file_and_other_drivers_refuse(tmp_path: P
 
 
 def test_the_django_example_file_is_valid() -> None:
-    from servelab.spec import load_experiment_file
+    from servelab.config.building import load_experiment_file
 
     path = Path(__file__).resolve().parents[2] / "examples" / "django-mix.toml"
     experiment = load_experiment_file(path)

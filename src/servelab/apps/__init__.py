@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from servelab.config.stack import AppSpec
 from servelab.errors import SpecError
-from servelab.spec import AppSpec
 
 Interface = Literal["asgi", "wsgi"]
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from servelab.export.choose import BEST, Choice, choose_variant
 from servelab.export.deploy import DeployLayout, DeploySet, check_name, render_deploy_set
-from servelab.outdir import staged_output
 from servelab.report.base import ReportInput
+from servelab.results.outdir import staged_output
 
 __all__ = ["BEST", "DeployLayout", "ExportOutcome", "export_result"]
 

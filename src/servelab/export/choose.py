@@ -14,10 +14,10 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from servelab.analysis import VariantAnalysis
+from servelab.analysis.analyze import VariantAnalysis
+from servelab.config.stack import StackSpec
 from servelab.errors import ServelabError
 from servelab.report.base import ReportInput, failure_breakdown
-from servelab.spec import StackSpec
 
 BEST = "best"
 

@@ -1,7 +1,7 @@
 """Render the deployable set of files for one measured stack.
 
 The nginx.conf and gunicorn.conf.py come from the very templates servelab
-measured with (``servelab.stacks``, in their deploy mode), so what is exported
+measured with (``servelab.launch``, in their deploy mode), so what is exported
 is what was measured, with three kinds of changes, each listed in the README:
 
 - places: real paths (/etc, /run, /var/lib), a real listen address, the
@@ -26,10 +26,12 @@ from typing import Any
 
 import jinja2
 
-from servelab.analysis import METRIC_BY_KEY, VariantAnalysis, compare_variants
+from servelab.analysis.analyze import METRIC_BY_KEY, VariantAnalysis, compare_variants
 from servelab.apps import BUILTIN_APPS, resolve_app
+from servelab.config.stack import StackSpec
 from servelab.errors import SpecError
 from servelab.export.choose import Choice
+from servelab.fronts import nginx
 from servelab.report.base import (
     ReportInput,
     describe_workload,
@@ -37,8 +39,7 @@ from servelab.report.base import (
     stack_knobs,
     summary_rows,
 )
-from servelab.spec import StackSpec
-from servelab.stacks import gunicorn, nginx, uvicorn
+from servelab.servers import gunicorn, uvicorn
 
 NGINX_BINARY = "/usr/sbin/nginx"  # Debian's
 DEFAULT_NAME = "webapp"

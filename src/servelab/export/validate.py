@@ -26,12 +26,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from servelab.apps import app_environment
+from servelab.config.load import RequestSpec
 from servelab.errors import ServelabError, StackStartError
 from servelab.export.deploy import APP_PORT, GUNICORN_CONF, NGINX_CONF, DeployLayout
-from servelab.procs import ManagedProcess, free_port
-from servelab.spec import RequestSpec
-from servelab.stacks import OWNER_ENV, nginx
-from servelab.stacks.readiness import wait_listening, wait_ready
+from servelab.fronts import nginx
+from servelab.host.procs import ManagedProcess, free_port
+from servelab.launch import OWNER_ENV
+from servelab.launch.readiness import wait_listening, wait_ready
 
 CHECK_TIMEOUT_S = 60.0
 _USER_LINE = re.compile(r"^(\s*)user\s+([^;\s]+)[^;]*;", re.MULTILINE)

@@ -38,10 +38,10 @@ import math
 import re
 from pathlib import Path
 
+from servelab.config.load import LoadSpec, RequestSpec
+from servelab.host.paths import require_program
 from servelab.load.base import program_output
-from servelab.paths import require_program
-from servelab.results import LoadMeasurement
-from servelab.spec import LoadSpec, RequestSpec
+from servelab.results.records import LoadMeasurement
 
 # With -t alone ab stops after 50000 requests. A duration-only run therefore
 # also gets -n duration x this rate, far above what single-threaded ab reaches,

@@ -17,10 +17,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
+from servelab.config.load import LoadSpec, RequestSpec
 from servelab.errors import LoadDriverError, SpecError
-from servelab.procs import JANITOR, tail, with_cpus
-from servelab.results import LoadMeasurement
-from servelab.spec import LoadSpec, RequestSpec
+from servelab.host.procs import JANITOR, tail, with_cpus
+from servelab.results.records import LoadMeasurement
 
 # Extra seconds a driver gets beyond its own time limit before it is killed.
 KILL_MARGIN_S = 30.0

@@ -45,11 +45,11 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from servelab.config.load import LoadSpec, RequestSpec
 from servelab.errors import LoadDriverError
+from servelab.host.paths import cache_dir, require_program
 from servelab.load.base import program_output
-from servelab.paths import cache_dir, require_program
-from servelab.results import LoadMeasurement
-from servelab.spec import LoadSpec, RequestSpec
+from servelab.results.records import LoadMeasurement
 
 # Failure message substrings (lower case) -> kind; checked in this order.
 ERROR_KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -132,7 +132,7 @@ class OhaDriver:
     ) -> None:
         """``program`` / ``help_text`` pin the binary and its flags (tests, odd installs).
         ``keep_latencies``: every run keeps each request's latency (``latencies_ms``), for
-        runs measured in slices whose percentiles are merged (servelab.slices)."""
+        runs measured in slices whose percentiles are merged (servelab.measure.slices)."""
         self._program = program
         self._flags = OhaFlags(help_text) if help_text is not None else None
         self.keep_latencies = keep_latencies

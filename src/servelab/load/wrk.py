@@ -31,11 +31,11 @@ import os
 from importlib import resources
 from pathlib import Path
 
+from servelab.config.load import LoadSpec, RequestSpec
 from servelab.errors import LoadDriverError
+from servelab.host.paths import require_program
 from servelab.load.base import program_output
-from servelab.paths import require_program
-from servelab.results import LoadMeasurement
-from servelab.spec import LoadSpec, RequestSpec
+from servelab.results.records import LoadMeasurement
 
 SCRIPT_NAME = "wrk_report.lua"
 REPORT_MARKER = '{"servelab_wrk"'

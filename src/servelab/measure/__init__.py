@@ -5,16 +5,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from servelab.cgroups import cpu_group, joined
-from servelab.cpus import CpuPlan
+from servelab.config.experiment import Experiment
 from servelab.errors import SpecError
+from servelab.host.cgroups import cpu_group, joined
+from servelab.host.cpus import CpuPlan
 from servelab.load import get_driver
 from servelab.load.base import LoadDriver
 from servelab.measure.executor import Groups, HostExecutor, beside_the_driver
 from servelab.measure.plan import Launch, plan_launches, run_key
 from servelab.measure.runner import Runner, RunnerEvents
-from servelab.results import RunResult
-from servelab.spec import Experiment
+from servelab.results.records import RunResult
 
 __all__ = ["Launch", "Runner", "RunnerEvents", "plan_launches", "run_experiment", "run_key"]
 

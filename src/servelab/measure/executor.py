@@ -18,17 +18,18 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from servelab.cgroups import CpuGroup
-from servelab.cpus import CpuPlan, parse_cpu_list
+from servelab.config.load import LoadSpec, RequestSpec, Workload
+from servelab.config.stack import StackSpec
+from servelab.host.cgroups import CpuGroup
+from servelab.host.cpus import CpuPlan, parse_cpu_list
+from servelab.host.procs import JANITOR
+from servelab.launch import launch_stack
+from servelab.launch.running import RunningStack
 from servelab.load.base import LoadDriver, run_load
-from servelab.metrics import ProcessSampler
-from servelab.neighbours import NeighbourMeter, cpu_speed
-from servelab.observe import RunObserver
-from servelab.procs import JANITOR
-from servelab.results import LoadMeasurement, ProcessUsage
-from servelab.spec import LoadSpec, RequestSpec, StackSpec, Workload
-from servelab.stacks import launch_stack
-from servelab.stacks.base import RunningStack
+from servelab.observe.metrics import ProcessSampler
+from servelab.observe.neighbours import NeighbourMeter, cpu_speed
+from servelab.observe.observer import RunObserver
+from servelab.results.records import LoadMeasurement, ProcessUsage
 
 
 @dataclass(frozen=True)

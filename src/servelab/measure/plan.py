@@ -7,8 +7,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from servelab.config.experiment import Experiment
+from servelab.config.load import LoadSpec, Workload
+from servelab.config.stack import StackSpec
 from servelab.load.base import LoadDriver
-from servelab.spec import Experiment, LoadSpec, StackSpec, Workload
 
 # At most this many stacks alive at once in a sliced experiment (memory, file handles):
 # whole rounds are started together up to this count.

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from servelab.config.experiment import Experiment
+from servelab.config.load import Workload
 from servelab.measure.executor import Executor, Window
 from servelab.measure.plan import (
     MAX_LIVE_STACKS,
@@ -35,9 +37,7 @@ from servelab.measure.plan import (
     warmup_load,
     warmup_settled,
 )
-from servelab.measure.stopping import NextRound, Outlook, PrecisionRule, RoundsSoFar, SloStop
-from servelab.results import RunResult
-from servelab.slices import (
+from servelab.measure.slices import (
     merge_loads,
     merge_observed,
     merge_usage,
@@ -45,7 +45,8 @@ from servelab.slices import (
     slice_loads,
     weighted_share,
 )
-from servelab.spec import Experiment, Workload
+from servelab.measure.stopping import NextRound, Outlook, PrecisionRule, RoundsSoFar, SloStop
+from servelab.results.records import RunResult
 
 
 @dataclass
@@ -77,7 +78,7 @@ class Runner:
     """One experiment's measurement: the shared state every strategy needs."""
 
     experiment: Experiment
-    sink: Any  # has add(RunResult); servelab.store.ResultStore
+    sink: Any  # has add(RunResult); servelab.results.store.ResultStore
     executor: Executor
     events: RunnerEvents = field(default_factory=RunnerEvents)
     previous: Sequence[RunResult] = ()  # runs already stored (resume)

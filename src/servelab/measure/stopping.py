@@ -10,11 +10,12 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from servelab.analysis import analyze, answer_metric, clarity, slice_design
-from servelab.nested import variance_components
-from servelab.ramp import ramp_should_stop
-from servelab.results import RunResult
-from servelab.spec import Experiment, SloSpec
+from servelab.analysis.analyze import analyze, answer_metric, clarity, slice_design
+from servelab.analysis.nested import variance_components
+from servelab.config.experiment import Experiment
+from servelab.config.load import SloSpec
+from servelab.measure.ramp import ramp_should_stop
+from servelab.results.records import RunResult
 
 # A later round measures each start for at most this many times the spec's slices.
 MAX_PASS_FACTOR = 4
@@ -22,7 +23,7 @@ MAX_PASS_FACTOR = 4
 
 @dataclass(frozen=True)
 class SloStop:
-    """A ramp stops a launch's rising rates once they broke its SLO (see servelab.ramp)."""
+    """A ramp stops a launch's rising rates once they broke its SLO (see servelab.measure.ramp)."""
 
     slo: SloSpec | None
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from servelab.analysis import METRIC_BY_KEY, ExperimentAnalysis, answer_metric, clarity
+from servelab.analysis.analyze import METRIC_BY_KEY, ExperimentAnalysis, answer_metric, clarity
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """What every report format is given, and the one interface they share.
 
 A ``ReportInput`` is a stored result (experiment, environment, raw runs) plus
-its analysis (``servelab.analysis.analyze``: summaries, verdicts, warnings),
+its analysis (``servelab.analysis.analyze.analyze``: summaries, verdicts, warnings),
 computed once and handed to every renderer, so that markdown, HTML, charts
 and data files can never disagree. The charts are built lazily, once, and
 shared by the chart files and the HTML page.
@@ -15,10 +15,11 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from servelab.analysis import ExperimentAnalysis, analyze
+from servelab.analysis.analyze import ExperimentAnalysis, analyze
+from servelab.config.experiment import Experiment
+from servelab.config.stack import StackSpec
 from servelab.errors import ServelabError
-from servelab.results import RunResult
-from servelab.spec import Experiment, StackSpec
+from servelab.results.records import RunResult
 
 # File names inside a report directory, shared by the renderers that link to each other.
 CHARTS_DIR = "charts"
@@ -30,7 +31,7 @@ RUNS_CSV_FILE = "runs.csv"
 
 if TYPE_CHECKING:
     from servelab.report.charts import Chart
-    from servelab.store import ResultStore
+    from servelab.results.store import ResultStore
 
 
 def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -299,9 +300,9 @@ def load_result(ref: str, results_root: Path) -> tuple[ReportInput, Path, str]:
     directory): analysed, with its directory and a label naming it.
 
     The one place report and export resolve RESULT; ids and paths are the store's
-    business (``servelab.store.resolve_result``).
+    business (``servelab.results.store.resolve_result``).
     """
-    from servelab.store import DB_FILE, resolve_result
+    from servelab.results.store import DB_FILE, resolve_result
 
     if ref.isdigit() and not (results_root / DB_FILE).exists():
         raise ServelabError(

@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 
 from servelab.errors import MissingToolError, ServelabError
-from servelab.paths import find_program
-from servelab.procs import group_members
+from servelab.host.paths import find_program
+from servelab.host.procs import group_members
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
 CHROMIUM_FLAGS = (

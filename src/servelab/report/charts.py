@@ -37,9 +37,9 @@ from servelab.report.base import failure_breakdown, log_breakdown, stack_knobs
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-    from servelab.analysis import VariantAnalysis
+    from servelab.analysis.analyze import VariantAnalysis
+    from servelab.config.stack import StackSpec
     from servelab.report.base import ReportInput
-    from servelab.spec import StackSpec
 
 # Colours: the baseline neutral, verdicts as traffic lights, the rest muted.
 BASELINE_COLOUR = "#4c6a92"

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from servelab.report.base import RUNS_CSV_FILE, RUNS_JSON_FILE, ReportInput, log_events
-from servelab.results import RunResult
+from servelab.results.records import RunResult
 
 FIXED_COLUMNS = (
     "experiment",

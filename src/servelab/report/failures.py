@@ -15,10 +15,10 @@ from rich.console import Console
 from rich.table import Table
 from tabulate import tabulate
 
-from servelab.attribution import EVENT_BY_KEY, describe_counts, failure_events
-from servelab.ramp import ramp_verdicts, rate_of, slo_problem
-from servelab.results import RunResult
-from servelab.spec import Experiment
+from servelab.config.experiment import Experiment
+from servelab.measure.ramp import ramp_verdicts, rate_of, slo_problem
+from servelab.observe.attribution import EVENT_BY_KEY, describe_counts, failure_events
+from servelab.results.records import RunResult
 
 
 @dataclass(frozen=True)

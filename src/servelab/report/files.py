@@ -1,7 +1,7 @@
 """Chart files, and a whole report directory: every format, written all or nothing.
 
 ``write_report`` renders every format into a staging directory beside the
-target (``servelab.outdir``); the files are moved into place only when all of
+target (``servelab.results.outdir``); the files are moved into place only when all of
 them were written, and a non-empty target is refused unless ``force`` is given.
 """
 
@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from servelab.outdir import staged_output
 from servelab.report.base import CHARTS_DIR, HTML_FILE, SCREENSHOT_FILE, Renderer, ReportInput
 from servelab.report.data import DataRenderer
 from servelab.report.html import HtmlRenderer
 from servelab.report.markdown import MarkdownRenderer
+from servelab.results.outdir import staged_output
 
 
 class ChartRenderer:

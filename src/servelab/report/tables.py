@@ -13,20 +13,20 @@ from dataclasses import dataclass
 
 from tabulate import tabulate
 
-from servelab.analysis import (
+from servelab.analysis.analyze import (
     METRIC_BY_KEY,
     ExperimentAnalysis,
     analyze,
     summary_line,
     verdict_line,
 )
-from servelab.attribution import failure_events
+from servelab.analysis.stats import percent_change, summarize
+from servelab.config.experiment import Experiment
+from servelab.observe.attribution import failure_events
 from servelab.report.failures import failures_markdown
 from servelab.report.memory import memory_markdown
 from servelab.report.timing import time_per_request_markdown
-from servelab.results import RunResult
-from servelab.spec import Experiment
-from servelab.stats import percent_change, summarize
+from servelab.results.records import RunResult
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ ATTRIBUTES: tuple[Attribute, ...] = (
     Attribute("Errors", lambda r: float(r.load.errors), 0, "count"),
     # Requests per second counts fast 502s too (as ab does); this row does not.
     Attribute("Successful requests per second", lambda r: r.load.ok_rps, 2, "percent"),
-    # Failure lines in nginx's and the app's logs (servelab.attribution), beside Errors.
+    # Failure lines in nginx's and the app's logs (servelab.observe.attribution), beside Errors.
     Attribute("Logged failures", lambda r: float(failure_events(r.log_events)), 0, "count"),
     Attribute(
         "Stack CPU per request [µs]",

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 from tabulate import tabulate
 
-from servelab.results import RunResult
-from servelab.spec import Experiment
-from servelab.stats import summarize
+from servelab.analysis.stats import summarize
+from servelab.config.experiment import Experiment
+from servelab.results.records import RunResult
 
 
 @dataclass(frozen=True)

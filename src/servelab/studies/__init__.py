@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from servelab.config.experiment import Experiment
 from servelab.errors import SpecError
-from servelab.spec import Experiment
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 Each study reproduces one way nginx + gunicorn setups lose requests, and a
 fix, with numbers. The failed requests are attributed to their cause from
-nginx's and gunicorn's logs (``servelab.attribution``), shown beside the
+nginx's and gunicorn's logs (``servelab.observe.attribution``), shown beside the
 status counts in every report.
 
 - ``backlog`` (seed nginx_gunicorn_somaxconn.md): nginx → gunicorn (1 sync
@@ -17,7 +17,7 @@ status counts in every report.
   shorter than the app's (whoever closes first must be nginx).
 - ``worker-recycling``: gunicorn ``max_requests`` with and without jitter
   under a steady fixed-rate load; failed and slow requests counted.
-- ``capacity``: a fixed-rate ramp up to the breaking point (see servelab.ramp).
+- ``capacity``: a fixed-rate ramp up to the breaking point (see servelab.measure.ramp).
 """
 
 from __future__ import annotations
@@ -25,10 +25,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from servelab.config.base import MAX_RUN_S
+from servelab.config.building import experiment_from_dict
+from servelab.config.experiment import Experiment
+from servelab.config.load import SloSpec
 from servelab.errors import SpecError
-from servelab.netns import check_somaxconn
-from servelab.ramp import RampPlan, ramp_experiment
-from servelab.spec import MAX_RUN_S, Experiment, SloSpec, experiment_from_dict
+from servelab.host.netns import check_somaxconn
+from servelab.measure.ramp import RampPlan, ramp_experiment
 from servelab.studies import Study, StudyOptions
 from servelab.studies.seeds import SEED_ITEM_BODY, SEED_SERVER
 

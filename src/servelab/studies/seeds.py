@@ -13,8 +13,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from servelab.config.building import experiment_from_dict
+from servelab.config.experiment import Experiment
 from servelab.errors import SpecError
-from servelab.spec import Experiment, experiment_from_dict
 from servelab.studies import Study, StudyOptions
 
 SEED_ITEM_BODY = json.dumps({"name": "string", "description": "string", "price": 0, "tax": 0})

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from servelab.spec import Experiment
+from servelab.config.experiment import Experiment
 from servelab.studies import Study, StudyOptions
 from servelab.studies.seeds import (
     SEED_PROXY,

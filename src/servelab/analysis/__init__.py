@@ -1,0 +1,1 @@
+"""From runs to conclusions: summaries, comparisons, warnings; pure statistics."""

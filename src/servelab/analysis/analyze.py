@@ -1,0 +1,713 @@
+"""From raw runs to conclusions: per-variant summaries, comparisons with the
+baseline, and warnings — all as frozen data that every report renders alike.
+
+Pure: no I/O. Warnings are values with a hint (hyperfine's idea), never prints.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+
+from servelab.analysis.nested import Cells, compare_design, starts_needed, transform
+from servelab.analysis.stats import (
+    Comparison,
+    Summary,
+    compare,
+    compare_paired,
+    confidence_interval,
+    percent_change,
+    runs_needed,
+    summarize,
+)
+from servelab.config.experiment import Experiment
+from servelab.host.cpus import CpuPlan
+from servelab.results.records import RunResult, SliceFigures
+
+UNSTABLE_CV = 0.10  # pyperf warns from a standard deviation of 10 % of the mean
+DRIVER_SATURATED = 0.90  # share of its CPUs the load driver may use before it is the bottleneck
+# Other processes' share of the stack's CPUs during a run above which it is flagged.
+NEIGHBOURS_SHARE = 0.05
+# Rounds from which variants are compared with the baseline round by round (paired).
+MIN_PAIRED_ROUNDS = 3
+# CV of the stack CPU's own speed (servelab.observe.neighbours.cpu_speed) over an experiment's
+# runs above which it is flagged: an idle 2-CPU VM here drifts by ~1-2 % in half a second.
+MACHINE_SPEED_CV = 0.03
+DEFAULT_PRECISION_PCT = 5.0
+# A start whose busiest app worker used this many times the CPU of its least busy one
+# is flagged: its requests were not spread over the workers.
+UNEVEN_WORKERS = 1.5
+UNEVEN_MIN_CPU_S = 0.2
+
+
+def worker_split(run: RunResult) -> tuple[float, float] | None:
+    """CPU seconds of the run's busiest and least busy app worker (processes of role
+    "app" that did at least 2 % of the app's work: a master that only supervises is
+    left out, and so, for want of the worker count, is a worker that did nothing);
+    None with fewer than two such workers."""
+    app = [p.cpu_s for p in run.processes if p.role == "app"]
+    total = sum(app)
+    workers = [cpu for cpu in app if total and cpu >= 0.02 * total]
+    if len(workers) < 2:
+        return None
+    return max(workers), min(workers)
+
+
+@dataclass(frozen=True)
+class Metric:
+    key: str
+    label: str
+    unit: str
+    higher_is_better: bool
+    value: Callable[[RunResult], float] = field(repr=False, compare=False)
+    # The same figure for one slice, and whether it is compared as a ratio (log scale).
+    per_slice: Callable[[SliceFigures], float] = field(repr=False, compare=False)
+    log_scale: bool = True
+
+
+def _ok_rps(s: SliceFigures) -> float:
+    return (s.requests - s.error_count) / s.duration_s if s.duration_s > 0 else 0.0
+
+
+METRICS: tuple[Metric, ...] = (
+    Metric("rps", "Requests per second", "req/s", True, lambda r: r.load.rps, lambda s: s.rps),
+    Metric(
+        "latency_mean_ms",
+        "Time per request",
+        "ms",
+        False,
+        lambda r: r.load.latency_mean_ms,
+        lambda s: s.latency_mean_ms,
+    ),
+    Metric(
+        "latency_p99_ms",
+        "p99 latency",
+        "ms",
+        False,
+        lambda r: r.load.latency_p99_ms,
+        lambda s: s.latency_p99_ms,
+    ),
+    Metric(
+        "errors",
+        "Errors",
+        "requests",
+        False,
+        lambda r: float(r.load.errors),
+        lambda s: float(s.error_count),
+        log_scale=False,
+    ),
+    Metric(
+        "ok_rps",
+        "Successful requests per second",
+        "req/s",
+        True,
+        lambda r: r.load.ok_rps,
+        _ok_rps,
+    ),
+    # Side by side, each stack's requests/s is its share of a contended CPU, and a
+    # stack that blocks more (a small socket buffer) gets a smaller share; requests per
+    # CPU second of the stack is what it would serve with a CPU to itself when CPU-bound.
+    Metric(
+        "rps_per_cpu",
+        "Requests per CPU second",
+        "req/CPU-s",
+        True,
+        lambda r: r.load.requests_total / r.stack_cpu_s if r.stack_cpu_s > 0 else 0.0,
+        lambda s: s.requests / s.stack_cpu_s if s.stack_cpu_s > 0 else 0.0,
+    ),
+)
+METRIC_BY_KEY = {m.key: m for m in METRICS}
+
+
+def answer_metric(experiment: Experiment) -> Metric:
+    """The metric the answer (and the stopping rule) is about: requests/s, or requests
+    per CPU second for stacks measured side by side (see ``rps_per_cpu``)."""
+    return METRIC_BY_KEY["rps_per_cpu" if experiment.side_by_side else "rps"]
+
+
+def compared_metrics(experiment: Experiment) -> tuple[Metric, ...]:
+    """Metrics compared with the baseline: requests per CPU second only side by side."""
+    return tuple(m for m in METRICS if m.key != "rps_per_cpu" or experiment.side_by_side)
+
+
+@dataclass(frozen=True)
+class ResultWarning:
+    # unstable, errors, driver-saturated, neighbours, machine-speed, too-few-runs,
+    # closed-loop, shared-cpus
+    kind: str
+    message: str
+    hint: str
+    variant: str | None = None
+    workload: str | None = None
+
+
+@dataclass(frozen=True)
+class MetricSummary:
+    metric: str
+    values: tuple[float, ...]
+    summary: Summary
+    interval: tuple[float, float] | None  # 95 % confidence interval of the mean
+
+
+@dataclass(frozen=True)
+class VariantAnalysis:
+    workload: str
+    variant: str
+    description: str
+    is_baseline: bool
+    runs: tuple[RunResult, ...]
+    metrics: dict[str, MetricSummary]
+    comparisons: dict[str, Comparison]  # empty for the baseline
+    warnings: tuple[ResultWarning, ...]
+
+    @property
+    def total_errors(self) -> int:
+        return sum(r.load.errors for r in self.runs)
+
+
+@dataclass(frozen=True)
+class ExperimentAnalysis:
+    experiment: Experiment
+    variants: tuple[VariantAnalysis, ...]
+    warnings: tuple[ResultWarning, ...]  # experiment-wide; per-variant ones sit on variants
+
+    def for_workload(self, workload: str) -> tuple[VariantAnalysis, ...]:
+        return tuple(v for v in self.variants if v.workload == workload)
+
+    @property
+    def all_warnings(self) -> tuple[ResultWarning, ...]:
+        return self.warnings + tuple(w for v in self.variants for w in v.warnings)
+
+
+def _summaries(runs: Sequence[RunResult]) -> dict[str, MetricSummary]:
+    summaries = {}
+    for metric in METRICS:
+        values = tuple(metric.value(r) for r in runs)
+        summaries[metric.key] = MetricSummary(
+            metric.key, values, summarize(values), confidence_interval(values)
+        )
+    return summaries
+
+
+def _variant_warnings(
+    runs: Sequence[RunResult],
+    metrics: dict[str, MetricSummary],
+    precision_pct: float,
+    variant: str,
+    workload: str,
+) -> list[ResultWarning]:
+    warnings = []
+    rps = metrics["rps"]
+    # Sliced runs are compared pass by pass: the spread between their whole-run figures is
+    # the machine's drift, which the design takes out; the answer says what is unclear.
+    by_design = is_sliced(runs)
+    if rps.summary.n > 1 and rps.summary.cv >= UNSTABLE_CV and not by_design:
+        warnings.append(
+            ResultWarning(
+                "unstable",
+                f"requests/s varies by {100 * rps.summary.cv:.1f} % (std dev / mean) over "
+                f"{rps.summary.n} runs "
+                f"(min {rps.summary.minimum:.0f}, max {rps.summary.maximum:.0f})",
+                "pin the stack and the driver apart, stop other programs, run longer (--duration) "
+                "or repeat more (--repetitions)",
+                variant,
+                workload,
+            )
+        )
+    errors = sum(r.load.errors for r in runs)
+    if errors:
+        kinds: dict[str, int] = {}
+        for run in runs:
+            for code, n in run.load.status_counts.items():
+                if code[0] not in "23":
+                    kinds[code] = kinds.get(code, 0) + n
+            for kind, n in run.load.connection_errors.items():
+                kinds[kind] = kinds.get(kind, 0) + n
+        detail = ", ".join(f"{k}: {n}" for k, n in sorted(kinds.items()))
+        total = sum(r.load.requests_total for r in runs)
+        warnings.append(
+            ResultWarning(
+                "errors",
+                f"{errors} of {total} requests failed ({detail})",
+                "a faster variant that fails requests has not won; see the error breakdown",
+                variant,
+                workload,
+            )
+        )
+    for run in runs:
+        n_cpus = len(run.driver_cpus.split(",")) if run.driver_cpus else None
+        if n_cpus and run.load.duration_s > 0:
+            share = run.load.driver_cpu_s / run.load.duration_s / n_cpus
+            if share >= DRIVER_SATURATED:
+                warnings.append(
+                    ResultWarning(
+                        "driver-saturated",
+                        f"the load driver used {100 * share:.0f} % of its CPU in run "
+                        f"{run.repetition}: the stack may be faster than measured",
+                        "give the driver more CPUs (--driver-cpus) or use a lighter driver",
+                        variant,
+                        workload,
+                    )
+                )
+                break
+    uneven = [(run, split) for run in runs if (split := worker_split(run)) is not None]
+    worst_split = max(uneven, key=lambda pair: pair[1][0] / pair[1][1], default=None)
+    if (
+        worst_split is not None
+        and worst_split[1][0] >= UNEVEN_MIN_CPU_S  # too little work says nothing
+        and worst_split[1][0] >= UNEVEN_WORKERS * worst_split[1][1]
+    ):
+        run, (busiest, idlest) = worst_split
+        warnings.append(
+            ResultWarning(
+                "uneven-workers",
+                f"in run {run.repetition} the app's busiest worker used {busiest:.2f} CPU s, "
+                f"its least busy {idlest:.2f}: requests spread unevenly over the workers "
+                "(e.g. upstream keepalive connections held by one), a difference between "
+                "stack starts that more starts average out",
+                "read the per-start figures (runs.csv) before trusting one start; measure "
+                "more starts (--precision, --budget)",
+                variant,
+                workload,
+            )
+        )
+    shares = [r.neighbour_cpu_share for r in runs if r.neighbour_cpu_share is not None]
+    if shares and max(shares) >= NEIGHBOURS_SHARE:
+        worst = max(shares)
+        run = next(r for r in runs if r.neighbour_cpu_share == worst)
+        warnings.append(
+            ResultWarning(
+                "neighbours",
+                f"other processes and the hypervisor (steal) took {100 * worst:.0f} % of the "
+                f"stack's CPUs in run "
+                f"{run.repetition} (mean over runs {100 * sum(shares) / len(shares):.0f} %): "
+                "that run measured the machine's other work too",
+                "stop other programs while measuring; as root servelab also favours its own "
+                "processes (leave out --no-cpu-priority)",
+                variant,
+                workload,
+            )
+        )
+    needed = None if by_design else runs_needed(rps.values, precision_pct)
+    if needed is not None and needed > rps.summary.n:
+        warnings.append(
+            ResultWarning(
+                "too-few-runs",
+                f"a ±{precision_pct:g} % answer on requests/s needs about {needed} runs; "
+                f"this has {rps.summary.n}",
+                f"repeat with --repetitions {needed}",
+                variant,
+                workload,
+            )
+        )
+    return warnings
+
+
+def analyze(
+    experiment: Experiment,
+    runs: Sequence[RunResult],
+    *,
+    alpha: float = 0.05,
+    min_effect_pct: float = 0.0,
+    precision_pct: float = DEFAULT_PRECISION_PCT,
+) -> ExperimentAnalysis:
+    variants = []
+    for workload in experiment.workloads:
+        workload_runs = [r for r in runs if r.workload == workload.name]
+        baseline_runs = [r for r in workload_runs if r.variant == experiment.baseline.name]
+        for stack in experiment.stacks:
+            own = sorted(
+                (r for r in runs if r.variant == stack.name and r.workload == workload.name),
+                key=lambda r: r.repetition,
+            )
+            if not own:
+                continue
+            is_baseline = stack.name == experiment.baseline.name
+            comparisons = {}
+            if not is_baseline and baseline_runs:
+                for metric in compared_metrics(experiment):
+                    comparisons[metric.key] = compare_variants(
+                        workload_runs,
+                        experiment.baseline.name,
+                        stack.name,
+                        metric,
+                        alpha=alpha,
+                        min_effect_pct=min_effect_pct,
+                    )
+            metrics = _summaries(own)
+            variants.append(
+                VariantAnalysis(
+                    workload.name,
+                    stack.name,
+                    stack.describe(),
+                    is_baseline,
+                    tuple(own),
+                    metrics,
+                    comparisons,
+                    tuple(
+                        _variant_warnings(own, metrics, precision_pct, stack.name, workload.name)
+                    ),
+                )
+            )
+    warnings = []
+    if any(w.load.model == "closed" for w in experiment.workloads):
+        warnings.append(
+            ResultWarning(
+                "closed-loop",
+                "latency is closed-loop: each client waits for its answer before sending again, "
+                "so a slow server also slows the arrivals (coordinated omission); real users' "
+                "latency under the same load would be higher",
+                "for user-facing latency use the open model (a fixed arrival rate)",
+            )
+        )
+    speeds = [r.cpu_speed for r in runs if r.cpu_speed is not None]
+    if len(speeds) > 1:
+        spread = summarize(speeds)
+        if spread.cv >= MACHINE_SPEED_CV:
+            drift = (
+                f"the machine's own speed drifted between runs: a fixed CPU loop on the "
+                f"stack's CPU ran {100 * (spread.maximum / spread.minimum - 1):.0f} % faster "
+                f"at best than at worst (CV {100 * spread.cv:.1f} % over {spread.n} runs)"
+            )
+            if not any(w.kind == "neighbours" for v in variants for w in v.warnings):
+                drift += ", with no other process on that CPU to blame"
+            if experiment.slices > 1:
+                warnings.append(
+                    ResultWarning(
+                        "machine-speed",
+                        f"{drift}; the runs were measured in interleaved slices, so the drift "
+                        "fell on every run alike, and absolute figures are an average over it",
+                        "compare variants measured together, not with other experiments",
+                    )
+                )
+            else:
+                warnings.append(
+                    ResultWarning(
+                        "machine-speed",
+                        f"{drift}; differences between variants of that size are within the "
+                        "machine's own drift",
+                        "a virtual machine's host or CPU frequency scaling: measure each run in "
+                        "interleaved slices (--slices 5), repeat more, or use a quieter machine",
+                    )
+                )
+    plans = {(r.stack_cpus, r.driver_cpus) for r in runs}
+    if any(CpuPlan(stack, driver).shared for stack, driver in plans):
+        warnings.append(
+            ResultWarning(
+                "shared-cpus",
+                "the load driver and the stack shared CPUs in some runs",
+                "pin them apart with --stack-cpus/--driver-cpus (the default on 2+ CPUs)",
+            )
+        )
+    return ExperimentAnalysis(experiment, tuple(variants), tuple(warnings))
+
+
+def verdict_line(metric: Metric, comparison: Comparison) -> str:
+    """'Requests per second: better, +22.21 % (95 % CI +15.0 … +29.4 %), p = 0.003'."""
+    parts = [f"{metric.label}: {comparison.verdict}"]
+    if comparison.difference_pct is not None:
+        parts.append(f", {comparison.difference_pct:+.2f} %")
+    else:
+        parts.append(f", {comparison.difference:+.3g} {metric.unit}")
+    if comparison.interval is not None:
+        low, high = comparison.interval
+        if comparison.baseline_mean:
+            scale = 100.0 / comparison.baseline_mean
+            parts.append(f" (95 % CI {low * scale:+.1f} … {high * scale:+.1f} %)")
+        else:
+            parts.append(f" (95 % CI {low:+.3g} … {high:+.3g} {metric.unit})")
+    parts.append(f"; {comparison.reason}")
+    return "".join(parts)
+
+
+def compare_rounds(
+    baseline: Sequence[RunResult],
+    variant: Sequence[RunResult],
+    metric: Metric,
+    *,
+    alpha: float = 0.05,
+    min_effect_pct: float = 0.0,
+) -> Comparison:
+    """A variant against the baseline of the same experiment: paired by round when both
+    were measured in the same rounds, at least 3 (servelab's interleaved plan; a
+    drift of the machine between rounds then cancels out), else Welch's test on the
+    two samples (with 2 rounds a paired test has 1 degree of freedom, Welch's ~2)."""
+    by_round = {r.repetition: metric.value(r) for r in baseline}
+    mine = {r.repetition: metric.value(r) for r in variant}
+    options = {
+        "higher_is_better": metric.higher_is_better,
+        "alpha": alpha,
+        "min_effect_pct": min_effect_pct,
+    }
+    if by_round.keys() == mine.keys() and len(mine) >= MIN_PAIRED_ROUNDS:
+        rounds = sorted(mine)
+        paired = compare_paired([by_round[n] for n in rounds], [mine[n] for n in rounds], **options)
+        return replace(paired, reason=f"paired by round, {paired.reason}", test="paired t-test")
+    return compare(list(by_round.values()), list(mine.values()), **options)
+
+
+def compare_variants(
+    runs: Sequence[RunResult],
+    baseline: str,
+    variant: str,
+    metric: Metric,
+    *,
+    alpha: float = 0.05,
+    min_effect_pct: float = 0.0,
+) -> Comparison:
+    """``variant`` against ``baseline`` among ``runs`` (one workload's, of one experiment),
+    by the test the design allows: nested over starts when every run was sliced, paired
+    by round or Welch's otherwise. Every report's verdicts come from here."""
+    pair = [r for r in runs if r.variant in (baseline, variant)]
+    if is_sliced(pair):
+        return compare_starts(
+            runs, baseline, variant, metric, alpha=alpha, min_effect_pct=min_effect_pct
+        )
+    return compare_rounds(
+        sorted((r for r in pair if r.variant == baseline), key=lambda r: r.repetition),
+        sorted((r for r in pair if r.variant == variant), key=lambda r: r.repetition),
+        metric,
+        alpha=alpha,
+        min_effect_pct=min_effect_pct,
+    )
+
+
+def is_sliced(runs: Sequence[RunResult]) -> bool:
+    """True when every run kept its slices' figures (interleaved measurement)."""
+    return bool(runs) and all(r.slice_figures for r in runs)
+
+
+def slice_design(runs: Sequence[RunResult], metric: Metric, log_scale: bool) -> dict[str, Cells]:
+    """variant -> start -> pass -> the metric of that slice (in the analysed scale)."""
+    design: dict[str, dict[int, dict[int, float]]] = {}
+    for run in runs:
+        design.setdefault(run.variant, {})[run.repetition] = {
+            s.pass_number: transform(metric.per_slice(s), log_scale) for s in run.slice_figures
+        }
+    return design
+
+
+def compare_starts(
+    runs: Sequence[RunResult],
+    baseline: str,
+    variant: str,
+    metric: Metric,
+    *,
+    alpha: float = 0.05,
+    min_effect_pct: float = 0.0,
+) -> Comparison:
+    """A variant against the baseline in an interleaved design (``runs``: every run of one
+    workload, all sliced): slices centred on their pass, starts as the unit that varies
+    (``servelab.analysis.nested``); rates and latencies as ratios, errors as differences."""
+    values = [metric.per_slice(s) for r in runs for s in r.slice_figures]
+    log_scale = metric.log_scale and all(v > 0 for v in values)
+    mine = [metric.value(r) for r in runs if r.variant == variant]
+    theirs = [metric.value(r) for r in runs if r.variant == baseline]
+    base_mean = statistics.fmean(theirs) if theirs else 0.0
+    var_mean = statistics.fmean(mine) if mine else 0.0
+
+    def result(pct, interval, p, verdict, reason, effect=None) -> Comparison:
+        return Comparison(
+            base_mean,
+            var_mean,
+            var_mean - base_mean,
+            pct,
+            interval,
+            p,
+            verdict,
+            reason,
+            test="nested t-test over stack starts",
+            starts=effect.starts if effect else (len(theirs), len(mine)),
+            passes=effect.passes if effect else None,
+        )
+
+    if values and len(set(values)) == 1:
+        return result(
+            0.0 if base_mean else None,
+            (0.0, 0.0),
+            None,
+            "no difference",
+            "identical in every slice",
+        )
+    effect = compare_design(
+        slice_design(runs, metric, log_scale),
+        baseline,
+        variant,
+        log_scale=log_scale,
+        level=1 - alpha,
+    )
+    if effect is None:
+        return result(
+            percent_change(base_mean, var_mean),
+            None,
+            None,
+            "inconclusive",
+            "needs a variant started at least twice",
+        )
+    if log_scale:
+        pct, low, high = (100 * math.expm1(x) for x in (effect.estimate, effect.low, effect.high))
+        # The interval in the metric's unit, around the baseline's mean (reports scale it
+        # back to percent of that mean).
+        interval = (base_mean * low / 100, base_mean * high / 100)
+    else:
+        per_slice = [
+            metric.per_slice(s) for r in runs if r.variant == baseline for s in r.slice_figures
+        ]
+        level = statistics.fmean(per_slice) if per_slice else 0.0
+        scale = base_mean / level if level else 1.0
+        pct = 100 * effect.estimate / level if level else None
+        interval = (effect.low * scale, effect.high * scale)
+    where = (
+        f"{effect.starts[0]} + {effect.starts[1]} starts, {effect.passes} passes, {effect.df} df"
+    )
+    if effect.p_value is None:
+        return result(pct, interval, None, "no difference", f"{where}: identical")
+    p = effect.p_value
+    if p >= alpha:
+        return result(
+            pct, interval, p, "no significant difference", f"{where}, p = {p:.3g}", effect
+        )
+    if pct is not None and abs(pct) < min_effect_pct:
+        return result(
+            pct,
+            interval,
+            p,
+            "no significant difference",
+            f"{where}, p = {p:.3g}, but |{pct:.2f} %| is below the minimum effect "
+            f"of {min_effect_pct} %",
+            effect,
+        )
+    improved = (effect.estimate > 0) == metric.higher_is_better
+    return result(
+        pct,
+        interval,
+        p,
+        "better" if improved else "worse",
+        f"{where}, p = {p:.3g} < {alpha}",
+        effect,
+    )
+
+
+@dataclass(frozen=True)
+class Clarity:
+    """Whether one comparison is clear at the experiment's precision, and what would
+    make it so."""
+
+    workload: str
+    variant: str
+    metric: str
+    clear: bool
+    half_width_pct: float | None
+    starts: int  # starts per variant so far
+    starts_needed: int | None  # per variant, for the interval to reach the precision
+
+
+def clarity(
+    analysis: ExperimentAnalysis,
+    precision_pct: float,
+    min_effect_pct: float = 0.0,
+    metrics: Sequence[str] | None = None,
+) -> list[Clarity]:
+    """Every comparison of ``metrics`` (default: the answer's metric): clear or not, and
+    the starts a clear one needs."""
+    metrics = metrics or (answer_metric(analysis.experiment).key,)
+    found = []
+    for v in analysis.variants:
+        for key in metrics:
+            comparison = v.comparisons.get(key)
+            if comparison is None:
+                continue
+            bounds = comparison.interval_pct
+            half = None if bounds is None else (bounds[1] - bounds[0]) / 2
+            starts = max(comparison.starts or (len(v.runs), len(v.runs)))
+            needed = None if half is None else starts_needed(half, starts, precision_pct)
+            found.append(
+                Clarity(
+                    v.workload,
+                    v.variant,
+                    key,
+                    comparison.is_clear(precision_pct, min_effect_pct),
+                    half,
+                    starts,
+                    needed,
+                )
+            )
+    return found
+
+
+def compare_results(
+    first: Sequence[RunResult], second: Sequence[RunResult], *, min_effect_pct: float = 0.0
+) -> dict[tuple[str, str], dict[str, Comparison]]:
+    """For every (workload, variant) in both result sets: ``second`` against ``first``."""
+    keys = sorted(
+        {(r.workload, r.variant) for r in first} & {(r.workload, r.variant) for r in second}
+    )
+    compared = {}
+    for workload, variant in keys:
+        a = [r for r in first if (r.workload, r.variant) == (workload, variant)]
+        b = [r for r in second if (r.workload, r.variant) == (workload, variant)]
+        compared[(workload, variant)] = {
+            m.key: compare(
+                [m.value(r) for r in a],
+                [m.value(r) for r in b],
+                higher_is_better=m.higher_is_better,
+                min_effect_pct=min_effect_pct,
+            )
+            for m in METRICS
+        }
+    return compared
+
+
+def summary_line(metric: Metric, summary: MetricSummary) -> str:
+    """'Requests per second: mean 2150.4, median 2166.6, sd 45.2 (CV 2.10 %), ...'."""
+    s = summary.summary
+    cv = "n/a" if s.mean == 0 else f"{100 * s.cv:.2f} %"
+    text = (
+        f"{metric.label}: mean {s.mean:.1f}, median {s.median:.1f}, sd {s.stdev:.1f} "
+        f"(CV {cv}), min {s.minimum:.1f}, max {s.maximum:.1f}"
+    )
+    if summary.interval is not None:
+        text += f", 95 % CI {summary.interval[0]:.1f} … {summary.interval[1]:.1f}"
+    return text + f" {metric.unit} over {s.n} runs"
+
+
+def comparisons_document(
+    analysis: ExperimentAnalysis, precision_pct: float | None = None, min_effect_pct: float = 0.0
+) -> dict:
+    """Every comparison with the baseline, machine-readable (``results show --json``)."""
+    stopping = analysis.experiment.stopping
+    precision = precision_pct or (stopping.precision_pct if stopping else DEFAULT_PRECISION_PCT)
+    rows = []
+    for v in analysis.variants:
+        for key, c in v.comparisons.items():
+            bounds = c.interval_pct
+            pct = c.difference_pct
+            rows.append(
+                {
+                    "workload": v.workload,
+                    "variant": v.variant,
+                    "metric": key,
+                    "baseline_mean": c.baseline_mean,
+                    "variant_mean": c.variant_mean,
+                    "ratio": None if pct is None else 1 + pct / 100,
+                    "change_pct": pct,
+                    "interval_pct": list(bounds) if bounds else None,
+                    "half_width_pct": None if bounds is None else (bounds[1] - bounds[0]) / 2,
+                    "p_value": c.p_value,
+                    "verdict": c.verdict,
+                    "test": c.test,
+                    "restarts": list(c.starts) if c.starts else [len(v.runs), len(v.runs)],
+                    "passes": c.passes,
+                    "clear": c.is_clear(precision, min_effect_pct),
+                }
+            )
+    return {
+        "experiment": analysis.experiment.name,
+        "baseline": analysis.experiment.baseline.name,
+        "answer_metric": answer_metric(analysis.experiment).key,
+        "precision_pct": precision,
+        "min_effect_pct": min_effect_pct,
+        "comparisons": rows,
+    }

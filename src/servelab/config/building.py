@@ -1,0 +1,148 @@
+"""Building experiments from dictionaries: TOML files, studies, grids and CLI overrides."""
+
+from __future__ import annotations
+
+import itertools
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from servelab.config.experiment import (
+    MIN_SLICE_S,
+    SIDE_BY_SIDE_SLICE_S,
+    Experiment,
+    auto_slices,
+)
+from servelab.config.load import Workload
+from servelab.errors import SpecError
+
+# Building experiments from dictionaries (TOML files, studies, CLI overrides)
+
+
+def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``base`` with ``override`` merged in, recursively for tables."""
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def set_dotted(data: dict[str, Any], dotted: str, value: Any) -> dict[str, Any]:
+    """A copy of ``data`` with ``server.workers``-style key set to ``value``."""
+    head, _, rest = dotted.partition(".")
+    if not rest:
+        return {**data, head: value}
+    inner = data.get(head, {})
+    if not isinstance(inner, dict):
+        raise SpecError(f"cannot set {dotted!r}: {head!r} is not a table", "check the grid keys")
+    return {**data, head: set_dotted(inner, rest, value)}
+
+
+def format_value(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def expand_grid(base: dict[str, Any], grid: dict[str, list[Any]]) -> list[dict[str, Any]]:
+    """One stack dict per combination of the grid's values, named after its values."""
+    if not grid:
+        return []
+    keys = list(grid)
+    for key in keys:
+        if not isinstance(grid[key], list) or not grid[key]:
+            raise SpecError(f"grid key {key!r} needs a non-empty list of values", "e.g. [1, 2, 3]")
+    stacks = []
+    for combo in itertools.product(*(grid[k] for k in keys)):
+        stack = dict(base)
+        for key, value in zip(keys, combo, strict=True):
+            stack = set_dotted(stack, key, value)
+        label = ",".join(
+            f"{k.rsplit('.', 1)[-1]}={format_value(v)}" for k, v in zip(keys, combo, strict=True)
+        )
+        stack["name"] = label
+        stacks.append(stack)
+    return stacks
+
+
+def default_slices(data: dict[str, Any]) -> int:
+    """Interleaved slices wherever they apply (oha, closed loads, no ramp); else 1."""
+    if data.get("driver", "oha") != "oha" or data.get("slo") is not None:
+        return 1
+    try:
+        loads = [Workload.model_validate(w).load for w in data.get("workloads") or ()]
+    except ValidationError:
+        return 1  # the workloads' own validation says what is wrong
+    if not loads:
+        return 1
+    if data.get("side_by_side"):  # at least two slices of a second, about 3 s each
+        return min(
+            max(
+                2 if (load.duration_s or 0) >= 2 * MIN_SLICE_S else 1,
+                auto_slices(load, SIDE_BY_SIDE_SLICE_S),
+            )
+            for load in loads
+        )
+    return min(auto_slices(load) for load in loads)
+
+
+def experiment_from_dict(data: dict[str, Any], *, source: str = "experiment") -> Experiment:
+    """Validate a raw experiment dict (as read from TOML) into an Experiment.
+
+    ``variants`` entries are overrides merged onto the baseline; ``grid`` maps
+    dotted knob names to lists of values and adds one variant per combination.
+    """
+    data = dict(data)
+    baseline = data.get("baseline", {})
+    if not isinstance(baseline, dict):
+        raise SpecError(f"{source}: 'baseline' must be a table", "write [baseline] with its knobs")
+    baseline = {"name": "baseline", **baseline}
+    variants = []
+    for index, override in enumerate(data.pop("variants", []) or []):
+        if not isinstance(override, dict):
+            raise SpecError(f"{source}: variant {index + 1} must be a table", "use [[variants]]")
+        if "name" not in override:
+            raise SpecError(f"{source}: variant {index + 1} has no name", "add name = '...'")
+        variants.append(deep_merge(baseline, override))
+    grid = data.pop("grid", None) or {}
+    if not isinstance(grid, dict):
+        raise SpecError(
+            f"{source}: 'grid' must be a table", "e.g. [grid] 'server.workers' = [1, 2]"
+        )
+    variants.extend(expand_grid(baseline, grid))
+    data["baseline"] = baseline
+    data["variants"] = variants
+    if data.get("slices") is None:
+        data["slices"] = default_slices(data)
+    try:
+        return Experiment.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(
+            f"{source}: {describe_validation_error(exc)}", "correct that value"
+        ) from None
+
+
+def load_experiment_file(path: Path) -> Experiment:
+    try:
+        raw = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise SpecError(f"experiment file {path} does not exist", "check the path") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"{path} is not valid TOML: {exc}", "fix the TOML syntax") from None
+    raw.setdefault("name", path.stem)
+    return experiment_from_dict(raw, source=str(path))
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    """The first problem of a pydantic error, as 'where: what' on one line."""
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "value"
+    message = first["msg"].removeprefix("Value error, ")
+    extra = len(exc.errors()) - 1
+    more = f" (and {extra} more problem{'s' if extra > 1 else ''})" if extra else ""
+    if first["type"] == "extra_forbidden":
+        message = "unknown key"
+    return f"{where}: {message}{more}"

@@ -1,0 +1,153 @@
+"""An experiment: a baseline, its variants and workloads, slicing and stopping."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from servelab.config.base import (
+    Model,
+    NonNegativeFloat,
+    PositiveFloat,
+    PositiveInt,
+)
+from servelab.config.database import DatabaseSpec
+from servelab.config.load import LoadSpec, SloSpec, WarmupSpec, Workload
+from servelab.config.stack import (
+    StackSpec,
+)
+
+# A slice shorter than this would be mostly the driver's connection set-up.
+MIN_SLICE_S = 1.0
+
+
+def slicing_problem(load: LoadSpec, slices: int) -> str | None:
+    """Why ``load`` cannot be cut into ``slices`` (None when it can)."""
+    if slices == 1:
+        return None
+    if load.model != "closed":
+        return f"a {load.model}-model load keeps its own schedule; slices cut it"
+    if load.duration_s is not None and load.duration_s / slices < MIN_SLICE_S:
+        return (
+            f"{load.duration_s:g} s in {slices} slices is under {MIN_SLICE_S:g} s each "
+            "(mostly the driver's connection set-up)"
+        )
+    if load.requests is not None and load.requests < slices * load.concurrency:
+        return f"{load.requests} requests in {slices} slices leave under one per connection"
+    return None
+
+
+# Slice length servelab aims for when it chooses the slices itself (see the README's
+# "Measuring in slices"): long enough that the driver's connection set-up is a small
+# part of it, short enough that several passes fit in a quick study.
+SLICE_TARGET_S = 1.0
+# Side by side, longer slices: the stacks see the same moments of the machine whatever
+# the length, and a longer slice averages the stacks' own fast noise.
+SIDE_BY_SIDE_SLICE_S = 3.0
+MAX_AUTO_SLICES = 10
+
+
+def auto_slices(load: LoadSpec, target_s: float = SLICE_TARGET_S) -> int:
+    """The slices a load is cut into by default: about ``target_s`` each (or at least 20
+    requests per connection for a request count), 1 where slicing does not apply."""
+    if load.model != "closed":
+        return 1
+    if load.duration_s is not None:
+        wanted = int(load.duration_s // target_s)
+    else:
+        assert load.requests is not None
+        wanted = load.requests // (20 * load.concurrency)
+    return max(1, min(MAX_AUTO_SLICES, wanted))
+
+
+class StoppingSpec(Model):
+    """Measure until every comparison is clear, or the budget is spent (sliced runs only).
+
+    A comparison is clear when its 95 % interval is at most ``precision_pct`` wide on
+    either side, or lies entirely beyond ±``min_effect_pct``. While one is not, servelab
+    adds rounds of fresh starts of every variant (and more passes per start when the
+    slices, not the starts, are the noisier part), as long as the next round fits in
+    ``budget_s`` of measuring time, up to ``max_repetitions`` starts per variant.
+    """
+
+    precision_pct: PositiveFloat = 5.0
+    budget_s: PositiveFloat = 180.0
+    min_effect_pct: NonNegativeFloat = 0.0
+    max_repetitions: PositiveInt = 30
+
+
+class Experiment(Model):
+    name: str
+    baseline: StackSpec
+    variants: tuple[StackSpec, ...] = ()
+    workloads: tuple[Workload, ...]
+    repetitions: PositiveInt = 3
+    warmup: WarmupSpec = Field(default_factory=WarmupSpec)
+    driver: Literal["oha", "ab", "wrk"] = "oha"
+    order: Literal["interleaved", "random"] = "interleaved"
+    seed: int = 0
+    # Set for ramps: each launch measures its workloads in order (rising rates) and
+    # stops at the first one that breaks this SLO.
+    slo: SloSpec | None = None
+    # The Django reference app's database (set by --database / --db-latency or [database]).
+    database: DatabaseSpec | None = None
+    # Each run measured in this many slices interleaved with every other run's, all the
+    # runs' stacks alive at once (servelab.measure.slices); 1: each run in one piece, in turn.
+    # Experiments built from a file or a study choose it from their loads (about 1 s a
+    # slice) wherever slicing applies: see ``default_slices``. Stored ones keep theirs
+    # (records from before slices existed were measured in one piece).
+    slices: PositiveInt = 1
+    # Set: keep measuring until every comparison is clear or the budget is spent.
+    stopping: StoppingSpec | None = None
+    # Slices of one round's stacks measured at the same time, each by its own driver,
+    # the stacks sharing the stack CPUs (duet benchmarking): the machine's moments then
+    # fall on every variant alike. Figures are each stack's share; ratios compare.
+    side_by_side: bool = False
+
+    @model_validator(mode="after")
+    def _check(self) -> Experiment:
+        if not self.workloads:
+            raise ValueError("an experiment needs at least one workload")
+        if self.slices > 1:
+            self._check_slices()
+        if self.side_by_side and (
+            self.slices == 1 or any(w.load.duration_s is None for w in self.workloads)
+        ):
+            raise ValueError(
+                "side_by_side measures slices at the same time: it needs the oha driver, "
+                "closed loads bounded by a duration, and more than one slice"
+            )
+        if self.stopping is not None and self.slices == 1:
+            raise ValueError(
+                "[stopping] adds interleaved rounds: it needs the oha driver, closed loads "
+                "and more than one slice"
+            )
+        names = [s.name for s in self.stacks]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"variant names must be unique; repeated: {', '.join(dupes)}")
+        wl = [w.name for w in self.workloads]
+        if len(set(wl)) != len(wl):
+            raise ValueError("workload names must be unique")
+        return self
+
+    def _check_slices(self) -> None:
+        if self.driver != "oha":
+            raise ValueError(
+                "slices need the oha driver (it keeps every request's latency, so the "
+                "slices' percentiles can be merged)"
+            )
+        if self.slo is not None:
+            raise ValueError("a ramp cannot be sliced: it measures rising rates in order")
+        for workload in self.workloads:
+            problem = slicing_problem(workload.load, self.slices)
+            if problem:
+                raise ValueError(f"workload {workload.name!r} cannot be sliced: {problem}")
+
+    @property
+    def stacks(self) -> tuple[StackSpec, ...]:
+        """Baseline first, then the variants."""
+        return (self.baseline, *self.variants)
+
+

@@ -1,0 +1,372 @@
+"""Apache httpd as the front of a stack: mod_proxy to an app server, or mod_wsgi daemon mode.
+
+The config (``httpd.conf.j2``) is self-contained: no Debian config is read,
+every path (pid file, error log, runtime dir, mod_wsgi's sockets) is in the
+stack's private directory, only the modules it needs are loaded from Debian's
+``/usr/lib/apache2/modules``, and Apache listens on loopback only. It runs
+in the foreground (``-DFOREGROUND``) in its own process group, so SIGTERM to
+the group stops it at once (Apache's SIGTERM is "stop now", not graceful).
+
+Users: started as root, Apache's children (and mod_wsgi's daemons, which
+refuse to run as root) switch to ``www-data``. The stack's 0700 temp dir is
+then handed to that group with mode 0710 (traverse only: the gunicorn socket,
+which gunicorn makes world-connectable, and the WSGI script in it become
+reachable; nothing can be listed), and for the Django app on SQLite its
+database directory gets group rwx and the file group rw (SQLite writes a
+journal beside it). mod_wsgi's daemons also need to read the project's
+Python and venv: :func:`check_daemon_access` says so before starting when
+they cannot (e.g. a Python under a 0700 ``/root``) and names the fix.
+
+mod_wsgi: the PyPI build in servelab's own venv (``mod_wsgi.express``),
+compiled against the project's Python; Debian's libapache2-mod-wsgi-py3
+embeds Debian's /usr/bin/python3 instead.
+"""
+
+from __future__ import annotations
+
+import grp
+import os
+import pwd
+import subprocess
+import sys
+import sysconfig
+from dataclasses import dataclass
+from pathlib import Path
+
+from servelab.apps import ResolvedApp
+from servelab.config.stack import APACHE_THREADS_PER_CHILD, ProxySpec, ServerSpec, StackSpec
+from servelab.errors import MissingToolError, SpecError, StackStartError
+from servelab.host.paths import find_program
+from servelab.launch.templates import render
+
+CONF_NAME = "httpd.conf"
+LOG_NAME = "apache.log"
+SCRIPT_NAME = "app.wsgi"
+MODULES_DIR = Path("/usr/lib/apache2/modules")
+FALLBACK_BINARY = Path("/usr/sbin/apache2")  # not on a non-root user's PATH on Debian
+RUN_USER = "www-data"
+INSTALL_FIX = "apt-get install apache2 (or run make setup)"
+MOD_WSGI_FIX = "pip install mod_wsgi into servelab's venv (make setup; it needs apache2-dev)"
+# Apache's built-in limits that bound MaxRequestWorkers and ThreadsPerChild.
+_PREFORK_SERVER_LIMIT = 256
+_SERVER_LIMIT = 16
+_THREAD_LIMIT = 64
+# The protocol servelab speaks to the app, as mod_proxy's URL scheme and module.
+_SCHEMES = {"http": "http", "fastcgi": "fcgi", "uwsgi": "uwsgi"}
+_PROXY_MODULES = {"http": "proxy_http", "fastcgi": "proxy_fcgi", "uwsgi": "proxy_uwsgi"}
+
+
+def apache_binary() -> str:
+    """Debian's ``apache2`` (PATH, then /usr/sbin); MissingToolError with the fix."""
+    found = find_program("apache2")
+    if found:
+        return found
+    if os.access(FALLBACK_BINARY, os.X_OK):
+        return str(FALLBACK_BINARY)
+    raise MissingToolError("apache2 (Apache httpd) is not installed", INSTALL_FIX)
+
+
+def mod_wsgi_module() -> Path:
+    """The mod_wsgi module of servelab's venv, built against the project's Python."""
+    try:
+        from mod_wsgi.express.platform import MOD_WSGI_SO  # type: ignore[import-untyped]
+    except ImportError:
+        raise MissingToolError(
+            "mod_wsgi is not installed in servelab's venv", MOD_WSGI_FIX
+        ) from None
+    path = Path(MOD_WSGI_SO)
+    if not path.is_file():
+        raise MissingToolError(f"mod_wsgi's Apache module {path} is missing", MOD_WSGI_FIX)
+    return path
+
+
+def check_app(app: ResolvedApp) -> None:
+    """SpecError when mod_wsgi cannot serve ``app`` (it is WSGI only)."""
+    if app.interface != "wsgi":
+        raise SpecError(
+            f"app {app.import_path} is an ASGI app; mod_wsgi serves WSGI apps only",
+            "serve it with gunicorn, uvicorn, granian or hypercorn behind apache "
+            "(server kind other than mod_wsgi), or give a WSGI app",
+        )
+
+
+@dataclass(frozen=True)
+class RunAs:
+    """The user and group Apache's children switch to (when started as root)."""
+
+    user: str
+    group: str
+    uid: int
+    gid: int
+
+
+def run_as() -> RunAs | None:
+    """www-data when servelab is root (Apache's children never run as root), else None."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        entry = pwd.getpwnam(RUN_USER)
+    except KeyError:
+        raise MissingToolError(
+            f"user {RUN_USER} does not exist; Apache's children need it",
+            "install apache2 (its package creates www-data)",
+        ) from None
+    return RunAs(RUN_USER, grp.getgrgid(entry.pw_gid).gr_name, entry.pw_uid, entry.pw_gid)
+
+
+def open_to(path: Path, who: RunAs | None, mode: int) -> None:
+    """Give ``who``'s group ``mode`` on ``path`` (group = who's group); no-op when not root."""
+    if who is None:
+        return
+    os.chown(path, -1, who.gid)
+    os.chmod(path, mode)
+
+
+SQLITE_ENV = "SERVELAB_DJANGO_SQLITE"  # servelab.apps.django_app.settings
+SQLITE_DIR_PREFIX = "servelab-sqlite-"  # userapp.app_database's temp dir
+
+
+def open_database(env: dict[str, str], who: RunAs | None) -> None:
+    """Let mod_wsgi's daemons (``who``) write the Django app's SQLite file, if it has one.
+
+    Only in the private directory servelab made for it (``servelab-sqlite-*``, see
+    userapp.app_database); a file elsewhere is left alone (its directory may be
+    shared, /tmp itself) and must already be readable by ``who``.
+    """
+    db = env.get(SQLITE_ENV)
+    if who is None or not db or env.get("SERVELAB_DJANGO_DB", "sqlite") != "sqlite":
+        return
+    path = Path(db)
+    if not path.exists():
+        return
+    if not path.parent.name.startswith(SQLITE_DIR_PREFIX) or path.parent.is_symlink():
+        check_daemon_access(who, [path])
+        return
+    open_to(path.parent, who, 0o770)  # SQLite creates its journal beside the file
+    for extra in (path, *(path.with_name(path.name + s) for s in ("-journal", "-wal", "-shm"))):
+        if extra.exists():
+            open_to(extra, who, 0o660)
+
+
+def check_daemon_access(who: RunAs | None, paths: list[Path]) -> None:
+    """StackStartError unless ``who`` can read every path (mod_wsgi daemons run as it)."""
+    if who is None:
+        return
+    argv = ["/bin/sh", "-c", 'for p; do [ -r "$p" ] || { echo "$p"; exit 1; }; done', "sh"]
+    done = subprocess.run(
+        [*argv, *map(str, paths)], user=who.uid, group=who.gid, extra_groups=[],
+        capture_output=True, text=True, timeout=10, check=False, stdin=subprocess.DEVNULL,
+    )
+    if done.returncode == 0:
+        return
+    blocked = done.stdout.strip() or "one of " + ", ".join(map(str, paths))
+    top = _first_closed_dir(Path(blocked))
+    raise StackStartError(
+        f"mod_wsgi's daemon processes run as {who.user}, which cannot read {blocked}"
+        + (f" ({top} is closed to it)" if top else ""),
+        f"let {who.user} traverse it, e.g. `setfacl -m u:{who.user}:x {top or '<dir>'}` "
+        "(package acl), or build .venv from a Python outside it (PYTHON=/usr/bin/python3 "
+        "make setup)",
+    )
+
+
+def python_paths() -> list[Path]:
+    """What mod_wsgi's daemons read of the project's Python: its stdlib and the venv."""
+    return [Path(sysconfig.get_path("stdlib")) / "os.py", Path(sysconfig.get_path("purelib"))]
+
+
+def _first_closed_dir(path: Path) -> Path | None:
+    """The outermost directory above ``path`` that others cannot search (0700 /root...)."""
+    for parent in reversed(path.parents):
+        try:
+            if not parent.stat().st_mode & 0o001:
+                return parent
+        except OSError:
+            return parent
+    return None
+
+
+def proxy_target(
+    protocol: str, *, port: int | None = None, socket: Path | None = None
+) -> str:
+    """The ProxyPass URL: ``http://127.0.0.1:PORT/`` or ``unix:/path|http://localhost/``."""
+    scheme = _SCHEMES[protocol]
+    if socket is not None:
+        return f"unix:{socket}|{scheme}://localhost/"
+    if port is None:
+        raise ValueError("give a port or a socket path")
+    return f"{scheme}://127.0.0.1:{port}/"
+
+
+def pool_params(proxy: ProxySpec) -> tuple[str, str]:
+    """ProxyPass connection-pool parameters for ``upstream_keepalive``, and why.
+
+    mod_proxy reuses backend connections by default, in a pool kept per Apache
+    child process (not shared between children); ``max`` is that pool's hard
+    cap, default ThreadsPerChild (1 under prefork), and ``ttl`` closes
+    connections idle that long. 0 → ``disablereuse=On`` (a new connection
+    per request, as nginx without keepalive); N → ``max=N ttl=<upstream
+    keepalive timeout>``: at most N connections per child, busy or idle (a
+    thread beyond them waits for one), unlike nginx's N *idle* connections
+    per worker. prefork keeps a single connection per child and ignores ttl.
+    """
+    if proxy.upstream_keepalive == 0:
+        return "disablereuse=On", "off (disablereuse=On: a new connection per request)"
+    return (
+        f"max={proxy.upstream_keepalive} ttl={proxy.upstream_keepalive_timeout_s}",
+        f"reused, at most {proxy.upstream_keepalive} connections per Apache child (busy or "
+        f"idle), idle ones closed after {proxy.upstream_keepalive_timeout_s} s",
+    )
+
+
+def _limits(proxy: ProxySpec) -> tuple[int | None, int | None]:
+    """ServerLimit and ThreadLimit to render, raised only when the knobs need it."""
+    workers = proxy.max_request_workers
+    if proxy.apache_mpm == "prefork":
+        return (workers if workers and workers > _PREFORK_SERVER_LIMIT else None), None
+    threads = proxy.threads_per_child or APACHE_THREADS_PER_CHILD
+    thread_limit = threads if threads > _THREAD_LIMIT else None
+    children = -(-workers // threads) if workers else 0
+    return (children if children > _SERVER_LIMIT else None), thread_limit
+
+
+def _modules(spec: StackSpec, wsgi_module: Path | None) -> list[tuple[str, Path]]:
+    mpm = spec.proxy.apache_mpm
+    names = [f"mpm_{mpm}", "authz_core"]
+    if spec.proxy.gzip:
+        names += ["filter", "deflate"]
+    if wsgi_module is None:
+        names += ["proxy", _PROXY_MODULES[spec.proxy.protocol]]
+    modules = [(f"{name}_module", MODULES_DIR / f"mod_{name}.so") for name in names]
+    if wsgi_module is not None:
+        modules.append(("wsgi_module", wsgi_module))
+    return modules
+
+
+def wsgi_settings(
+    server: ServerSpec, app: ResolvedApp, workdir: Path, python_path: list[Path]
+) -> dict[str, object]:
+    """What the WSGIDaemonProcess line needs (see httpd.conf.j2)."""
+    return {
+        "processes": server.workers,
+        "threads": server.threads,
+        "python_home": Path(sys.prefix),  # servelab's venv, as mod_wsgi-express module-config
+        "python_path": ":".join(str(p) for p in python_path),
+        "home": app.app_dir or python_path[-1],
+        "backlog": server.backlog,
+        "request_timeout": server.timeout_s,
+        "maximum_requests": server.max_requests,
+        "script": workdir / SCRIPT_NAME,
+    }
+
+
+def render_httpd_conf(
+    spec: StackSpec,
+    *,
+    workdir: Path,
+    listen_port: int,
+    target: str | None = None,
+    wsgi: dict[str, object] | None = None,
+    wsgi_module: Path | None = None,
+    who: RunAs | None = None,
+) -> str:
+    """httpd.conf: mod_proxy to ``target`` (see :func:`proxy_target`), or with ``wsgi``
+    (:func:`wsgi_settings`) the app in mod_wsgi daemon processes."""
+    if (target is None) == (wsgi is None):
+        raise ValueError("give a proxy target or mod_wsgi settings, not both")
+    if wsgi is not None and wsgi_module is None:
+        wsgi_module = mod_wsgi_module()
+    server_limit, thread_limit = _limits(spec.proxy)
+    pool, pool_comment = pool_params(spec.proxy)
+    return render(
+        "httpd.conf.j2",
+        q=apache_quote,
+        proxy=spec.proxy,
+        stack_name=spec.name,
+        workdir=workdir,
+        error_log=workdir / LOG_NAME,
+        listen_port=listen_port,
+        modules=_modules(spec, wsgi_module if wsgi is not None else None),
+        run_user=who.user if who else None,
+        run_group=who.group if who else None,
+        server_limit=server_limit,
+        thread_limit=thread_limit,
+        target=target,
+        pool=pool,
+        pool_comment=pool_comment,
+        wsgi=wsgi,
+    )
+
+
+def apache_quote(value: object) -> str:
+    """``value`` as a double-quoted Apache config string."""
+    text = str(value).replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{text}"'
+
+
+def wsgi_script(app: ResolvedApp) -> str:
+    """The script mod_wsgi loads: it imports the app (calling a factory) as ``application``."""
+    module, _, attr = app.import_path.partition(":")
+    call = "()" if app.is_factory else ""
+    return (
+        "# Written by servelab: mod_wsgi serves `application` from this file.\n"
+        "import importlib\n\n"
+        f"application = getattr(importlib.import_module({module!r}), {attr!r}){call}\n"
+    )
+
+
+def write_httpd_conf(
+    spec: StackSpec,
+    *,
+    workdir: Path,
+    listen_port: int,
+    target: str | None = None,
+    app: ResolvedApp | None = None,
+    python_path: list[Path] | None = None,
+    who: RunAs | None = None,
+) -> Path:
+    """Render httpd.conf (and for mod_wsgi the app's script) into ``workdir``."""
+    wsgi = None
+    if app is not None:
+        wsgi = wsgi_settings(spec.server, app, workdir, python_path or [])
+        script = workdir / SCRIPT_NAME
+        script.write_text(wsgi_script(app))
+        script.chmod(0o644)
+    conf = workdir / CONF_NAME
+    conf.write_text(
+        render_httpd_conf(
+            spec, workdir=workdir, listen_port=listen_port, target=target, wsgi=wsgi, who=who
+        )
+    )
+    return conf
+
+
+def apache_command(conf_path: Path, *, test: bool = False) -> list[str]:
+    """argv to run (or with ``test``, to check) Apache on ``conf_path`` in the foreground."""
+    if test:
+        return [apache_binary(), "-t", "-f", str(conf_path)]
+    return [apache_binary(), "-f", str(conf_path), "-DFOREGROUND"]
+
+
+def apache_check(conf_path: Path, *, timeout_s: float = 30.0) -> None:
+    """Run ``apache2 -t`` on ``conf_path``; StackStartError with Apache's message if it fails."""
+    argv = apache_command(conf_path, test=True)
+    try:
+        done = subprocess.run(
+            argv, capture_output=True, text=True, errors="replace", timeout=timeout_s,
+            stdin=subprocess.DEVNULL, cwd=conf_path.parent,
+        )
+    except subprocess.TimeoutExpired:
+        raise StackStartError(f"apache2 -t on {conf_path} took more than {timeout_s:g} s") from None
+    if done.returncode == 0:
+        return
+    output = (done.stderr + done.stdout).strip()
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    first = " ".join(lines[:2]) if lines and lines[0].endswith(":") else lines[0] if lines else ""
+    raise StackStartError(
+        f"apache2 rejected the config {conf_path}: {first or 'no message'}",
+        "this is a servelab bug unless a knob value is out of Apache's range; "
+        "see the config and Apache's message",
+        detail=output,
+    )
+

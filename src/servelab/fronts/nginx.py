@@ -1,0 +1,168 @@
+"""nginx as the reverse proxy of a stack: config rendering, check, command line.
+
+The config follows the seeds' full nginx config but keeps everything (pid,
+error log, temp paths) inside the stack's private directory, runs in the
+foreground (``daemon off``) so servelab owns the master process, and listens
+on loopback only.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from servelab.config.stack import ProxySpec
+from servelab.errors import StackStartError
+from servelab.host.paths import require_program
+from servelab.launch.templates import render
+
+CONF_NAME = "nginx.conf"
+LOG_NAME = "nginx.log"
+_TEMP_DIRS = ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+
+
+def nginx_binary() -> str:
+    return require_program("nginx", "apt-get install nginx-light (or run make setup)")
+
+
+def upstream_address(transport: str, *, port: int | None = None, socket: Path | None = None) -> str:
+    """What follows ``server`` in the upstream block: ``127.0.0.1:PORT`` or ``unix:PATH``."""
+    if transport == "unix":
+        if socket is None:
+            raise ValueError("a unix upstream needs a socket path")
+        return f"unix:{socket}"
+    if port is None:
+        raise ValueError("a tcp upstream needs a port")
+    return f"127.0.0.1:{port}"
+
+
+@dataclass(frozen=True)
+class NginxDeploy:
+    """Where an exported nginx.conf (``servelab export``) puts things on the target machine,
+    instead of a private temp dir."""
+
+    listen: str  # what follows ``listen``: "80", "0.0.0.0:8080"
+    user: str  # the workers' user; a member of the app socket's group
+    pid_path: Path
+    temp_dir: Path  # client_body, proxy... temp dirs go under it
+    error_log: str = "stderr"  # under systemd: the journal
+    source: str = "a servelab result"  # named in the header comment
+
+
+def render_nginx_conf(
+    proxy: ProxySpec,
+    *,
+    workdir: Path | None = None,
+    listen_port: int | None = None,
+    upstream: str,
+    stack_name: str = "stack",
+    run_as_root: bool | None = None,
+    deploy: NginxDeploy | None = None,
+) -> str:
+    """The nginx.conf text; ``upstream`` as returned by :func:`upstream_address`.
+
+    Measuring: everything in ``workdir``, listening on 127.0.0.1:``listen_port``.
+    With ``deploy``: the same config for a real machine, with its paths and listen address.
+    """
+    if run_as_root is None:
+        run_as_root = os.geteuid() == 0
+    if deploy is not None:
+        places = {
+            "workdir": None,
+            "pid_path": deploy.pid_path,
+            "temp_dir": deploy.temp_dir,
+            "listen": deploy.listen,
+            "error_log": deploy.error_log,
+        }
+    elif workdir is None or listen_port is None:
+        raise ValueError("give workdir and listen_port, or deploy")
+    else:
+        places = {
+            "workdir": workdir,
+            "pid_path": workdir / "nginx.pid",
+            "temp_dir": workdir / "tmp",
+            "listen": f"127.0.0.1:{listen_port}",
+            "error_log": workdir / LOG_NAME,
+        }
+    return render(
+        "nginx.conf.j2",
+        proxy=proxy,
+        upstream=upstream,
+        stack_name=stack_name,
+        run_as_root=run_as_root,
+        deploy=deploy,
+        **places,
+    )
+
+
+def write_nginx_conf(
+    proxy: ProxySpec,
+    *,
+    workdir: Path,
+    listen_port: int,
+    upstream: str,
+    stack_name: str = "stack",
+) -> Path:
+    """Render nginx.conf into ``workdir`` and create the temp dirs it names."""
+    for name in _TEMP_DIRS:
+        (workdir / "tmp" / name).mkdir(parents=True, exist_ok=True)
+    conf = workdir / CONF_NAME
+    conf.write_text(
+        render_nginx_conf(
+            proxy, workdir=workdir, listen_port=listen_port, upstream=upstream,
+            stack_name=stack_name,
+        )
+    )
+    return conf
+
+
+def nginx_command(conf_path: Path, *, test: bool = False) -> list[str]:
+    """argv to run (or with ``test``, to check) nginx on ``conf_path`` in the foreground.
+
+    ``-e`` sends the errors nginx logs before reading its config to the same
+    log, instead of the system-wide one (which may not be writable).
+    """
+    workdir = conf_path.parent
+    argv = [nginx_binary()]
+    if test:
+        argv += ["-t", "-q"]
+    return [*argv, "-p", f"{workdir}/", "-c", str(conf_path), "-e", str(workdir / LOG_NAME)]
+
+
+def nginx_check(conf_path: Path, *, timeout_s: float = 30.0) -> None:
+    """Run ``nginx -t`` on ``conf_path``; StackStartError with nginx's message if it fails."""
+    argv = nginx_command(conf_path, test=True)
+    log = conf_path.parent / LOG_NAME
+    start = log.stat().st_size if log.exists() else 0
+    try:
+        done = subprocess.run(
+            argv, capture_output=True, text=True, errors="replace", timeout=timeout_s,
+            stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired:
+        raise StackStartError(f"nginx -t on {conf_path} took more than {timeout_s:g} s") from None
+    if done.returncode == 0:
+        return
+    logged = ""
+    if log.exists():
+        with open(log, errors="replace") as handle:
+            handle.seek(start)
+            logged = handle.read()
+    # nginx prints to stderr and also logs to the error log; show one of them.
+    output = (done.stderr + done.stdout).strip() or logged.strip()
+    raise StackStartError(
+        f"nginx rejected the config {conf_path}: {_first_problem(output)}",
+        "this is a servelab bug unless a knob value is out of nginx's range; "
+        "see the config and nginx's message",
+        detail=output,
+    )
+
+
+def _first_problem(output: str) -> str:
+    for line in output.splitlines():
+        if "[emerg]" in line or "[alert]" in line or "[crit]" in line:
+            return line.split("] ", 1)[-1].strip()
+    lines = output.strip().splitlines()
+    return lines[0] if lines else "no message"

@@ -1,0 +1,1 @@
+"""Control of the machine a run happens on: CPUs, cgroups, namespaces, processes, paths."""

@@ -1,0 +1,224 @@
+"""`servelab doctor`: is this machine ready to measure, and how to fix what is not."""
+
+from __future__ import annotations
+
+import os
+import resource
+from dataclasses import dataclass
+
+from rich.console import Console
+from rich.table import Table
+
+from servelab.host.environment import package_version, program_version, read_sysctl
+from servelab.host.paths import find_program
+
+SETUP_FIX = "run `make setup` in the servelab checkout"
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: str  # "ok", "warn", "fail"
+    found: str
+    fix: str = ""
+
+
+def check_program(name: str, version_argv: list[str], *, required: bool, fix: str) -> Check:
+    if find_program(name) is None:
+        return Check(name, "fail" if required else "warn", "not found", fix)
+    return Check(name, "ok", program_version(version_argv) or "found")
+
+
+def run_checks() -> list[Check]:
+    checks = [
+        check_program(
+            "nginx",
+            ["nginx", "-v"],
+            required=True,
+            fix=f"apt-get install nginx-light, or {SETUP_FIX}",
+        ),
+        check_program(
+            "oha",
+            ["oha", "--version"],
+            required=True,
+            fix=f"{SETUP_FIX} (builds oha with cargo into the servelab cache)",
+        ),
+        check_program(
+            "ab",
+            ["ab", "-V"],
+            required=False,
+            fix="apt-get install apache2-utils (needed only for --driver ab)",
+        ),
+        check_program(
+            "wrk",
+            ["wrk", "--version"],
+            required=False,
+            fix="apt-get install wrk (needed only for --driver wrk)",
+        ),
+        check_program(
+            "taskset",
+            ["taskset", "--version"],
+            required=True,
+            fix="apt-get install util-linux (CPU pinning)",
+        ),
+    ]
+    for package in (
+        "gunicorn", "uvicorn", "uvicorn-worker", "granian", "hypercorn", "uwsgi", "fastapi"
+    ):
+        version = package_version(package)
+        checks.append(
+            Check(
+                f"python: {package}",
+                "ok" if version else "fail",
+                version or "not installed",
+                "" if version else SETUP_FIX,
+            )
+        )
+    checks.append(postgres_check())
+    checks.append(slow_link_check())
+    checks.extend(apache_checks())
+    somaxconn = read_sysctl("net.core.somaxconn")
+    if somaxconn is None:
+        checks.append(
+            Check("net.core.somaxconn", "warn", "unreadable", "check /proc/sys/net/core/somaxconn")
+        )
+    elif int(somaxconn) < 1024:
+        checks.append(
+            Check(
+                "net.core.somaxconn",
+                "warn",
+                somaxconn,
+                "listen backlogs are capped at this; raise with "
+                "`sysctl -w net.core.somaxconn=4096`",
+            )
+        )
+    else:
+        checks.append(Check("net.core.somaxconn", "ok", somaxconn))
+    from servelab.host.netns import unavailable_reason
+
+    no_netns = unavailable_reason()
+    checks.append(
+        Check(
+            "network namespaces (somaxconn studies)",
+            "warn" if no_netns else "ok",
+            no_netns or "available",
+            "run as root with iproute2; otherwise somaxconn is emulated by the app's backlog"
+            if no_netns
+            else "",
+        )
+    )
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    checks.append(
+        Check(
+            "open files limit",
+            "ok" if soft >= 4096 else "warn",
+            str(soft),
+            "" if soft >= 4096 else "raise with `ulimit -n 65536` before running",
+        )
+    )
+    cpus = len(os.sched_getaffinity(0))
+    checks.append(
+        Check(
+            "usable CPUs",
+            "ok" if cpus >= 2 else "warn",
+            str(cpus),
+            ""
+            if cpus >= 2
+            else "with one CPU the stack and the load driver share it; "
+            "results say so, but compare only runs made alike",
+        )
+    )
+    checks.append(cpu_priority_check())
+    return checks
+
+
+def cpu_priority_check() -> Check:
+    """Whether the stack and the driver can be favoured over other processes (cgroup)."""
+    from servelab.host.cgroups import quota_unavailable_reason
+
+    name = "CPU priority (cgroup weight)"
+    reason = quota_unavailable_reason()
+    if reason is None:
+        return Check(name, "ok", "available: stack and driver get 100x other processes' weight")
+    return Check(
+        name, "warn", f"unavailable: {reason}",
+        "run as root to keep other programs from taking the stack's CPUs while it measures",
+    )
+
+
+def postgres_check() -> Check:
+    """PostgreSQL is optional: only the Django app's --database postgresql needs it."""
+    from servelab.errors import MissingToolError
+    from servelab.services.postgres import find_bindir
+
+    try:
+        bindir = find_bindir()
+    except MissingToolError:
+        return Check(
+            "postgresql (--database postgresql)",
+            "warn",
+            "not found",
+            "apt-get install postgresql, or " + SETUP_FIX,
+        )
+    return Check("postgresql (--database postgresql)", "ok", f"{bindir.parent.name} ({bindir})")
+
+
+def apache_checks() -> list[Check]:
+    """Apache httpd and the venv's mod_wsgi are optional: only proxy kind 'apache' and
+    server kind 'mod_wsgi' need them."""
+    from servelab.errors import MissingToolError, StackStartError
+    from servelab.fronts import apache
+
+    try:
+        binary = apache.apache_binary()
+    except MissingToolError as exc:
+        found = Check("apache2 (proxy kind 'apache')", "warn", "not found", exc.fix)
+    else:
+        found = Check(
+            "apache2 (proxy kind 'apache')", "ok", program_version([binary, "-v"]) or binary
+        )
+    try:
+        module = apache.mod_wsgi_module()
+    except MissingToolError as exc:
+        wsgi = Check("mod_wsgi (server kind 'mod_wsgi')", "warn", "not found", exc.fix)
+    else:
+        version = package_version("mod_wsgi") or "found"
+        wsgi = Check("mod_wsgi (server kind 'mod_wsgi')", "ok", f"{version} ({module.name})")
+        try:  # its daemons run as www-data (when root): can they read the project's Python?
+            apache.check_daemon_access(apache.run_as(), apache.python_paths())
+        except (MissingToolError, StackStartError) as exc:
+            wsgi = Check("mod_wsgi (server kind 'mod_wsgi')", "warn", exc.problem, exc.fix)
+    return [found, wsgi]
+
+
+def slow_link_check() -> Check:
+    """--db-latency's tool: netem where the kernel has it, else toxiproxy (optional)."""
+    from servelab.host.paths import toxiproxy_server
+    from servelab.services.slowlink import netem_probe
+
+    name = "slow database link (--db-latency)"
+    no_netem = netem_probe()
+    if no_netem is None:
+        return Check(name, "ok", "netem (kernel qdisc)")
+    toxiproxy = toxiproxy_server()
+    if toxiproxy is None:
+        return Check(
+            name,
+            "warn",
+            f"no netem ({no_netem}), no toxiproxy",
+            SETUP_FIX + " (builds toxiproxy with go)",
+        )
+    path, version = toxiproxy
+    return Check(name, "ok", f"toxiproxy {version or ''} ({path}); no netem: {no_netem}")
+
+
+def print_checks(console: Console, checks: list[Check]) -> None:
+    table = Table(title="servelab doctor", title_justify="left")
+    for column in ("check", "status", "found", "fix"):
+        table.add_column(column)
+    colours = {"ok": "green", "warn": "yellow", "fail": "red"}
+    for check in checks:
+        table.add_row(
+            check.name, f"[{colours[check.status]}]{check.status}[/]", check.found, check.fix
+        )
+    console.print(table)

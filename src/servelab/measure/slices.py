@@ -1,0 +1,182 @@
+"""Runs measured in slices: one run's load cut into K short windows, interleaved with the
+windows of every other run, then merged back into one run. Pure functions.
+
+Why: on a machine whose own speed drifts by 5-15 % over seconds to minutes (a
+virtual machine's host; measured on servelab's VM with a plain CPU loop and
+nothing else running: CV 5.9 % between 10 s windows, 3.7 % between 60 s
+windows), runs made one after another differ by the drift, whatever the stack.
+When every run's stack is alive at once and the load visits them in turn, a
+slice at a time, each run sees the same moments of the machine, and what is
+left between repetitions is the stack's own restart-to-restart spread.
+(Paired benchmarking tools alternate the two programs for the same reason.)
+
+A merged run is exact where the slices allow it: counts and durations add up,
+CPU seconds per process add up, peak memory is the highest peak, and the
+latency figures are computed from every answered request's latency (the
+driver keeps them per slice; see ``OhaDriver.latencies_ms``) with the
+nearest-rank percentile.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from servelab.config.load import LoadSpec
+from servelab.results.records import ListenQueue, LoadMeasurement, ProcessUsage, SliceFigures
+
+
+def slice_loads(load: LoadSpec, slices: int) -> list[LoadSpec]:
+    """``load`` cut into ``slices`` parts: equal durations, or request counts that add up."""
+    if slices == 1:
+        return [load]
+    if load.duration_s is not None:
+        part = load.model_copy(update={"duration_s": load.duration_s / slices})
+        return [part] * slices
+    assert load.requests is not None  # LoadSpec requires one of the two
+    base, extra = divmod(load.requests, slices)
+    return [
+        load.model_copy(update={"requests": base + (1 if i < extra else 0)})
+        for i in range(slices)
+    ]
+
+
+def slice_figures(
+    load: LoadMeasurement, usage: Sequence[ProcessUsage], pass_number: int, started_at: str
+) -> SliceFigures:
+    """The raw record of one measured slice."""
+    errors = {code: n for code, n in load.status_counts.items() if code[0] not in "23"}
+    errors.update(load.connection_errors)
+    return SliceFigures(
+        pass_number=pass_number,
+        started_at=started_at,
+        requests=load.requests_total,
+        duration_s=load.duration_s,
+        rps=load.rps,
+        latency_mean_ms=load.latency_mean_ms,
+        latency_p50_ms=load.latency_p50_ms,
+        latency_p90_ms=load.latency_p90_ms,
+        latency_p99_ms=load.latency_p99_ms,
+        errors={k: n for k, n in errors.items() if n},
+        stack_cpu_s=round(sum(p.cpu_s for p in usage), 4),
+    )
+
+
+def percentile(sorted_values: Sequence[float], pct: float) -> float:
+    """Nearest-rank percentile of already sorted values (0 for none)."""
+    if not sorted_values:
+        return 0.0
+    rank = max(1, math.ceil(pct / 100 * len(sorted_values)))
+    return float(sorted_values[min(rank, len(sorted_values)) - 1])
+
+
+def _add_counts(dicts: Sequence[dict[str, int]]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for counts in dicts:
+        for key, n in counts.items():
+            total[key] = total.get(key, 0) + n
+    return total
+
+
+def merge_loads(parts: Sequence[LoadMeasurement], latencies_ms: Sequence[float]) -> LoadMeasurement:
+    """One measurement from its slices; latencies from every answered request's latency."""
+    if len(parts) == 1:
+        return parts[0]
+    requests = sum(p.requests_total for p in parts)
+    duration = sum(p.duration_s for p in parts)
+    ordered = sorted(latencies_ms)
+    slow = [p.slow_requests for p in parts]
+    return LoadMeasurement(
+        driver=parts[0].driver,
+        requests_total=requests,
+        duration_s=duration,
+        rps=requests / duration if duration > 0 else 0.0,
+        latency_mean_ms=sum(ordered) / len(ordered) if ordered else 0.0,
+        latency_p50_ms=percentile(ordered, 50),
+        latency_p90_ms=percentile(ordered, 90),
+        latency_p99_ms=percentile(ordered, 99),
+        latency_max_ms=ordered[-1] if ordered else 0.0,
+        status_counts=_add_counts([p.status_counts for p in parts]),
+        connection_errors=_add_counts([p.connection_errors for p in parts]),
+        bytes_received=sum(p.bytes_received for p in parts),
+        driver_cpu_s=sum(p.driver_cpu_s for p in parts),
+        driver_peak_rss_bytes=max(p.driver_peak_rss_bytes for p in parts),
+        slow_requests=None if any(s is None for s in slow) else sum(s or 0 for s in slow),
+    )
+
+
+def merge_usage(parts: Sequence[Sequence[ProcessUsage]]) -> tuple[ProcessUsage, ...]:
+    """Per process (by pid): CPU seconds added over the slices, the highest peak memory."""
+    merged: dict[int, ProcessUsage] = {}
+    for usage in parts:
+        for p in usage:
+            seen = merged.get(p.pid)
+            merged[p.pid] = (
+                p
+                if seen is None
+                else seen.model_copy(
+                    update={
+                        "cpu_s": round(seen.cpu_s + p.cpu_s, 4),
+                        "peak_rss_bytes": max(seen.peak_rss_bytes, p.peak_rss_bytes),
+                    }
+                )
+            )
+    return tuple(merged[pid] for pid in sorted(merged))
+
+
+def merge_listen_queues(
+    parts: Sequence[ListenQueue | None], durations_s: Sequence[float]
+) -> ListenQueue | None:
+    """The slices' listen-queue samples as one: the series laid end to end in time."""
+    offsets = _offsets(durations_s)
+    seen = [(q, at) for q, at in zip(parts, offsets, strict=True) if q is not None]
+    if not seen:
+        return None
+    samples = sum(q.samples for q, _ in seen)
+    first = seen[0][0]
+    return ListenQueue(
+        address=first.address,
+        backlog=first.backlog,
+        max_queued=max(q.max_queued for q, _ in seen),
+        mean_queued=sum(q.mean_queued * q.samples for q, _ in seen) / samples if samples else 0.0,
+        samples=samples,
+        full_samples=sum(q.full_samples for q, _ in seen),
+        series=tuple((t + offset, n) for q, offset in seen for t, n in q.series),
+    )
+
+
+def _offsets(durations_s: Sequence[float]) -> list[float]:
+    offsets, elapsed = [], 0.0
+    for d in durations_s:
+        offsets.append(elapsed)
+        elapsed += d
+    return offsets
+
+
+def merge_observed(parts: Sequence[dict[str, Any]], durations_s: Sequence[float]) -> dict[str, Any]:
+    """``RunObserver.result_fields()`` of the slices as one: log lines counted over all of
+    them, the first example of each class, the listen queue laid end to end."""
+    if len(parts) == 1:
+        return parts[0]
+    examples: dict[str, str] = {}
+    for part in parts:
+        for cls, line in part["log_examples"].items():
+            examples.setdefault(cls, line)
+    notes = tuple(dict.fromkeys(note for part in parts for note in part["notes"]))
+    return {
+        **parts[0],
+        "log_events": _add_counts([part["log_events"] for part in parts]),
+        "log_examples": examples,
+        "listen_queue": merge_listen_queues([p["listen_queue"] for p in parts], durations_s),
+        "notes": notes,
+    }
+
+
+def weighted_share(shares: Sequence[float | None], durations_s: Sequence[float]) -> float | None:
+    """The slices' neighbour CPU shares as one share of the whole measured time."""
+    known = [(s, d) for s, d in zip(shares, durations_s, strict=True) if s is not None]
+    total = sum(d for _, d in known)
+    if not known or total <= 0:
+        return None
+    return sum(s * d for s, d in known) / total

@@ -1,0 +1,1 @@
+"""What was measured: frozen run records, the SQLite store, files written for the user."""

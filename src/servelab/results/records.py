@@ -1,0 +1,150 @@
+"""Frozen records of what one measured run produced."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+
+class Record(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class LoadMeasurement(Record):
+    """What the load driver saw during one run. Latencies in milliseconds.
+
+    ``status_counts`` keys are HTTP codes ("200", "502") when the driver tells
+    them apart, else classes ("2xx", "non-2xx"). ``connection_errors`` counts
+    requests that got no HTTP answer, by kind ("connect", "timeout", "read"...).
+    """
+
+    driver: str
+    requests_total: int
+    duration_s: float
+    rps: float
+    latency_mean_ms: float
+    latency_p50_ms: float
+    latency_p90_ms: float
+    latency_p99_ms: float
+    latency_max_ms: float
+    status_counts: dict[str, int]
+    connection_errors: dict[str, int]
+    bytes_received: int
+    driver_cpu_s: float = 0.0
+    driver_peak_rss_bytes: int = 0
+    # Answered requests slower than the load's slow_ms (None when not asked for).
+    slow_requests: int | None = None
+
+    @property
+    def ok_responses(self) -> int:
+        return sum(n for code, n in self.status_counts.items() if code[0] in "23")
+
+    @property
+    def error_responses(self) -> int:
+        return sum(n for code, n in self.status_counts.items() if code[0] not in "23")
+
+    @property
+    def connection_error_count(self) -> int:
+        return sum(self.connection_errors.values())
+
+    @property
+    def errors(self) -> int:
+        """Requests that failed: non-2xx/3xx answers plus requests with no answer."""
+        return self.error_responses + self.connection_error_count
+
+    @property
+    def ok_rps(self) -> float:
+        """Successful (2xx/3xx) answers per second: throughput that does not count 502s."""
+        return self.ok_responses / self.duration_s if self.duration_s > 0 else 0.0
+
+    @property
+    def driver_cpu_us_per_request(self) -> float:
+        return 1e6 * self.driver_cpu_s / self.requests_total if self.requests_total else 0.0
+
+
+class ProcessUsage(Record):
+    """CPU and memory of one process of the stack over the measured window."""
+
+    role: str  # "nginx", "app"
+    pid: int
+    name: str
+    cpu_s: float
+    peak_rss_bytes: int
+
+
+class ListenQueue(Record):
+    """The app's listen queue as ``ss`` saw it during the measured window."""
+
+    address: str
+    backlog: int  # the queue's limit (Send-Q): min(app backlog, somaxconn)
+    max_queued: int  # most connections seen waiting to be accepted (Recv-Q)
+    mean_queued: float
+    samples: int
+    full_samples: int  # samples with the queue at (or past) its limit
+    series: tuple[tuple[float, int], ...] = ()  # (seconds, queued), thinned
+
+
+class SliceFigures(Record):
+    """One slice of a sliced run, as measured; kept raw so that the statistics can
+    compare the slices of one pass (measured seconds apart) with each other."""
+
+    pass_number: int  # slices with the same number (in one workload) were measured together
+    started_at: str
+    requests: int
+    duration_s: float
+    rps: float
+    latency_mean_ms: float
+    latency_p50_ms: float
+    latency_p90_ms: float
+    latency_p99_ms: float
+    errors: dict[str, int] = {}  # failed requests by kind: HTTP code or connection error
+    stack_cpu_s: float = 0.0
+
+    @property
+    def error_count(self) -> int:
+        return sum(self.errors.values())
+
+
+class RunResult(Record):
+    experiment: str
+    variant: str
+    workload: str
+    repetition: int
+    started_at: str
+    load: LoadMeasurement
+    processes: tuple[ProcessUsage, ...]
+    stack_cpus: str | None
+    stack_cpu_quota: float | None = None  # CPUs of time the stack was capped at (cgroup)
+    driver_cpus: str | None
+    warmup_requests: int
+    # Failure attribution (servelab.observe.attribution): lines of nginx's and the app
+    # server's logs written during the measured window, counted by class, with
+    # the first line of each class. Empty in records written before they existed.
+    log_events: dict[str, int] = {}
+    log_examples: dict[str, str] = {}
+    # Where the stack ran: its network namespace (None: the host's network), the
+    # somaxconn there, the app's effective listen backlog, and its sampled queue.
+    namespace: str | None = None
+    somaxconn: int | None = None
+    listen_backlog: int | None = None
+    listen_queue: ListenQueue | None = None
+    notes: tuple[str, ...] = ()
+    warmup_rps: tuple[float, ...] = ()  # requests/s of each discarded warm-up round
+    # Whether the stack and driver ran favoured by a cgroup CPU weight (servelab.host.cgroups),
+    # and the share of the stack's CPUs other processes took (servelab.observe.neighbours).
+    cpu_priority: bool | None = None
+    neighbour_cpu_share: float | None = None
+    # Speed of the stack's CPU just before its stack started: units of fixed work per
+    # second (servelab.observe.neighbours.cpu_speed); it drifts when the machine itself does.
+    cpu_speed: float | None = None
+    # Measured in this many slices interleaved with the other runs' (servelab.measure.slices).
+    slices: int = 1
+    # Each slice's own figures (empty for runs in one piece, and in older records).
+    slice_figures: tuple[SliceFigures, ...] = ()
+
+    @property
+    def stack_cpu_s(self) -> float:
+        return sum(p.cpu_s for p in self.processes)
+
+    @property
+    def stack_peak_rss_bytes(self) -> int:
+        return sum(p.peak_rss_bytes for p in self.processes)

@@ -1,0 +1,415 @@
+"""The results store: an SQLite database of experiments and runs, plus a
+readable export directory per experiment.
+
+- ``<root>/servelab.db``: every experiment (spec, environment, spec hash) and
+  every finished run (the full RunResult record), one transaction per run, so
+  a crash — even SIGKILL — leaves either the whole run or none of it. A run
+  is unique per (experiment, variant, workload, repetition): resuming can
+  never duplicate one.
+- ``<root>/<id>-<name>/``: ``experiment.json``, ``runs.jsonl`` and the reports,
+  rewritten after every run for people and other tools. A copied export
+  directory can be opened on its own (read-only).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import sqlite3
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from servelab.config.experiment import Experiment
+from servelab.errors import ServelabError
+from servelab.results.records import RunResult
+
+DB_FILE = "servelab.db"
+EXPERIMENT_FILE = "experiment.json"
+RUNS_FILE = "runs.jsonl"
+SCHEMA_VERSION = 1
+APPLICATION_ID = 0x53564C42  # "SVLB": marks the file as servelab's
+
+SCHEMA = """
+CREATE TABLE experiments (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    spec_json TEXT NOT NULL,
+    spec_hash TEXT NOT NULL,
+    environment_json TEXT NOT NULL,
+    export_dir TEXT NOT NULL,
+    finished_at TEXT
+);
+CREATE TABLE runs (
+    id INTEGER PRIMARY KEY,
+    experiment_id INTEGER NOT NULL REFERENCES experiments(id),
+    variant TEXT NOT NULL,
+    workload TEXT NOT NULL,
+    repetition INTEGER NOT NULL,
+    started_at TEXT NOT NULL,
+    rps REAL NOT NULL,
+    errors INTEGER NOT NULL,
+    record_json TEXT NOT NULL,
+    UNIQUE (experiment_id, variant, workload, repetition)
+);
+"""
+
+
+def spec_hash(experiment: Experiment) -> str:
+    """A fingerprint of what an experiment measures (resume refuses a changed spec)."""
+    spec = experiment.model_dump(mode="json")
+    if spec.get("slices") == 1:
+        del spec["slices"]  # added later: experiments stored before it keep their hash
+    # How long to keep measuring is not what is measured: a resume may change it.
+    spec.pop("stopping", None)
+    # Added later with defaults that measure as before: older experiments keep their hash.
+    if spec.get("side_by_side") is False:
+        del spec["side_by_side"]
+    if isinstance(spec.get("warmup"), dict) and spec["warmup"].get("duration_s") is None:
+        spec["warmup"].pop("duration_s", None)
+    canonical = json.dumps(spec, sort_keys=True)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-") or "experiment"
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
+
+
+@dataclass(frozen=True)
+class ExperimentRow:
+    id: int
+    name: str
+    created_at: str
+    finished_at: str | None
+    runs: int
+    planned: int
+    hostname: str
+    export_dir: str
+
+
+class Database:
+    """servelab's SQLite file; refuses files that are not servelab's."""
+
+    def __init__(self, path: Path, *, create: bool = False) -> None:
+        self.path = path
+        if not path.exists() and not create:
+            raise ServelabError(
+                f"no servelab results database at {path}",
+                "run a study first, or pass --out pointing at its results",
+            )
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.conn = sqlite3.connect(path, timeout=30, isolation_level=None)
+            self.conn.execute("PRAGMA foreign_keys = ON")
+            self._check_or_create()
+        except sqlite3.DatabaseError as exc:
+            raise ServelabError(
+                f"{path} is not a usable SQLite database ({exc})",
+                "point --out at a servelab results directory, or move the file away",
+            ) from None
+
+    def _check_or_create(self) -> None:
+        app_id = self.conn.execute("PRAGMA application_id").fetchone()[0]
+        tables = self.conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        if app_id == 0 and tables == 0:
+            # One script, one transaction: a crash leaves either no schema or all of it.
+            self.conn.executescript(
+                f"BEGIN;\n{SCHEMA}PRAGMA application_id = {APPLICATION_ID};\n"
+                f"PRAGMA user_version = {SCHEMA_VERSION};\nCOMMIT;"
+            )
+            self.conn.execute("PRAGMA journal_mode = WAL")
+            return
+        if app_id != APPLICATION_ID:
+            raise ServelabError(
+                f"{self.path} is an SQLite database, but not servelab's",
+                "choose another --out directory",
+            )
+        version = self.conn.execute("PRAGMA user_version").fetchone()[0]
+        if version != SCHEMA_VERSION:
+            raise ServelabError(
+                f"{self.path} has results schema {version}; this servelab reads {SCHEMA_VERSION}",
+                "use the servelab version that wrote it, or another --out directory",
+            )
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        if self.conn.in_transaction:
+            yield self.conn
+            return
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.conn
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+
+    def close(self) -> None:
+        self.conn.close()
+
+    # -- experiments ------------------------------------------------------
+    def create_experiment(
+        self, experiment: Experiment, environment: dict[str, Any], export_root: Path
+    ) -> int:
+        with self.transaction() as conn:
+            cursor = conn.execute(
+                "INSERT INTO experiments (name, created_at, spec_json, spec_hash, "
+                "environment_json, export_dir) VALUES (?, ?, ?, ?, ?, '')",
+                (
+                    experiment.name,
+                    _now(),
+                    experiment.model_dump_json(),
+                    spec_hash(experiment),
+                    json.dumps(environment),
+                ),
+            )
+            experiment_id = int(cursor.lastrowid or 0)
+            export_dir = export_root / f"{experiment_id}-{_slug(experiment.name)}"
+            conn.execute(
+                "UPDATE experiments SET export_dir = ? WHERE id = ?",
+                (str(export_dir.resolve()), experiment_id),
+            )
+        return experiment_id
+
+    def _row(self, experiment_id: int) -> sqlite3.Row:
+        self.conn.row_factory = sqlite3.Row
+        try:
+            row = self.conn.execute(
+                "SELECT * FROM experiments WHERE id = ?", (experiment_id,)
+            ).fetchone()
+        finally:
+            self.conn.row_factory = None
+        if row is None:
+            raise ServelabError(
+                f"no experiment with id {experiment_id} in {self.path}",
+                "list them with `servelab results list`",
+            )
+        return row
+
+    def experiment(self, experiment_id: int) -> Experiment:
+        return Experiment.model_validate_json(self._row(experiment_id)["spec_json"])
+
+    def environment(self, experiment_id: int) -> dict[str, Any]:
+        return json.loads(self._row(experiment_id)["environment_json"])
+
+    def export_dir(self, experiment_id: int) -> Path:
+        return Path(self._row(experiment_id)["export_dir"])
+
+    def mark_finished(self, experiment_id: int) -> None:
+        with self.transaction() as conn:
+            conn.execute(
+                "UPDATE experiments SET finished_at = ? WHERE id = ?", (_now(), experiment_id)
+            )
+
+    def latest_unfinished(self, experiment: Experiment) -> int | None:
+        """The newest unfinished experiment of the same name, for --resume."""
+        row = self.conn.execute(
+            "SELECT id FROM experiments WHERE name = ? AND finished_at IS NULL "
+            "ORDER BY id DESC LIMIT 1",
+            (experiment.name,),
+        ).fetchone()
+        return None if row is None else int(row[0])
+
+    def stored_hash(self, experiment_id: int) -> str:
+        return str(self._row(experiment_id)["spec_hash"])
+
+    def list_experiments(self) -> list[ExperimentRow]:
+        rows = self.conn.execute(
+            "SELECT e.id, e.name, e.created_at, e.finished_at, count(r.id), e.spec_json, "
+            "e.environment_json, e.export_dir FROM experiments e "
+            "LEFT JOIN runs r ON r.experiment_id = e.id GROUP BY e.id ORDER BY e.id"
+        ).fetchall()
+        listed = []
+        for id_, name, created, finished, n_runs, spec_json, env_json, export_dir in rows:
+            spec = Experiment.model_validate_json(spec_json)
+            planned = len(spec.stacks) * len(spec.workloads) * spec.repetitions
+            host = json.loads(env_json).get("hostname", "?")
+            listed.append(
+                ExperimentRow(id_, name, created, finished, n_runs, planned, host, export_dir)
+            )
+        return listed
+
+    # -- runs ---------------------------------------------------------------
+    def add_run(self, experiment_id: int, run: RunResult) -> None:
+        try:
+            with self.transaction() as conn:
+                conn.execute(
+                    "INSERT INTO runs (experiment_id, variant, workload, repetition, started_at, "
+                    "rps, errors, record_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        experiment_id,
+                        run.variant,
+                        run.workload,
+                        run.repetition,
+                        run.started_at,
+                        run.load.rps,
+                        run.load.errors,
+                        run.model_dump_json(),
+                    ),
+                )
+        except sqlite3.IntegrityError:
+            raise ServelabError(
+                f"run {run.variant}/{run.workload} #{run.repetition} is already stored",
+                "this is a bug in servelab's resume logic; please report it",
+            ) from None
+
+    def runs(self, experiment_id: int) -> list[RunResult]:
+        rows = self.conn.execute(
+            "SELECT record_json FROM runs WHERE experiment_id = ? ORDER BY id", (experiment_id,)
+        ).fetchall()
+        try:
+            return [RunResult.model_validate_json(row[0]) for row in rows]
+        except ValidationError:
+            raise ServelabError(
+                f"a run record of experiment {experiment_id} is unreadable",
+                "the database was written by another servelab version",
+            ) from None
+
+
+class ResultStore:
+    """One experiment's results: in the database, mirrored to its export directory."""
+
+    def __init__(
+        self, path: Path, database: Database | None = None, experiment_id: int | None = None
+    ) -> None:
+        self.path = path  # the export directory
+        self.database = database
+        self.id = experiment_id
+
+    @classmethod
+    def create(cls, root: Path, experiment: Experiment, environment: dict[str, Any]) -> ResultStore:
+        database = Database(root / DB_FILE, create=True)
+        experiment_id = database.create_experiment(experiment, environment, root)
+        store = cls(database.export_dir(experiment_id), database, experiment_id)
+        store._write_export_header(experiment, environment)
+        (store.path / RUNS_FILE).touch()
+        return store
+
+    @classmethod
+    def from_database(cls, database: Database, experiment_id: int) -> ResultStore:
+        database.experiment(experiment_id)  # raises for an unknown id
+        return cls(database.export_dir(experiment_id), database, experiment_id)
+
+    @classmethod
+    def open(cls, path: Path) -> ResultStore:
+        """An export directory: backed by its database when that is still beside it."""
+        document = cls._read_export(path)
+        experiment_id = document.get("id")
+        db_path = path.parent / DB_FILE
+        if isinstance(experiment_id, int) and db_path.exists():
+            database = Database(db_path)
+            with contextlib.suppress(ServelabError):
+                if database.export_dir(experiment_id) == path.resolve():
+                    return cls(path, database, experiment_id)
+            database.close()
+        return cls(path)
+
+    @staticmethod
+    def _read_export(path: Path) -> dict[str, Any]:
+        if not (path / EXPERIMENT_FILE).is_file():
+            raise ServelabError(
+                f"{path} is not a servelab results directory (no {EXPERIMENT_FILE})",
+                "pass a result id (`servelab results list`) or a directory servelab wrote",
+            )
+        try:
+            return json.loads((path / EXPERIMENT_FILE).read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ServelabError(
+                f"{path / EXPERIMENT_FILE} is unreadable ({exc})",
+                "the export is damaged; open the result by id instead",
+            ) from None
+
+    def _write_export_header(self, experiment: Experiment, environment: dict[str, Any]) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+        document = {
+            "id": self.id,
+            "experiment": experiment.model_dump(mode="json"),
+            "environment": environment,
+        }
+        _write_atomic(self.path / EXPERIMENT_FILE, json.dumps(document, indent=2))
+
+    @property
+    def experiment(self) -> Experiment:
+        if self.database is not None and self.id is not None:
+            return self.database.experiment(self.id)
+        try:
+            return Experiment.model_validate(self._read_export(self.path)["experiment"])
+        except (ValidationError, KeyError):
+            raise ServelabError(
+                f"{self.path / EXPERIMENT_FILE} does not hold an experiment this servelab reads",
+                "open it with the servelab version that wrote it",
+            ) from None
+
+    @property
+    def environment(self) -> dict[str, Any]:
+        if self.database is not None and self.id is not None:
+            return self.database.environment(self.id)
+        return self._read_export(self.path).get("environment", {})
+
+    @property
+    def label(self) -> str:
+        return f"#{self.id} ({self.path})" if self.id is not None else str(self.path)
+
+    def add(self, run: RunResult) -> None:
+        """Store one finished run: the database first (atomic), then the export file."""
+        if self.database is None or self.id is None:
+            raise ServelabError(f"{self.path} was opened read-only", "run a new experiment")
+        self.database.add_run(self.id, run)
+        with open(self.path / RUNS_FILE, "a") as runs:
+            runs.write(run.model_dump_json() + "\n")
+            runs.flush()
+            os.fsync(runs.fileno())
+
+    def mark_finished(self) -> None:
+        if self.database is not None and self.id is not None:
+            self.database.mark_finished(self.id)
+
+    def runs(self) -> list[RunResult]:
+        if self.database is not None and self.id is not None:
+            return self.database.runs(self.id)
+        results = []
+        with open(self.path / RUNS_FILE) as runs:
+            for number, line in enumerate(runs, 1):
+                if not line.strip():
+                    continue
+                try:
+                    results.append(RunResult.model_validate_json(line))
+                except ValidationError:
+                    if not line.endswith("\n"):
+                        break  # a run cut off mid-write by a crash: not a finished run
+                    raise ServelabError(
+                        f"{self.path / RUNS_FILE} line {number} is not a servelab run record",
+                        "the export is damaged; open the result by id instead",
+                    ) from None
+        return results
+
+
+def resolve_result(ref: str, root: Path) -> ResultStore:
+    """RESULT as users type it: an id in ``root``'s database, or an export directory."""
+    if ref.isdigit():
+        return ResultStore.from_database(Database(root / DB_FILE), int(ref))
+    path = Path(ref)
+    if path.is_dir():
+        return ResultStore.open(path)
+    raise ServelabError(
+        f"no result {ref!r}: not an id in {root / DB_FILE} nor a directory",
+        "pass an id from `servelab results list` or a results directory",
+    )

@@ -1,0 +1,1 @@
+"""App servers: one module per server, registered in ``servelab.servers.registry``."""

@@ -1,0 +1,56 @@
+"""granian (Rust HTTP server, ASGI or WSGI) as the app server: command line."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from servelab.apps import ResolvedApp
+from servelab.config.stack import ServerSpec
+from servelab.servers.installed import require_module
+
+LOG_NAME = "granian.log"
+GRACEFUL_TIMEOUT_S = 3
+
+
+def granian_command(
+    server: ServerSpec,
+    app: ResolvedApp,
+    *,
+    port: int | None = None,
+    socket: Path | None = None,
+) -> list[str]:
+    """argv running ``app`` with granian on 127.0.0.1:``port`` or the unix ``socket``.
+
+    ``threads`` sets granian's runtime threads (the Rust I/O threads of each
+    worker), ``blocking_threads`` the Python threads that run the app's code.
+    ``timeout_s`` and ``keepalive_s`` have no granian equivalent and are not passed.
+    """
+    if server.kind != "granian":
+        raise ValueError(f"server kind {server.kind!r} is not granian")
+    require_module("granian")
+    if socket is not None:
+        where = ["--uds", str(socket)]
+    elif port is not None:
+        where = ["--host", "127.0.0.1", "--port", str(port)]
+    else:
+        raise ValueError("give a port or a socket path")
+    argv = [sys.executable, "-m", "granian", *where]
+    argv += ["--interface", "wsgi" if app.interface == "wsgi" else "asgi"]
+    if app.is_factory:
+        argv.append("--factory")
+    if app.app_dir is not None:
+        argv += ["--working-dir", str(app.app_dir)]
+    argv += [
+        "--http", "1",  # nginx and the load drivers speak HTTP/1.1
+        "--no-ws",
+        "--workers", str(server.workers),
+        "--runtime-threads", str(server.threads),
+        "--backlog", str(server.backlog),
+        "--workers-kill-timeout", str(GRACEFUL_TIMEOUT_S),
+        "--no-access-log",
+        "--log-level", "warning",
+    ]
+    if server.blocking_threads is not None:
+        argv += ["--blocking-threads", str(server.blocking_threads)]
+    return [*argv, app.import_path]

@@ -1,0 +1,55 @@
+"""uvicorn alone as the app server (its own ``--workers`` process manager)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from servelab.apps import ResolvedApp
+from servelab.config.stack import ServerSpec
+
+LOG_NAME = "uvicorn.log"
+GRACEFUL_TIMEOUT_S = 3
+
+
+def uvicorn_command(
+    server: ServerSpec,
+    app: ResolvedApp,
+    *,
+    port: int | None = None,
+    socket: Path | None = None,
+) -> list[str]:
+    """argv running ``app`` with uvicorn on 127.0.0.1:``port`` or the unix ``socket``.
+
+    ``server.timeout_s`` has no uvicorn equivalent (uvicorn never kills a busy
+    worker) and is not passed.
+    """
+    if server.kind != "uvicorn":
+        raise ValueError(f"server kind {server.kind!r} is not uvicorn")
+    if socket is not None:
+        where = ["--uds", str(socket)]
+    elif port is not None:
+        where = ["--host", "127.0.0.1", "--port", str(port)]
+    else:
+        raise ValueError("give a port or a socket path")
+    argv = [sys.executable, "-m", "uvicorn", app.import_path, *where]
+    # Say the interface rather than let uvicorn guess (it may take a sync
+    # 3-argument callable for ASGI2).
+    argv += ["--interface", "wsgi" if app.interface == "wsgi" else "asgi3"]
+    if app.is_factory:
+        argv.append("--factory")
+    if app.app_dir is not None:
+        argv += ["--app-dir", str(app.app_dir)]
+    argv += [
+        "--workers", str(server.workers),
+        "--backlog", str(server.backlog),
+        "--timeout-keep-alive", str(server.keepalive_s),
+        "--timeout-graceful-shutdown", str(GRACEFUL_TIMEOUT_S),
+        "--no-access-log",
+        "--log-level", "warning",
+    ]
+    if server.max_requests:
+        argv += ["--limit-max-requests", str(server.max_requests)]
+    if server.max_requests_jitter:
+        argv += ["--limit-max-requests-jitter", str(server.max_requests_jitter)]
+    return argv
