@@ -6,6 +6,7 @@ import pytest
 from test_tables_store import EXPERIMENT, run
 
 from servelab.analysis.analyze import analyze
+from servelab.analysis.warnings import WarningKind
 from servelab.observe.neighbours import CpuTimes, cpu_speed, neighbour_share, read_cpu_times
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -42,9 +43,11 @@ def with_share(result, share):
 def test_a_run_with_busy_neighbours_is_flagged():
     quiet = [with_share(run("tcp", rep, 1000.0, 50.0), 0.01) for rep in (1, 2, 3)]
     kinds = {w.kind for w in analyze(EXPERIMENT, quiet).all_warnings}
-    assert "neighbours" not in kinds
+    assert WarningKind.NEIGHBOURS not in kinds
     noisy = [*quiet[:2], with_share(run("tcp", 3, 700.0, 70.0), 0.30)]
-    warnings = [w for w in analyze(EXPERIMENT, noisy).all_warnings if w.kind == "neighbours"]
+    warnings = [
+        w for w in analyze(EXPERIMENT, noisy).all_warnings if w.kind is WarningKind.NEIGHBOURS
+    ]
     assert len(warnings) == 1
     assert "30 %" in warnings[0].message and "run 3" in warnings[0].message
 
@@ -70,10 +73,11 @@ def test_a_drifting_machine_is_flagged_and_a_steady_one_is_not():
     steady = [
         with_speed(run("tcp", rep, 1000.0, 50.0), s) for rep, s in ((1, 100), (2, 101), (3, 99))
     ]
-    assert "machine-speed" not in {w.kind for w in analyze(EXPERIMENT, steady).all_warnings}
+    kinds = {w.kind for w in analyze(EXPERIMENT, steady).all_warnings}
+    assert WarningKind.MACHINE_SPEED not in kinds
     drifting = [*steady[:2], with_speed(run("tcp", 3, 800.0, 60.0), 80.0)]
     (warning,) = [
-        w for w in analyze(EXPERIMENT, drifting).all_warnings if w.kind == "machine-speed"
+        w for w in analyze(EXPERIMENT, drifting).all_warnings if w.kind is WarningKind.MACHINE_SPEED
     ]
     assert "26 % faster at best than at worst" in warning.message  # 101 / 80
 

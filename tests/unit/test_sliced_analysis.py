@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from support import FakeExecutor, ListSink
 
 from servelab.analysis.analyze import analyze, comparisons_document
+from servelab.analysis.warnings import WarningKind
 from servelab.cli import cli, parse_duration
 from servelab.config.building import experiment_from_dict
 from servelab.errors import SpecError
@@ -156,5 +157,5 @@ def test_uneven_workers_are_shown():
         for r in runs
     ]
     warnings = analyze(exp, lopsided).all_warnings
-    (uneven,) = [w for w in warnings if w.kind == "uneven-workers"]
+    (uneven,) = [w for w in warnings if w.kind is WarningKind.UNEVEN_WORKERS]
     assert uneven.variant == "fast" and "2.00 CPU s" in uneven.message

@@ -22,6 +22,7 @@ from servelab.analysis.stats import (
     runs_needed,
     summarize,
 )
+from servelab.analysis.warnings import MACHINE_SPEED_SLICED_HINT, ResultWarning, WarningKind
 from servelab.config.experiment import Experiment
 from servelab.host.cpus import CpuPlan
 from servelab.results.records import RunResult, SliceFigures
@@ -133,17 +134,6 @@ def compared_metrics(experiment: Experiment) -> tuple[Metric, ...]:
 
 
 @dataclass(frozen=True)
-class ResultWarning:
-    # unstable, errors, driver-saturated, neighbours, machine-speed, too-few-runs,
-    # closed-loop, shared-cpus
-    kind: str
-    message: str
-    hint: str
-    variant: str | None = None
-    workload: str | None = None
-
-
-@dataclass(frozen=True)
 class MetricSummary:
     metric: str
     values: tuple[float, ...]
@@ -205,13 +195,10 @@ def _variant_warnings(
     by_design = is_sliced(runs)
     if rps.summary.n > 1 and rps.summary.cv >= UNSTABLE_CV and not by_design:
         warnings.append(
-            ResultWarning(
-                "unstable",
+            WarningKind.UNSTABLE.warn(
                 f"requests/s varies by {100 * rps.summary.cv:.1f} % (std dev / mean) over "
                 f"{rps.summary.n} runs "
                 f"(min {rps.summary.minimum:.0f}, max {rps.summary.maximum:.0f})",
-                "pin the stack and the driver apart, stop other programs, run longer (--duration) "
-                "or repeat more (--repetitions)",
                 variant,
                 workload,
             )
@@ -228,10 +215,8 @@ def _variant_warnings(
         detail = ", ".join(f"{k}: {n}" for k, n in sorted(kinds.items()))
         total = sum(r.load.requests_total for r in runs)
         warnings.append(
-            ResultWarning(
-                "errors",
+            WarningKind.ERRORS.warn(
                 f"{errors} of {total} requests failed ({detail})",
-                "a faster variant that fails requests has not won; see the error breakdown",
                 variant,
                 workload,
             )
@@ -242,11 +227,9 @@ def _variant_warnings(
             share = run.load.driver_cpu_s / run.load.duration_s / n_cpus
             if share >= DRIVER_SATURATED:
                 warnings.append(
-                    ResultWarning(
-                        "driver-saturated",
+                    WarningKind.DRIVER_SATURATED.warn(
                         f"the load driver used {100 * share:.0f} % of its CPU in run "
                         f"{run.repetition}: the stack may be faster than measured",
-                        "give the driver more CPUs (--driver-cpus) or use a lighter driver",
                         variant,
                         workload,
                     )
@@ -261,14 +244,11 @@ def _variant_warnings(
     ):
         run, (busiest, idlest) = worst_split
         warnings.append(
-            ResultWarning(
-                "uneven-workers",
+            WarningKind.UNEVEN_WORKERS.warn(
                 f"in run {run.repetition} the app's busiest worker used {busiest:.2f} CPU s, "
                 f"its least busy {idlest:.2f}: requests spread unevenly over the workers "
                 "(e.g. upstream keepalive connections held by one), a difference between "
                 "stack starts that more starts average out",
-                "read the per-start figures (runs.csv) before trusting one start; measure "
-                "more starts (--precision, --budget)",
                 variant,
                 workload,
             )
@@ -278,14 +258,11 @@ def _variant_warnings(
         worst = max(shares)
         run = next(r for r in runs if r.neighbour_cpu_share == worst)
         warnings.append(
-            ResultWarning(
-                "neighbours",
+            WarningKind.NEIGHBOURS.warn(
                 f"other processes and the hypervisor (steal) took {100 * worst:.0f} % of the "
                 f"stack's CPUs in run "
                 f"{run.repetition} (mean over runs {100 * sum(shares) / len(shares):.0f} %): "
                 "that run measured the machine's other work too",
-                "stop other programs while measuring; as root servelab also favours its own "
-                "processes (leave out --no-cpu-priority)",
                 variant,
                 workload,
             )
@@ -293,13 +270,12 @@ def _variant_warnings(
     needed = None if by_design else runs_needed(rps.values, precision_pct)
     if needed is not None and needed > rps.summary.n:
         warnings.append(
-            ResultWarning(
-                "too-few-runs",
+            WarningKind.TOO_FEW_RUNS.warn(
                 f"a ±{precision_pct:g} % answer on requests/s needs about {needed} runs; "
                 f"this has {rps.summary.n}",
-                f"repeat with --repetitions {needed}",
                 variant,
                 workload,
+                needed=needed,
             )
         )
     return warnings
@@ -354,12 +330,10 @@ def analyze(
     warnings = []
     if any(w.load.model == "closed" for w in experiment.workloads):
         warnings.append(
-            ResultWarning(
-                "closed-loop",
+            WarningKind.CLOSED_LOOP.warn(
                 "latency is closed-loop: each client waits for its answer before sending again, "
                 "so a slow server also slows the arrivals (coordinated omission); real users' "
                 "latency under the same load would be higher",
-                "for user-facing latency use the open model (a fixed arrival rate)",
             )
         )
     speeds = [r.cpu_speed for r in runs if r.cpu_speed is not None]
@@ -371,35 +345,28 @@ def analyze(
                 f"stack's CPU ran {100 * (spread.maximum / spread.minimum - 1):.0f} % faster "
                 f"at best than at worst (CV {100 * spread.cv:.1f} % over {spread.n} runs)"
             )
-            if not any(w.kind == "neighbours" for v in variants for w in v.warnings):
+            if not any(w.kind is WarningKind.NEIGHBOURS for v in variants for w in v.warnings):
                 drift += ", with no other process on that CPU to blame"
             if experiment.slices > 1:
                 warnings.append(
                     ResultWarning(
-                        "machine-speed",
+                        WarningKind.MACHINE_SPEED,
                         f"{drift}; the runs were measured in interleaved slices, so the drift "
                         "fell on every run alike, and absolute figures are an average over it",
-                        "compare variants measured together, not with other experiments",
+                        MACHINE_SPEED_SLICED_HINT,
                     )
                 )
             else:
                 warnings.append(
-                    ResultWarning(
-                        "machine-speed",
+                    WarningKind.MACHINE_SPEED.warn(
                         f"{drift}; differences between variants of that size are within the "
                         "machine's own drift",
-                        "a virtual machine's host or CPU frequency scaling: measure each run in "
-                        "interleaved slices (--slices 5), repeat more, or use a quieter machine",
                     )
                 )
     plans = {(r.stack_cpus, r.driver_cpus) for r in runs}
     if any(CpuPlan(stack, driver).shared for stack, driver in plans):
         warnings.append(
-            ResultWarning(
-                "shared-cpus",
-                "the load driver and the stack shared CPUs in some runs",
-                "pin them apart with --stack-cpus/--driver-cpus (the default on 2+ CPUs)",
-            )
+            WarningKind.SHARED_CPUS.warn("the load driver and the stack shared CPUs in some runs")
         )
     return ExperimentAnalysis(experiment, tuple(variants), tuple(warnings))
 

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from servelab.analysis.analyze import METRIC_BY_KEY, ExperimentAnalysis, answer_metric, clarity
+from servelab.analysis.warnings import ResultWarning, WarningKind
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ class WorkloadAnswer:
 
 @dataclass(frozen=True)
 class GroupedWarning:
-    kind: str
+    kind: WarningKind
     message: str  # the first one's message
     hint: str
     where: tuple[str, ...]  # "variant/workload" of every warning of this kind
@@ -125,7 +126,7 @@ def build_answer(analysis: ExperimentAnalysis, *, precision_pct: float | None = 
 
 def group_warnings(analysis: ExperimentAnalysis) -> tuple[GroupedWarning, ...]:
     """One entry per kind of warning, naming every variant/workload it concerns."""
-    groups: dict[str, list] = {}
+    groups: dict[WarningKind, list[ResultWarning]] = {}
     for warning in analysis.all_warnings:
         groups.setdefault(warning.kind, []).append(warning)
     grouped = []

@@ -1,0 +1,84 @@
+"""The kinds of warning the analysis gives, each with its hint, and the warning itself.
+
+A kind's value is the name reports print ("too-few-runs"); as a ``StrEnum`` member it
+is that string too, so text and JSON show it unchanged, and ``WarningKind(name)``
+reads a stored one back. A hint may name figures of the case (``{needed}``), which
+``WarningKind.warn`` fills in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class WarningKind(StrEnum):
+    hint: str
+
+    def __new__(cls, value: str, hint: str) -> WarningKind:
+        member = str.__new__(cls, value)
+        member._value_ = value
+        member.hint = hint
+        return member
+
+    UNSTABLE = (
+        "unstable",
+        "pin the stack and the driver apart, stop other programs, run longer (--duration) "
+        "or repeat more (--repetitions)",
+    )
+    ERRORS = (
+        "errors",
+        "a faster variant that fails requests has not won; see the error breakdown",
+    )
+    DRIVER_SATURATED = (
+        "driver-saturated",
+        "give the driver more CPUs (--driver-cpus) or use a lighter driver",
+    )
+    UNEVEN_WORKERS = (
+        "uneven-workers",
+        "read the per-start figures (runs.csv) before trusting one start; measure "
+        "more starts (--precision, --budget)",
+    )
+    NEIGHBOURS = (
+        "neighbours",
+        "stop other programs while measuring; as root servelab also favours its own "
+        "processes (leave out --no-cpu-priority)",
+    )
+    TOO_FEW_RUNS = ("too-few-runs", "repeat with --repetitions {needed}")
+    CLOSED_LOOP = (
+        "closed-loop",
+        "for user-facing latency use the open model (a fixed arrival rate)",
+    )
+    MACHINE_SPEED = (
+        "machine-speed",
+        "a virtual machine's host or CPU frequency scaling: measure each run in "
+        "interleaved slices (--slices 5), repeat more, or use a quieter machine",
+    )
+    SHARED_CPUS = (
+        "shared-cpus",
+        "pin them apart with --stack-cpus/--driver-cpus (the default on 2+ CPUs)",
+    )
+
+    def warn(
+        self,
+        message: str,
+        variant: str | None = None,
+        workload: str | None = None,
+        **figures: object,
+    ) -> ResultWarning:
+        """A warning of this kind with its hint (``figures`` fill in the hint's blanks)."""
+        return ResultWarning(self, message, self.hint.format(**figures), variant, workload)
+
+
+# machine-speed when the runs were measured in interleaved slices: the drift fell on
+# every variant alike, so only comparing with other experiments is at risk.
+MACHINE_SPEED_SLICED_HINT = "compare variants measured together, not with other experiments"
+
+
+@dataclass(frozen=True)
+class ResultWarning:
+    kind: WarningKind
+    message: str
+    hint: str
+    variant: str | None = None
+    workload: str | None = None
