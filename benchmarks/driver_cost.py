@@ -26,7 +26,7 @@ from servelab.config.load import LoadSpec, RequestSpec
 from servelab.errors import ServelabError
 from servelab.host.paths import find_program
 from servelab.host.procs import ManagedProcess, free_port
-from servelab.load import DRIVER_NAMES, get_driver
+from servelab.load.registry import DRIVER_NAMES, get_driver
 from servelab.load.base import LoadDriver, run_load
 from servelab.results.records import LoadMeasurement
 

@@ -17,8 +17,8 @@ from servelab.config.load import LoadSpec, RequestSpec
 from servelab.errors import LoadDriverError
 from servelab.host.paths import find_program
 from servelab.host.procs import ManagedProcess, free_port, group_members
-from servelab.load import get_driver
 from servelab.load.base import LoadDriver, run_load
+from servelab.load.registry import get_driver
 
 pytestmark = pytest.mark.integration
 

@@ -21,11 +21,12 @@ from pathlib import Path
 import psutil
 import pytest
 
-import servelab.launch as stacks_module
+import servelab.launch as launch_module
 from servelab.apps.seed_fastapi import BIG_DOCUMENT_BYTES, make_big_document
 from servelab.config.load import RequestSpec
 from servelab.config.stack import AppSpec, ProxySpec, ServerSpec, StackSpec
 from servelab.errors import SpecError, StackStartError
+from servelab.fronts import nginx
 from servelab.host.procs import ManagedProcess
 from servelab.launch import launch_stack
 from servelab.launch.readiness import wait_listening, wait_ready
@@ -68,13 +69,13 @@ def _lower(headers: list[tuple[str, str]]) -> dict[str, str]:
 def workdirs(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     """Every temp dir launch_stack makes during the test."""
     made: list[Path] = []
-    original = stacks_module._make_workdir
+    original = launch_module._make_workdir
 
     def recording() -> Path:
         made.append(original())
         return made[-1]
 
-    monkeypatch.setattr(stacks_module, "_make_workdir", recording)
+    monkeypatch.setattr(launch_module, "_make_workdir", recording)
     return made
 
 
@@ -287,7 +288,7 @@ def test_worker_class_mismatch_is_caught_before_starting(workdirs: list[Path]) -
 def test_app_server_port_taken(
     taken_port: int, workdirs: list[Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(stacks_module, "free_port", lambda host="127.0.0.1": taken_port)
+    monkeypatch.setattr(launch_module, "free_port", lambda host="127.0.0.1": taken_port)
     spec = StackSpec(server=ServerSpec(kind="uvicorn", workers=1), proxy=ProxySpec(kind="none"))
     with pytest.raises(StackStartError) as caught, launch_stack(spec, probe=ITEM_PROBE):
         pytest.fail("the stack must not start")
@@ -301,7 +302,7 @@ def test_nginx_port_taken(
     taken_port: int, workdirs: list[Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Over a unix socket, nginx's listen port is the only TCP port the stack needs.
-    monkeypatch.setattr(stacks_module, "free_port", lambda host="127.0.0.1": taken_port)
+    monkeypatch.setattr(launch_module, "free_port", lambda host="127.0.0.1": taken_port)
     spec = StackSpec(server=ServerSpec(workers=1), proxy=ProxySpec(transport="unix"))
     with pytest.raises(StackStartError) as caught, launch_stack(spec, probe=ITEM_PROBE):
         pytest.fail("the stack must not start")
@@ -325,7 +326,7 @@ def test_wrong_status_names_received_and_expected(workdirs: list[Path]) -> None:
 def test_nginx_t_failure_starts_nothing(
     workdirs: list[Path], monkeypatch: pytest.MonkeyPatch, no_leftover_processes: set[int]
 ) -> None:
-    monkeypatch.setattr(stacks_module.nginx, "render_nginx_conf", lambda *a, **k: "bogus;\n")
+    monkeypatch.setattr(nginx, "render_nginx_conf", lambda *a, **k: "bogus;\n")
     with (
         pytest.raises(StackStartError, match="nginx rejected the config"),
         launch_stack(StackSpec(), probe=ITEM_PROBE),

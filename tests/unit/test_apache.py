@@ -21,10 +21,13 @@ from servelab.config.load import Workload
 from servelab.config.stack import AppSpec, ProxySpec, ServerSpec, StackSpec
 from servelab.errors import MissingToolError, SpecError, StackStartError
 from servelab.fronts import apache
+from servelab.fronts.registry import get_front
 from servelab.observe.attribution import classify_line, classify_lines, source_of
 from servelab.observe.metrics import _role
 from servelab.report.memory import memory_markdown, memory_rows
 from servelab.results.records import ProcessUsage, RunResult
+from servelab.servers import mod_wsgi
+from servelab.servers.registry import get_server
 
 HAVE_APACHE = shutil.which("apache2") is not None or apache.FALLBACK_BINARY.exists()
 WSGI_APP = ResolvedApp("servelab.apps.sleepy_wsgi:app", "wsgi", None, False)
@@ -49,8 +52,11 @@ ASGI_APP = ResolvedApp("servelab.apps.seed_fastapi:app", "asgi", None, False)
             {"kind": "apache", "mpm": "worker", "threads_per_child": 8, "max_request_workers": 20},
             "e.g. 16",
         ),
-        ({"kind": "apache", "worker_processes": 2}, "worker_processes is an nginx knob"),
-        ({"kind": "apache", "buffering": True}, "buffering is an nginx knob"),
+        (
+            {"kind": "apache", "worker_processes": 2},
+            "worker_processes: nginx knob; set proxy kind .nginx.",
+        ),
+        ({"kind": "apache", "buffering": True}, "buffering: nginx knob"),
     ],
 )
 def test_apache_knobs_are_checked(proxy: dict[str, object], message: str) -> None:
@@ -81,7 +87,7 @@ def test_apache_defaults_and_shared_knobs_are_accepted() -> None:
         ),
         (
             {"server": {"kind": "mod_wsgi", "worker_class": "sync"}, "proxy": {"kind": "apache"}},
-            "worker_class is a gunicorn knob",
+            "mod_wsgi has no worker_class setting .worker_class is a knob of gunicorn.",
         ),
     ],
 )
@@ -207,7 +213,7 @@ def test_mod_wsgi_config(tmp_path: Path) -> None:
         proxy=ProxySpec(kind="apache", mpm="worker"),
     )
     app_dir = tmp_path / "code"
-    settings = apache.wsgi_settings(spec.server, WSGI_APP, tmp_path, [app_dir, Path("/srv")])
+    settings = mod_wsgi.wsgi_settings(spec.server, WSGI_APP, tmp_path, [app_dir, Path("/srv")])
     module = tmp_path / "mod_wsgi.so"
     text = _render(spec, tmp_path, wsgi=settings, wsgi_module=module)
     assert f'LoadModule wsgi_module "{module}"' in text
@@ -234,12 +240,12 @@ def test_mod_wsgi_config_passes_apache_check(tmp_path: Path) -> None:
     conf = apache.write_httpd_conf(
         spec, workdir=tmp_path, listen_port=8123, app=WSGI_APP, python_path=[tmp_path]
     )
-    assert (tmp_path / apache.SCRIPT_NAME).stat().st_mode & 0o777 == 0o644
+    assert (tmp_path / mod_wsgi.SCRIPT_NAME).stat().st_mode & 0o777 == 0o644
     apache.apache_check(conf)
 
 
 def test_mod_wsgi_module_is_the_venvs() -> None:
-    module = apache.mod_wsgi_module()
+    module = mod_wsgi.mod_wsgi_module()
     assert module.is_file() and str(module).startswith(sys.prefix)
     out = subprocess.run(
         [str(Path(sys.executable).parent / "mod_wsgi-express"), "module-config"],
@@ -249,19 +255,19 @@ def test_mod_wsgi_module_is_the_venvs() -> None:
 
 
 def test_wsgi_script_imports_or_builds_the_app() -> None:
-    script = apache.wsgi_script(WSGI_APP)
+    script = mod_wsgi.wsgi_script(WSGI_APP)
     namespace: dict[str, object] = {}
     exec(compile(script, "app.wsgi", "exec"), namespace)
     from servelab.apps.sleepy_wsgi import app
 
     assert namespace["application"] is app
     factory = ResolvedApp("pkg.mod:make", "wsgi", None, True)
-    assert "getattr(importlib.import_module('pkg.mod'), 'make')()" in apache.wsgi_script(factory)
+    assert "getattr(importlib.import_module('pkg.mod'), 'make')()" in mod_wsgi.wsgi_script(factory)
 
 
 def test_mod_wsgi_refuses_asgi_app() -> None:
     with pytest.raises(SpecError, match="ASGI app; mod_wsgi serves WSGI apps only") as caught:
-        apache.check_app(ASGI_APP)
+        get_server("mod_wsgi").check_app(ServerSpec(kind="mod_wsgi"), ASGI_APP)
     assert "gunicorn" in caught.value.fix
 
 
@@ -444,9 +450,8 @@ def test_daemon_access_names_the_closed_directory() -> None:
 
 
 def test_doctor_reports_apache_and_mod_wsgi() -> None:
-    from servelab.host.doctor import apache_checks
-
-    front, wsgi = apache_checks()
+    (front,) = get_front("apache").doctor_checks()
+    (wsgi,) = get_server("mod_wsgi").doctor_checks()
     assert front.name.startswith("apache2") and wsgi.name.startswith("mod_wsgi")
     if HAVE_APACHE:
         assert front.status == "ok" and "Apache/2.4" in front.found

@@ -135,8 +135,14 @@ def _spec_error(data: dict[str, object]) -> str:
     ("data", "message"),
     [
         ({"server": {"kind": "hypercorn", "threads": 2}}, "hypercorn has no threads"),
-        ({"server": {"kind": "gunicorn", "blocking_threads": 2}}, "blocking_threads is a granian"),
-        ({"server": {"kind": "granian", "worker_class": "sync"}}, "worker_class is a gunicorn"),
+        (
+            {"server": {"kind": "gunicorn", "blocking_threads": 2}},
+            "gunicorn has no blocking_threads setting (blocking_threads is a knob of granian)",
+        ),
+        (
+            {"server": {"kind": "granian", "worker_class": "sync"}},
+            "granian has no worker_class setting (worker_class is a knob of gunicorn)",
+        ),
         ({"server": {"kind": "granian", "max_requests": 10}}, "granian has no max_requests"),
         ({"server": {"kind": "granian", "backlog": 64}}, "granian needs backlog >= 128"),
         (
@@ -144,10 +150,10 @@ def _spec_error(data: dict[str, object]) -> str:
             "uwsgi has no max_requests_jitter",
         ),
         ({"server": {"kind": "waitress"}}, "kind"),
-        ({"proxy": {"protocol": "uwsgi"}}, "spoken by uwsgi only, not gunicorn"),
+        ({"proxy": {"protocol": "uwsgi"}}, "spoken by 'uwsgi' only, not gunicorn"),
         (
             {"server": {"kind": "uwsgi"}, "proxy": {"kind": "none", "protocol": "fastcgi"}},
-            "needs nginx in front",
+            "needs a front that speaks it (proxy kind 'nginx' or 'apache')",
         ),
         (
             {"server": {"kind": "uwsgi"}, "proxy": {"protocol": "uwsgi", "upstream_keepalive": 4}},

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import servelab.launch as stacks_module
+import servelab.launch as launch_module
 from servelab.apps import BUILTIN_APPS, ResolvedApp, app_environment, resolve_app
 from servelab.config.stack import AppSpec, ProxySpec, ServerSpec
 from servelab.errors import SpecError, StackStartError
@@ -380,10 +380,10 @@ def test_workdir_falls_back_to_tmp_when_socket_path_too_long(
     deep = tmp_path / ("d" * 100)
     deep.mkdir()
     monkeypatch.setattr("tempfile.tempdir", str(deep))
-    workdir = stacks_module._make_workdir()
+    workdir = launch_module._make_workdir()
     try:
         assert workdir.parent == Path("/tmp") and workdir.name.startswith("servelab-")
-        assert len(str(workdir / stacks_module.SOCKET_NAME)) < 108
+        assert len(str(workdir / launch_module.SOCKET_NAME)) < 108
         assert list(deep.iterdir()) == []
     finally:
         workdir.rmdir()

@@ -39,7 +39,7 @@ _IMPORT_PATH = re.compile(
 _MARK = "__servelab_resolved_app__ "
 # The directory that holds the ``servelab`` package, so built-in apps import in
 # server processes even when servelab runs from a source checkout.
-_SERVELAB_ROOT = Path(__file__).resolve().parents[2]
+SERVELAB_ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ def app_environment(env: Mapping[str, str], app_dir: Path | None) -> dict[str, s
     parts = [str(app_dir)] if app_dir is not None else []
     if merged.get("PYTHONPATH"):
         parts.append(merged["PYTHONPATH"])
-    parts.append(str(_SERVELAB_ROOT))
+    parts.append(str(SERVELAB_ROOT))
     merged["PYTHONPATH"] = os.pathsep.join(parts)
     return merged
 

@@ -17,6 +17,7 @@ from servelab.config.experiment import (
 )
 from servelab.config.load import Workload
 from servelab.errors import SpecError
+from servelab.load.registry import DEFAULT_DRIVER, DRIVER_NAMES, capabilities
 
 # Building experiments from dictionaries (TOML files, studies, CLI overrides)
 
@@ -70,7 +71,10 @@ def expand_grid(base: dict[str, Any], grid: dict[str, list[Any]]) -> list[dict[s
 
 def default_slices(data: dict[str, Any]) -> int:
     """Interleaved slices wherever they apply (oha, closed loads, no ramp); else 1."""
-    if data.get("driver", "oha") != "oha" or data.get("slo") is not None:
+    driver = data.get("driver", DEFAULT_DRIVER)
+    if driver not in DRIVER_NAMES or "latencies" not in capabilities(driver):
+        return 1
+    if data.get("slo") is not None:
         return 1
     try:
         loads = [Workload.model_validate(w).load for w in data.get("workloads") or ()]

@@ -17,6 +17,7 @@ from servelab.config.load import LoadSpec, SloSpec, WarmupSpec, Workload
 from servelab.config.stack import (
     StackSpec,
 )
+from servelab.load.registry import DEFAULT_DRIVER, DRIVER_NAMES, capabilities
 
 # A slice shorter than this would be mostly the driver's connection set-up.
 MIN_SLICE_S = 1.0
@@ -61,6 +62,12 @@ def auto_slices(load: LoadSpec, target_s: float = SLICE_TARGET_S) -> int:
     return max(1, min(MAX_AUTO_SLICES, wanted))
 
 
+def slicing_drivers() -> str:
+    """The drivers that can measure in slices, as "the oha driver"."""
+    names = [n for n in DRIVER_NAMES if "latencies" in capabilities(n)]
+    return f"the {' or '.join(names)} driver"
+
+
 class StoppingSpec(Model):
     """Measure until every comparison is clear, or the budget is spent (sliced runs only).
 
@@ -84,7 +91,7 @@ class Experiment(Model):
     workloads: tuple[Workload, ...]
     repetitions: PositiveInt = 3
     warmup: WarmupSpec = Field(default_factory=WarmupSpec)
-    driver: Literal["oha", "ab", "wrk"] = "oha"
+    driver: Literal[DRIVER_NAMES] = DEFAULT_DRIVER
     order: Literal["interleaved", "random"] = "interleaved"
     seed: int = 0
     # Set for ramps: each launch measures its workloads in order (rising rates) and
@@ -115,12 +122,12 @@ class Experiment(Model):
             self.slices == 1 or any(w.load.duration_s is None for w in self.workloads)
         ):
             raise ValueError(
-                "side_by_side measures slices at the same time: it needs the oha driver, "
+                f"side_by_side measures slices at the same time: it needs {slicing_drivers()}, "
                 "closed loads bounded by a duration, and more than one slice"
             )
         if self.stopping is not None and self.slices == 1:
             raise ValueError(
-                "[stopping] adds interleaved rounds: it needs the oha driver, closed loads "
+                f"[stopping] adds interleaved rounds: it needs {slicing_drivers()}, closed loads "
                 "and more than one slice"
             )
         names = [s.name for s in self.stacks]
@@ -133,9 +140,9 @@ class Experiment(Model):
         return self
 
     def _check_slices(self) -> None:
-        if self.driver != "oha":
+        if "latencies" not in capabilities(self.driver):
             raise ValueError(
-                "slices need the oha driver (it keeps every request's latency, so the "
+                f"slices need {slicing_drivers()} (it keeps every request's latency, so the "
                 "slices' percentiles can be merged)"
             )
         if self.slo is not None:

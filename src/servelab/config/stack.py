@@ -12,6 +12,8 @@ from servelab.config.base import (
     NonNegativeInt,
     PositiveInt,
 )
+from servelab.fronts.registry import FRONT_KINDS, get_front
+from servelab.servers.registry import SERVER_KINDS, get_server
 
 
 class AppSpec(Model):
@@ -31,7 +33,7 @@ class ServerSpec(Model):
     proxy kind ``apache``.
     """
 
-    kind: Literal["gunicorn", "uvicorn", "granian", "hypercorn", "uwsgi", "mod_wsgi"] = "gunicorn"
+    kind: Literal[SERVER_KINDS] = "gunicorn"
     worker_class: Literal["uvicorn", "sync", "gthread"] = "uvicorn"
     workers: PositiveInt = 2
     # gunicorn and uWSGI: threads per worker; granian: runtime threads per worker.
@@ -47,28 +49,10 @@ class ServerSpec(Model):
 
     @model_validator(mode="after")
     def _check(self) -> ServerSpec:
-        if self.kind in ("uvicorn", "hypercorn") and self.threads != 1:
-            raise ValueError(f"{self.kind} has no threads setting; use kind='gunicorn' for threads")
-        if self.blocking_threads is not None and self.kind != "granian":
-            raise ValueError(f"blocking_threads is a granian knob; {self.kind} has none")
-        if self.kind not in ("gunicorn", "uvicorn") and self.worker_class != "uvicorn":
-            raise ValueError(f"worker_class is a gunicorn knob; {self.kind} has none")
-        if self.kind == "granian" and self.backlog < 128:
-            raise ValueError(f"granian needs backlog >= 128 (got {self.backlog})")
-        if self.kind == "granian" and self.max_requests:
-            raise ValueError("granian has no max_requests (it restarts workers by time or RSS)")
-        if self.kind in ("uwsgi", "mod_wsgi") and self.max_requests_jitter:
-            raise ValueError(f"{self.kind} has no max_requests_jitter; use max_requests alone")
+        get_server(self.kind).check_knobs(self)
         if self.max_requests_jitter and not self.max_requests:
             raise ValueError("max_requests_jitter needs max_requests > 0 (jitter adds to it)")
         return self
-
-
-# ProxySpec knobs that only nginx has, and the Apache ones (None: Apache's default).
-NGINX_ONLY_KNOBS = ("worker_processes", "worker_connections", "gzip_min_length", "buffering")
-APACHE_KNOBS = ("mpm", "max_request_workers", "threads_per_child", "start_servers")
-# Apache's ThreadsPerChild when unset (worker and event MPMs).
-APACHE_THREADS_PER_CHILD = 25
 
 
 class ProxySpec(Model):
@@ -82,7 +66,7 @@ class ProxySpec(Model):
     (APACHE_KNOBS) unset with nginx.
     """
 
-    kind: Literal["none", "nginx", "apache"] = "nginx"
+    kind: Literal[FRONT_KINDS] = "nginx"
     transport: Literal["tcp", "unix"] = "tcp"
     # How nginx talks to the app server: HTTP (proxy_pass), or, to uWSGI only,
     # the uwsgi protocol (uwsgi_pass) or FastCGI (fastcgi_pass).
@@ -107,54 +91,26 @@ class ProxySpec(Model):
 
     @model_validator(mode="after")
     def _check(self) -> ProxySpec:
-        if self.kind == "none" and self.transport == "unix":
+        front = get_front(self.kind)
+        if front.role is None and self.transport == "unix":
             raise ValueError(
                 "transport 'unix' needs a proxy in front (load drivers speak TCP); "
-                "use proxy kind 'nginx' or 'apache', or transport 'tcp'"
+                f"use proxy kind {_either(k for k in FRONT_KINDS if get_front(k).role)}, "
+                "or transport 'tcp'"
             )
-        if self.protocol != "http" and self.kind == "none":
+        if self.protocol not in front.protocols:
+            speakers = [k for k in FRONT_KINDS if self.protocol in get_front(k).protocols]
             raise ValueError(
-                f"protocol {self.protocol!r} needs nginx in front (proxy kind 'nginx'; "
-                "Apache speaks it too: 'apache')"
+                f"protocol {self.protocol!r} needs a front that speaks it (proxy kind "
+                f"{_either(speakers)})"
             )
-        self._check_apache_knobs()
+        front.check_knobs(self)
         if self.protocol != "http" and self.upstream_keepalive:
             raise ValueError(
                 f"upstream_keepalive is measured over HTTP only; set it to 0 with protocol "
                 f"{self.protocol!r}"
             )
         return self
-
-    def _check_apache_knobs(self) -> None:
-        if self.kind != "apache":
-            given = [k for k in APACHE_KNOBS if getattr(self, k) is not None]
-            if given:
-                raise ValueError(
-                    f"{', '.join(given)}: Apache knob{'s' if len(given) > 1 else ''}; "
-                    f"set proxy kind 'apache' or remove {'them' if len(given) > 1 else 'it'}"
-                )
-            return
-        for knob in NGINX_ONLY_KNOBS:
-            if getattr(self, knob) != type(self).model_fields[knob].default:
-                raise ValueError(
-                    f"{knob} is an nginx knob; Apache has none (its knobs: mpm, "
-                    "max_request_workers, threads_per_child, start_servers)"
-                )
-        if self.mpm == "prefork":
-            if self.threads_per_child is not None:
-                raise ValueError(
-                    "threads_per_child needs a threaded MPM (prefork runs one thread per "
-                    "process); use mpm 'worker' or 'event', or remove it"
-                )
-            return
-        threads = self.threads_per_child or APACHE_THREADS_PER_CHILD
-        workers = self.max_request_workers
-        if workers is not None and workers % threads:
-            nearest = max(threads, workers // threads * threads)
-            raise ValueError(
-                f"max_request_workers {workers} must be a multiple of threads_per_child "
-                f"{threads} (Apache would round it down); e.g. {nearest}"
-            )
 
     @property
     def apache_mpm(self) -> str:
@@ -187,47 +143,41 @@ class StackSpec(Model):
 
     @model_validator(mode="after")
     def _check_protocol(self) -> StackSpec:
-        if self.server.kind == "mod_wsgi":
-            if self.proxy.kind != "apache":
+        server = get_server(self.server.kind)
+        if server.inside_front is not None:
+            if self.proxy.kind != server.inside_front:
                 raise ValueError(
-                    "server kind 'mod_wsgi' runs the app inside Apache; set proxy kind 'apache'"
+                    f"server kind {server.kind!r} runs the app inside "
+                    f"{get_front(server.inside_front).title}; "
+                    f"set proxy kind {server.inside_front!r}"
                 )
             if self.proxy.upstream_keepalive:
                 raise ValueError(
-                    "upstream_keepalive does not apply to mod_wsgi (Apache reaches its daemon "
-                    "processes over mod_wsgi's own unix socket, per request); set it to 0"
+                    f"upstream_keepalive does not apply to {server.kind} "
+                    f"({get_front(server.inside_front).title} "
+                    "reaches the app's processes itself, per request); set it to 0"
                 )
-        if self.proxy.protocol != "http" and self.server.kind != "uwsgi":
+        if self.proxy.protocol not in server.protocols:
+            speakers = [k for k in SERVER_KINDS if self.proxy.protocol in get_server(k).protocols]
             raise ValueError(
-                f"proxy protocol {self.proxy.protocol!r} is spoken by uwsgi only, not "
-                f"{self.server.kind}; use protocol 'http'"
+                f"proxy protocol {self.proxy.protocol!r} is spoken by {_either(speakers)} only, "
+                f"not {self.server.kind}; use protocol 'http'"
             )
         return self
 
     def describe(self) -> str:
         s, p = self.server, self.proxy
-        if s.kind == "gunicorn":
-            server = f"gunicorn[{s.worker_class}] workers={s.workers} threads={s.threads}"
-        elif s.kind in ("uwsgi", "granian"):
-            server = f"{s.kind} workers={s.workers} threads={s.threads}"
-            if s.blocking_threads:
-                server += f" blocking_threads={s.blocking_threads}"
-        elif s.kind == "mod_wsgi":
-            server = f"mod_wsgi daemon processes={s.workers} threads={s.threads}"
-        else:
-            server = f"{s.kind} workers={s.workers}"
+        server_impl = get_server(s.kind)
+        server = server_impl.describe(s)
         if s.max_requests:
             jitter = f"+0..{s.max_requests_jitter}" if s.max_requests_jitter else ""
             server += f" max_requests={s.max_requests}{jitter}"
         extra = f", somaxconn {self.network.somaxconn}" if self.network.somaxconn else ""
-        if p.kind == "none":
+        front = get_front(p.kind).describe(p)
+        if not front:
             return f"{server}, no proxy{extra}"
-        front = "nginx"
-        if p.kind == "apache":
-            knobs = [f"{k}={getattr(p, k)}" for k in APACHE_KNOBS[1:] if getattr(p, k) is not None]
-            front = f"apache[{' '.join([p.apache_mpm, *knobs])}]"
-            if s.kind == "mod_wsgi":
-                return f"{front} + {server}{extra}"
+        if server_impl.inside_front is not None:
+            return f"{front} + {server}{extra}"
         keepalive = (
             f"upstream keepalive {p.upstream_keepalive}"
             if p.upstream_keepalive
@@ -236,3 +186,8 @@ class StackSpec(Model):
         via = p.transport if p.protocol == "http" else f"{p.transport}/{p.protocol}"
         return f"{front} --{via}--> {server}, {keepalive}{extra}"
 
+
+def _either(kinds) -> str:
+    """'a', 'b' or 'c'."""
+    quoted = [f"'{k}'" for k in kinds]
+    return " or ".join([", ".join(quoted[:-1]), quoted[-1]]) if len(quoted) > 1 else quoted[0]

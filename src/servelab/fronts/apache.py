@@ -28,29 +28,32 @@ import grp
 import os
 import pwd
 import subprocess
-import sys
 import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
-from servelab.apps import ResolvedApp
-from servelab.config.stack import APACHE_THREADS_PER_CHILD, ProxySpec, ServerSpec, StackSpec
-from servelab.errors import MissingToolError, SpecError, StackStartError
+from servelab.apps import SERVELAB_ROOT, ResolvedApp, app_environment
+from servelab.config.stack import ProxySpec, StackSpec
+from servelab.errors import MissingToolError, StackStartError
+from servelab.fronts.base import AppAddress, Configured, Front
+from servelab.host.doctor import Check
+from servelab.host.environment import program_version
 from servelab.host.paths import find_program
 from servelab.launch.templates import render
+from servelab.servers import mod_wsgi
 
 CONF_NAME = "httpd.conf"
 LOG_NAME = "apache.log"
-SCRIPT_NAME = "app.wsgi"
 MODULES_DIR = Path("/usr/lib/apache2/modules")
 FALLBACK_BINARY = Path("/usr/sbin/apache2")  # not on a non-root user's PATH on Debian
 RUN_USER = "www-data"
 INSTALL_FIX = "apt-get install apache2 (or run make setup)"
-MOD_WSGI_FIX = "pip install mod_wsgi into servelab's venv (make setup; it needs apache2-dev)"
 # Apache's built-in limits that bound MaxRequestWorkers and ThreadsPerChild.
 _PREFORK_SERVER_LIMIT = 256
 _SERVER_LIMIT = 16
 _THREAD_LIMIT = 64
+# Apache's ThreadsPerChild when unset (worker and event MPMs).
+APACHE_THREADS_PER_CHILD = 25
 # The protocol servelab speaks to the app, as mod_proxy's URL scheme and module.
 _SCHEMES = {"http": "http", "fastcgi": "fcgi", "uwsgi": "uwsgi"}
 _PROXY_MODULES = {"http": "proxy_http", "fastcgi": "proxy_fcgi", "uwsgi": "proxy_uwsgi"}
@@ -64,30 +67,6 @@ def apache_binary() -> str:
     if os.access(FALLBACK_BINARY, os.X_OK):
         return str(FALLBACK_BINARY)
     raise MissingToolError("apache2 (Apache httpd) is not installed", INSTALL_FIX)
-
-
-def mod_wsgi_module() -> Path:
-    """The mod_wsgi module of servelab's venv, built against the project's Python."""
-    try:
-        from mod_wsgi.express.platform import MOD_WSGI_SO  # type: ignore[import-untyped]
-    except ImportError:
-        raise MissingToolError(
-            "mod_wsgi is not installed in servelab's venv", MOD_WSGI_FIX
-        ) from None
-    path = Path(MOD_WSGI_SO)
-    if not path.is_file():
-        raise MissingToolError(f"mod_wsgi's Apache module {path} is missing", MOD_WSGI_FIX)
-    return path
-
-
-def check_app(app: ResolvedApp) -> None:
-    """SpecError when mod_wsgi cannot serve ``app`` (it is WSGI only)."""
-    if app.interface != "wsgi":
-        raise SpecError(
-            f"app {app.import_path} is an ASGI app; mod_wsgi serves WSGI apps only",
-            "serve it with gunicorn, uvicorn, granian or hypercorn behind apache "
-            "(server kind other than mod_wsgi), or give a WSGI app",
-        )
 
 
 @dataclass(frozen=True)
@@ -243,23 +222,6 @@ def _modules(spec: StackSpec, wsgi_module: Path | None) -> list[tuple[str, Path]
     return modules
 
 
-def wsgi_settings(
-    server: ServerSpec, app: ResolvedApp, workdir: Path, python_path: list[Path]
-) -> dict[str, object]:
-    """What the WSGIDaemonProcess line needs (see httpd.conf.j2)."""
-    return {
-        "processes": server.workers,
-        "threads": server.threads,
-        "python_home": Path(sys.prefix),  # servelab's venv, as mod_wsgi-express module-config
-        "python_path": ":".join(str(p) for p in python_path),
-        "home": app.app_dir or python_path[-1],
-        "backlog": server.backlog,
-        "request_timeout": server.timeout_s,
-        "maximum_requests": server.max_requests,
-        "script": workdir / SCRIPT_NAME,
-    }
-
-
 def render_httpd_conf(
     spec: StackSpec,
     *,
@@ -275,7 +237,7 @@ def render_httpd_conf(
     if (target is None) == (wsgi is None):
         raise ValueError("give a proxy target or mod_wsgi settings, not both")
     if wsgi is not None and wsgi_module is None:
-        wsgi_module = mod_wsgi_module()
+        wsgi_module = mod_wsgi.mod_wsgi_module()
     server_limit, thread_limit = _limits(spec.proxy)
     pool, pool_comment = pool_params(spec.proxy)
     return render(
@@ -304,17 +266,6 @@ def apache_quote(value: object) -> str:
     return f'"{text}"'
 
 
-def wsgi_script(app: ResolvedApp) -> str:
-    """The script mod_wsgi loads: it imports the app (calling a factory) as ``application``."""
-    module, _, attr = app.import_path.partition(":")
-    call = "()" if app.is_factory else ""
-    return (
-        "# Written by servelab: mod_wsgi serves `application` from this file.\n"
-        "import importlib\n\n"
-        f"application = getattr(importlib.import_module({module!r}), {attr!r}){call}\n"
-    )
-
-
 def write_httpd_conf(
     spec: StackSpec,
     *,
@@ -328,9 +279,9 @@ def write_httpd_conf(
     """Render httpd.conf (and for mod_wsgi the app's script) into ``workdir``."""
     wsgi = None
     if app is not None:
-        wsgi = wsgi_settings(spec.server, app, workdir, python_path or [])
-        script = workdir / SCRIPT_NAME
-        script.write_text(wsgi_script(app))
+        wsgi = mod_wsgi.wsgi_settings(spec.server, app, workdir, python_path or [])
+        script = workdir / mod_wsgi.SCRIPT_NAME
+        script.write_text(mod_wsgi.wsgi_script(app))
         script.chmod(0o644)
     conf = workdir / CONF_NAME
     conf.write_text(
@@ -370,3 +321,100 @@ def apache_check(conf_path: Path, *, timeout_s: float = 30.0) -> None:
         detail=output,
     )
 
+
+
+class Apache(Front):
+    kind = "apache"
+    role = "apache"
+    protocols = frozenset(_SCHEMES)
+    own_knobs = ("mpm", "max_request_workers", "threads_per_child", "start_servers")
+    log_name = LOG_NAME
+
+    @property
+    def title(self) -> str:
+        return "Apache"
+
+    def check_knobs(self, proxy: ProxySpec) -> None:
+        super().check_knobs(proxy)
+        if proxy.mpm == "prefork":
+            if proxy.threads_per_child is not None:
+                raise ValueError(
+                    "threads_per_child needs a threaded MPM (prefork runs one thread per "
+                    "process); use mpm 'worker' or 'event', or remove it"
+                )
+            return
+        threads = proxy.threads_per_child or APACHE_THREADS_PER_CHILD
+        workers = proxy.max_request_workers
+        if workers is not None and workers % threads:
+            nearest = max(threads, workers // threads * threads)
+            raise ValueError(
+                f"max_request_workers {workers} must be a multiple of threads_per_child "
+                f"{threads} (Apache would round it down); e.g. {nearest}"
+            )
+
+    def describe(self, proxy: ProxySpec) -> str:
+        knobs = [f"{k}={getattr(proxy, k)}" for k in self.own_knobs[1:] if getattr(proxy, k)]
+        return f"apache[{' '.join([proxy.apache_mpm, *knobs])}]"
+
+    def configure(
+        self, spec: StackSpec, *, workdir: Path, listen_port: int, app_address: AppAddress
+    ) -> Configured:
+        who = run_as()
+        open_to(workdir, who, 0o710)
+        if isinstance(app_address, Path):
+            target = proxy_target(spec.proxy.protocol, socket=app_address)
+        else:
+            target = proxy_target(spec.proxy.protocol, port=app_address[1])
+        conf = write_httpd_conf(
+            spec, workdir=workdir, listen_port=listen_port, target=target, who=who
+        )
+        apache_check(conf)  # before anything runs
+        return Configured(conf)
+
+    def configure_hosting(
+        self, spec: StackSpec, app: ResolvedApp, *, workdir: Path, listen_port: int
+    ) -> Configured:
+        """Apache running the app in mod_wsgi daemon processes (the sampler gives the
+        daemons role "app")."""
+        who = run_as()
+        python_path = [p for p in (app.app_dir, SERVELAB_ROOT) if p is not None]
+        check_daemon_access(who, [*python_paths(), *python_path])
+        env = app_environment(spec.app.env, app.app_dir)
+        env["PYTHONUNBUFFERED"] = "1"
+        open_to(workdir, who, 0o710)
+        open_database(env, who)
+        conf = write_httpd_conf(
+            spec, workdir=workdir, listen_port=listen_port, app=app, python_path=python_path,
+            who=who,
+        )
+        apache_check(conf)
+        return Configured(conf, env)
+
+    def hosted_app_address(self, workdir: Path) -> AppAddress | None:
+        # Requests wait for a daemon in the listen queue of mod_wsgi's socket.
+        sockets = sorted(workdir.glob("wsgi.*.sock"))
+        return sockets[0] if sockets else None
+
+    def before_start(self, app_address: AppAddress | None, workdir: Path) -> None:
+        if isinstance(app_address, Path):
+            # Connectable by Apache's children (their group) only, whatever mode the
+            # app server gave it (gunicorn: 0777; uWSGI: 0755, which they cannot use).
+            open_to(app_address, run_as(), 0o660)
+
+    def command(self, conf: Path) -> list[str]:
+        return apache_command(conf)
+
+    def version(self) -> str | None:
+        try:
+            return program_version([apache_binary(), "-v"])
+        except MissingToolError:
+            return None
+
+    def doctor_checks(self) -> list[Check]:
+        """Optional: only proxy kind 'apache' (and server kind 'mod_wsgi') need it."""
+        name = "apache2 (proxy kind 'apache')"
+        try:
+            binary = apache_binary()
+        except MissingToolError as exc:
+            return [Check(name, "warn", "not found", exc.fix)]
+        return [Check(name, "ok", program_version([binary, "-v"]) or binary)]

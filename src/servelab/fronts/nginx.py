@@ -13,8 +13,11 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from servelab.config.stack import ProxySpec
+from servelab.config.stack import ProxySpec, StackSpec
 from servelab.errors import StackStartError
+from servelab.fronts.base import AppAddress, Configured, Front
+from servelab.host.doctor import SETUP_FIX, Check, check_program
+from servelab.host.environment import program_version
 from servelab.host.paths import require_program
 from servelab.launch.templates import render
 
@@ -166,3 +169,42 @@ def _first_problem(output: str) -> str:
             return line.split("] ", 1)[-1].strip()
     lines = output.strip().splitlines()
     return lines[0] if lines else "no message"
+
+
+class Nginx(Front):
+    kind = "nginx"
+    role = "nginx"
+    protocols = frozenset({"http", "uwsgi", "fastcgi"})
+    own_knobs = ("worker_processes", "worker_connections", "gzip_min_length", "buffering")
+    log_name = LOG_NAME
+
+    def describe(self, proxy: ProxySpec) -> str:
+        return "nginx"
+
+    def configure(
+        self, spec: StackSpec, *, workdir: Path, listen_port: int, app_address: AppAddress
+    ) -> Configured:
+        if isinstance(app_address, Path):
+            upstream = upstream_address("unix", socket=app_address)
+        else:
+            upstream = upstream_address("tcp", port=app_address[1])
+        conf = write_nginx_conf(
+            spec.proxy, workdir=workdir, listen_port=listen_port, upstream=upstream,
+            stack_name=spec.name,
+        )
+        nginx_check(conf)  # before anything runs
+        return Configured(conf)
+
+    def command(self, conf: Path) -> list[str]:
+        return nginx_command(conf)
+
+    def version(self) -> str | None:
+        return program_version(["nginx", "-v"])
+
+    def doctor_checks(self) -> list[Check]:
+        return [
+            check_program(
+                "nginx", ["nginx", "-v"], required=True,
+                fix=f"apt-get install nginx-light, or {SETUP_FIX}",
+            )
+        ]

@@ -32,51 +32,16 @@ def check_program(name: str, version_argv: list[str], *, required: bool, fix: st
 def run_checks() -> list[Check]:
     checks = [
         check_program(
-            "nginx",
-            ["nginx", "-v"],
-            required=True,
-            fix=f"apt-get install nginx-light, or {SETUP_FIX}",
-        ),
-        check_program(
-            "oha",
-            ["oha", "--version"],
-            required=True,
-            fix=f"{SETUP_FIX} (builds oha with cargo into the servelab cache)",
-        ),
-        check_program(
-            "ab",
-            ["ab", "-V"],
-            required=False,
-            fix="apt-get install apache2-utils (needed only for --driver ab)",
-        ),
-        check_program(
-            "wrk",
-            ["wrk", "--version"],
-            required=False,
-            fix="apt-get install wrk (needed only for --driver wrk)",
-        ),
-        check_program(
             "taskset",
             ["taskset", "--version"],
             required=True,
             fix="apt-get install util-linux (CPU pinning)",
         ),
     ]
-    for package in (
-        "gunicorn", "uvicorn", "uvicorn-worker", "granian", "hypercorn", "uwsgi", "fastapi"
-    ):
-        version = package_version(package)
-        checks.append(
-            Check(
-                f"python: {package}",
-                "ok" if version else "fail",
-                version or "not installed",
-                "" if version else SETUP_FIX,
-            )
-        )
+    checks.extend(registered_checks())
+    checks.append(package_check("fastapi"))  # the reference app
     checks.append(postgres_check())
     checks.append(slow_link_check())
-    checks.extend(apache_checks())
     somaxconn = read_sysctl("net.core.somaxconn")
     if somaxconn is None:
         checks.append(
@@ -163,32 +128,25 @@ def postgres_check() -> Check:
     return Check("postgresql (--database postgresql)", "ok", f"{bindir.parent.name} ({bindir})")
 
 
-def apache_checks() -> list[Check]:
-    """Apache httpd and the venv's mod_wsgi are optional: only proxy kind 'apache' and
-    server kind 'mod_wsgi' need them."""
-    from servelab.errors import MissingToolError, StackStartError
-    from servelab.fronts import apache
+def package_check(package: str) -> Check:
+    """A Python package servelab needs in its environment."""
+    version = package_version(package)
+    return Check(
+        f"python: {package}", "ok" if version else "fail", version or "not installed",
+        "" if version else SETUP_FIX,
+    )
 
-    try:
-        binary = apache.apache_binary()
-    except MissingToolError as exc:
-        found = Check("apache2 (proxy kind 'apache')", "warn", "not found", exc.fix)
-    else:
-        found = Check(
-            "apache2 (proxy kind 'apache')", "ok", program_version([binary, "-v"]) or binary
-        )
-    try:
-        module = apache.mod_wsgi_module()
-    except MissingToolError as exc:
-        wsgi = Check("mod_wsgi (server kind 'mod_wsgi')", "warn", "not found", exc.fix)
-    else:
-        version = package_version("mod_wsgi") or "found"
-        wsgi = Check("mod_wsgi (server kind 'mod_wsgi')", "ok", f"{version} ({module.name})")
-        try:  # its daemons run as www-data (when root): can they read the project's Python?
-            apache.check_daemon_access(apache.run_as(), apache.python_paths())
-        except (MissingToolError, StackStartError) as exc:
-            wsgi = Check("mod_wsgi (server kind 'mod_wsgi')", "warn", exc.problem, exc.fix)
-    return [found, wsgi]
+
+def registered_checks() -> list[Check]:
+    """Each front's, load driver's and app server's own checks, in registry order."""
+    from servelab.fronts.registry import FRONT_KINDS, get_front
+    from servelab.load.registry import DRIVER_NAMES, get_driver
+    from servelab.servers.registry import SERVER_KINDS, get_server
+
+    checks = [c for kind in FRONT_KINDS for c in get_front(kind).doctor_checks()]
+    checks += [c for name in DRIVER_NAMES for c in get_driver(name).doctor_checks()]
+    checks += [c for kind in SERVER_KINDS for c in get_server(kind).doctor_checks()]
+    return checks
 
 
 def slow_link_check() -> Check:

@@ -14,21 +14,23 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
-from servelab.apps import _SERVELAB_ROOT, ResolvedApp, app_environment, resolve_app
+from servelab.apps import ResolvedApp, app_environment, resolve_app
 from servelab.config.load import RequestSpec
 from servelab.config.stack import StackSpec
-from servelab.fronts import apache, nginx
+from servelab.fronts.base import Configured, Front
+from servelab.fronts.registry import get_front
 from servelab.host.cgroups import CpuGroup
 from servelab.host.netns import Placement, place_stack
 from servelab.host.procs import JANITOR, ManagedProcess, free_port
 from servelab.launch.readiness import wait_listening, wait_ready
 from servelab.launch.running import RunningStack
-from servelab.servers import granian, gunicorn, hypercorn, uvicorn, uwsgi
+from servelab.servers.base import AppServer, Listen
+from servelab.servers.registry import get_server
 
 __all__ = ["OWNER_ENV", "RunningStack", "launch_stack"]
 
@@ -85,70 +87,41 @@ def _launch(
 ) -> Iterator[RunningStack]:
     netns = placement.namespace
     app = resolve_app(spec.app)
-    if spec.server.kind == "gunicorn":
-        gunicorn.check_worker_class(spec.server, app)
-    elif spec.server.kind == "uwsgi":
-        uwsgi.check_app(app)
-    elif spec.server.kind == "mod_wsgi":
-        apache.check_app(app)
+    server = get_server(spec.server.kind)
+    front = get_front(spec.proxy.kind)
+    server.check_app(spec.server, app)
     workdir = _make_workdir()
     JANITOR.watch("path", workdir)
     processes: dict[str, ManagedProcess] = {}
     deadline = time.monotonic() + startup_timeout_s
     try:
-        if spec.server.kind == "mod_wsgi":
-            with _launch_mod_wsgi(spec, app, workdir, placement, probe, cpus, deadline) as stack:
+        if server.inside_front is not None:
+            with _launch_hosted(spec, front, app, workdir, placement, probe, cpus, deadline) as (
+                stack
+            ):
                 processes = stack.processes
                 yield stack
             return
-        app_proc, app_address, upstream = _prepare_app_server(
-            spec, app, workdir, cpus, placement
-        )
+        app_proc, app_address = _prepare_app_server(spec, server, app, workdir, cpus, placement)
         app_port = app_address[1] if isinstance(app_address, tuple) else None
-        if spec.proxy.kind != "none":
+        if front.role is not None:
             listen_port = _free_port_other_than(app_port, placement)
-        if spec.proxy.kind == "apache":
-            who = apache.run_as()
-            apache.open_to(workdir, who, 0o710)
-            target = apache.proxy_target(
-                spec.proxy.protocol,
-                port=app_port,
-                socket=app_address if isinstance(app_address, Path) else None,
+            configured = front.configure(
+                spec, workdir=workdir, listen_port=listen_port, app_address=app_address
             )
-            conf = apache.write_httpd_conf(
-                spec, workdir=workdir, listen_port=listen_port, target=target, who=who
-            )
-            apache.apache_check(conf)  # before anything runs
-            front_url = f"http://127.0.0.1:{listen_port}"
-        elif spec.proxy.kind == "nginx":
-            conf = nginx.write_nginx_conf(
-                spec.proxy, workdir=workdir, listen_port=listen_port, upstream=upstream,
-                stack_name=spec.name,
-            )
-            nginx.nginx_check(conf)  # before anything runs
             front_url = f"http://127.0.0.1:{listen_port}"
         else:
             assert isinstance(app_address, tuple), "a unix socket is only allowed behind a proxy"
             front_url = "http://{}:{}".format(*app_address)
         processes["app"] = app_proc.start()
-        # nginx starts only once the app listens, so its error log holds no
+        # The front starts only once the app listens, so its error log holds no
         # start-up noise ("connect() failed") that a run's log analysis would count.
         wait_listening(app_address, processes, _left(deadline), netns=netns)
-        if spec.proxy.kind == "nginx":
-            processes["nginx"] = ManagedProcess(
-                "nginx",
-                placement.wrap(nginx.nginx_command(conf)),
-                log_path=workdir / nginx.LOG_NAME,
-                cwd=workdir,
-                env={**os.environ, OWNER_ENV: str(os.getpid())},
-                cpus=cpus,
-            ).start()
-        elif spec.proxy.kind == "apache":
-            if isinstance(app_address, Path):
-                # Connectable by Apache's children (their group) only, whatever mode the
-                # app server gave it (gunicorn: 0777; uWSGI: 0755, which they cannot use).
-                apache.open_to(app_address, who, 0o660)
-            processes["apache"] = _apache_process(conf, workdir, placement, cpus, os.environ)
+        if front.role is not None:
+            front.before_start(app_address, workdir)
+            processes[front.role] = _front_process(
+                front, configured, workdir, placement, cpus
+            )
         wait_ready(front_url + probe.path, probe, processes, _left(deadline), netns=netns)
         yield RunningStack(
             spec=spec, base_url=front_url, workdir=workdir, processes=processes,
@@ -167,8 +140,9 @@ def _left(deadline: float) -> float:
 
 
 @contextmanager
-def _launch_mod_wsgi(
+def _launch_hosted(
     spec: StackSpec,
+    front: Front,
     app: ResolvedApp,
     workdir: Path,
     placement: Placement,
@@ -176,22 +150,12 @@ def _launch_mod_wsgi(
     cpus: str | None,
     deadline: float,
 ) -> Iterator[RunningStack]:
-    """Apache alone, running the app in mod_wsgi daemon processes (role "apache"; the
-    sampler gives the daemons role "app"). The caller stops the processes."""
-    who = apache.run_as()
-    python_path = [p for p in (app.app_dir, _SERVELAB_ROOT) if p is not None]
-    apache.check_daemon_access(who, [*apache.python_paths(), *python_path])
-    env = app_environment(spec.app.env, app.app_dir)
-    env["PYTHONUNBUFFERED"] = "1"
-    apache.open_to(workdir, who, 0o710)
-    apache.open_database(env, who)
+    """The front alone, running the app itself (a server ``inside_front``: mod_wsgi in
+    Apache). The caller stops the processes."""
     listen_port = _free_port(placement)
-    conf = apache.write_httpd_conf(
-        spec, workdir=workdir, listen_port=listen_port, app=app, python_path=python_path,
-        who=who,
-    )
-    apache.apache_check(conf)
-    processes = {"apache": _apache_process(conf, workdir, placement, cpus, env)}
+    configured = front.configure_hosting(spec, app, workdir=workdir, listen_port=listen_port)
+    assert front.role is not None
+    processes = {front.role: _front_process(front, configured, workdir, placement, cpus)}
     stack = RunningStack(
         spec=spec, base_url=f"http://127.0.0.1:{listen_port}", workdir=workdir,
         processes=processes, placement=placement, app_address=None,
@@ -200,21 +164,22 @@ def _launch_mod_wsgi(
         wait_ready(
             stack.url(probe.path), probe, processes, _left(deadline), netns=placement.namespace
         )
-        # Requests wait for a daemon in the listen queue of mod_wsgi's socket.
-        sockets = sorted(workdir.glob("wsgi.*.sock"))
-        stack.app_address = sockets[0] if sockets else None
+        stack.app_address = front.hosted_app_address(workdir)
         yield stack
     finally:
         _stop_all(processes)
 
 
-def _apache_process(
-    conf: Path, workdir: Path, placement: Placement, cpus: str | None, env: Mapping[str, str]
+def _front_process(
+    front: Front, configured: Configured, workdir: Path, placement: Placement,
+    cpus: str | None,
 ) -> ManagedProcess:
+    assert front.role is not None
+    env = os.environ if configured.env is None else configured.env
     return ManagedProcess(
-        "apache",
-        placement.wrap(apache.apache_command(conf)),
-        log_path=workdir / apache.LOG_NAME,
+        front.role,
+        placement.wrap(front.command(configured.conf)),
+        log_path=workdir / front.log_name,
         cwd=workdir,
         env={**env, OWNER_ENV: str(os.getpid())},
         cpus=cpus,
@@ -222,53 +187,30 @@ def _apache_process(
 
 
 def _prepare_app_server(
-    spec: StackSpec, app: ResolvedApp, workdir: Path, cpus: str | None, placement: Placement
-) -> tuple[ManagedProcess, tuple[str, int] | Path, str]:
-    """The (not yet started) app server, where it listens ((host, port) or a unix
-    socket path), and the nginx upstream address pointing there."""
-    socket: Path | None = None
-    port: int | None = None
+    spec: StackSpec, server: AppServer, app: ResolvedApp, workdir: Path, cpus: str | None,
+    placement: Placement,
+) -> tuple[ManagedProcess, tuple[str, int] | Path]:
+    """The (not yet started) app server, and where it listens ((host, port) or a unix
+    socket path)."""
     address: tuple[str, int] | Path
-    if spec.proxy.kind in ("nginx", "apache") and spec.proxy.transport == "unix":
-        socket = address = workdir / SOCKET_NAME
-        upstream = nginx.upstream_address("unix", socket=socket)
+    # somaxconn where it runs, for a server that refuses a larger backlog (uWSGI).
+    max_backlog = spec.network.somaxconn if placement.namespace is not None else None
+    if spec.proxy.transport == "unix" and get_front(spec.proxy.kind).role is not None:
+        address = workdir / SOCKET_NAME
+        listen = Listen(socket=address, protocol=spec.proxy.protocol, max_backlog=max_backlog)
     else:
         port = _free_port(placement)
         address = ("127.0.0.1", port)
-        upstream = nginx.upstream_address("tcp", port=port)
-    if spec.server.kind == "gunicorn":
-        conf = gunicorn.write_gunicorn_conf(
-            spec.server, workdir=workdir, bind=gunicorn.bind_address(port=port, socket=socket),
-            stack_name=spec.name,
-        )
-        argv = gunicorn.gunicorn_command(conf, app)
-        log_path = workdir / gunicorn.LOG_NAME
-    elif spec.server.kind == "uvicorn":
-        argv = uvicorn.uvicorn_command(spec.server, app, port=port, socket=socket)
-        log_path = workdir / uvicorn.LOG_NAME
-    elif spec.server.kind == "granian":
-        argv = granian.granian_command(spec.server, app, port=port, socket=socket)
-        log_path = workdir / granian.LOG_NAME
-    elif spec.server.kind == "hypercorn":
-        argv = hypercorn.hypercorn_command(spec.server, app, port=port, socket=socket)
-        log_path = workdir / hypercorn.LOG_NAME
-    else:
-        # uWSGI refuses a backlog above somaxconn where it runs; others are capped silently.
-        in_netns = placement.namespace is not None
-        cap = spec.network.somaxconn if in_netns else uwsgi.somaxconn()
-        argv = uwsgi.uwsgi_command(
-            spec.server, app, protocol=spec.proxy.protocol, port=port, socket=socket,
-            max_backlog=cap,
-        )
-        log_path = workdir / uwsgi.LOG_NAME
+        listen = Listen(port=port, protocol=spec.proxy.protocol, max_backlog=max_backlog)
+    command = server.command(spec.server, app, listen, workdir, stack_name=spec.name)
     env = app_environment(spec.app.env, app.app_dir)
     env["PYTHONUNBUFFERED"] = "1"  # log lines reach the log file (and its tail) at once
     env[OWNER_ENV] = str(os.getpid())
     proc = ManagedProcess(
-        spec.server.kind, placement.wrap(argv), log_path=log_path, cwd=app.app_dir, env=env,
-        cpus=cpus,
+        spec.server.kind, placement.wrap(command.argv), log_path=workdir / command.log_name,
+        cwd=app.app_dir, env=env, cpus=cpus,
     )
-    return proc, address, upstream
+    return proc, address
 
 
 def _free_port(placement: Placement) -> int:

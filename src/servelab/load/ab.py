@@ -39,6 +39,7 @@ import re
 from pathlib import Path
 
 from servelab.config.load import LoadSpec, RequestSpec
+from servelab.host.doctor import Check, check_program
 from servelab.host.paths import require_program
 from servelab.load.base import program_output
 from servelab.results.records import LoadMeasurement
@@ -53,8 +54,12 @@ _NUMBER = r"([0-9]+(?:\.[0-9]+)?)"
 LATENCY_KEYS = ("mean", "p50", "p90", "p99", "max")
 
 
+INSTALL_FIX = "apt-get install apache2-utils (needed only for --driver ab)"
+
+
 class AbDriver:
     name = "ab"
+    capabilities = frozenset({"request_count", "time_per_request"})
 
     def __init__(self, program: str | None = None) -> None:
         self._program = program
@@ -62,7 +67,10 @@ class AbDriver:
     def executable(self) -> str:
         if self._program is not None:
             return self._program
-        return require_program("ab", "apt-get install apache2-utils (needed only for --driver ab)")
+        return require_program("ab", INSTALL_FIX)
+
+    def doctor_checks(self) -> list[Check]:
+        return [check_program("ab", ["ab", "-V"], required=False, fix=INSTALL_FIX)]
 
     def version(self) -> str:
         text = program_output([self.executable(), "-V"], "ab -V", "ab")

@@ -19,6 +19,7 @@ from typing import Protocol
 
 from servelab.config.load import LoadSpec, RequestSpec
 from servelab.errors import LoadDriverError, SpecError
+from servelab.host.doctor import Check
 from servelab.host.procs import JANITOR, tail, with_cpus
 from servelab.results.records import LoadMeasurement
 
@@ -41,24 +42,47 @@ def program_output(argv: list[str], what: str, tool: str) -> str:
     return done.stdout + done.stderr
 
 
-def needed_features(load: LoadSpec) -> set[str]:
-    """Optional features ``load`` needs; a driver lists those it has in ``features``."""
+# What a driver may be able to do; each lists those it can in ``capabilities``.
+CAPABILITIES = {
+    "request_count": "stop after a number of requests",
+    "open_model": "send at a fixed rate (open model)",
+    "bursts": "send bursts of requests with pauses between (bursts model)",
+    "slow_ms": "count requests slower than a threshold",
+    "request_mix": "draw each request's path from a weighted mix",
+    "latencies": "keep every request's latency (runs measured in slices need it)",
+    "time_per_request": "print ab's 'Time per request' figures",
+}
+
+
+def needed_capabilities(request: RequestSpec, load: LoadSpec) -> set[str]:
+    """The capabilities ``request`` and ``load`` need of a driver."""
     needed = set()
+    if load.duration_s is None:
+        needed.add("request_count")
+    if load.model == "open":
+        needed.add("open_model")
     if load.model == "bursts":
         needed.add("bursts")
     if load.slow_ms is not None:
         needed.add("slow_ms")
+    if request.mix:
+        needed.add("request_mix")
     return needed
 
 
 class LoadDriver(Protocol):
     name: str
+    capabilities: frozenset[str]  # of CAPABILITIES
 
     def executable(self) -> str:
         """Path of the program; raises MissingToolError with the install fix."""
         ...
 
     def version(self) -> str: ...
+
+    def doctor_checks(self) -> list[Check]:
+        """Is it installed (and how to install it)?"""
+        ...
 
     def unsupported(self, request: RequestSpec, load: LoadSpec) -> str | None:
         """Why this driver cannot generate ``load`` (None when it can)."""
@@ -90,14 +114,16 @@ def run_load(
     ``prefix`` goes before the driver's argv, e.g. ``ip netns exec NAME`` to run it
     inside the stack's network namespace.
     """
-    missing = needed_features(load) - set(getattr(driver, "features", ()))
-    reason = (
+    missing = needed_capabilities(request, load) - driver.capabilities
+    reason = driver.unsupported(request, load) or (
         f"it has no {' / '.join(sorted(missing))} support" if missing else None
-    ) or driver.unsupported(request, load)
+    )
     if reason:
+        from servelab.load.registry import most_capable
+
         raise SpecError(
             f"load driver {driver.name} cannot do this: {reason}",
-            "choose another driver with --driver (oha supports the most)",
+            f"choose another driver with --driver ({most_capable()} supports the most)",
         )
     workdir.mkdir(parents=True, exist_ok=True)
     body_path = None

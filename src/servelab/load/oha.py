@@ -47,6 +47,7 @@ from typing import Any
 
 from servelab.config.load import LoadSpec, RequestSpec
 from servelab.errors import LoadDriverError
+from servelab.host.doctor import SETUP_FIX, Check, check_program
 from servelab.host.paths import cache_dir, require_program
 from servelab.load.base import program_output
 from servelab.results.records import LoadMeasurement
@@ -121,7 +122,9 @@ def _flags_of(program: str) -> OhaFlags:
 
 class OhaDriver:
     name = "oha"
-    features = frozenset({"bursts", "slow_ms"})
+    capabilities = frozenset(
+        {"request_count", "open_model", "bursts", "slow_ms", "request_mix", "latencies"}
+    )
 
     def __init__(
         self,
@@ -149,6 +152,10 @@ class OhaDriver:
         if self._flags is None:
             self._flags = _flags_of(self.executable())
         return self._flags
+
+    def doctor_checks(self) -> list[Check]:
+        fix = f"{SETUP_FIX} (builds oha with cargo into the servelab cache)"
+        return [check_program("oha", ["oha", "--version"], required=True, fix=fix)]
 
     def version(self) -> str:
         text = program_output([self.executable(), "--version"], "oha --version", "oha").strip()

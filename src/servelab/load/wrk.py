@@ -33,6 +33,7 @@ from pathlib import Path
 
 from servelab.config.load import LoadSpec, RequestSpec
 from servelab.errors import LoadDriverError
+from servelab.host.doctor import Check, check_program
 from servelab.host.paths import require_program
 from servelab.load.base import program_output
 from servelab.results.records import LoadMeasurement
@@ -51,8 +52,12 @@ def usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
+INSTALL_FIX = "apt-get install wrk (needed only for --driver wrk)"
+
+
 class WrkDriver:
     name = "wrk"
+    capabilities: frozenset[str] = frozenset()
 
     def __init__(self, program: str | None = None, cpus: int | None = None) -> None:
         """``program`` pins the binary; ``cpus`` the CPU count that caps wrk's threads."""
@@ -62,7 +67,10 @@ class WrkDriver:
     def executable(self) -> str:
         if self._program is not None:
             return self._program
-        return require_program("wrk", "apt-get install wrk (needed only for --driver wrk)")
+        return require_program("wrk", INSTALL_FIX)
+
+    def doctor_checks(self) -> list[Check]:
+        return [check_program("wrk", ["wrk", "--version"], required=False, fix=INSTALL_FIX)]
 
     def version(self) -> str:
         # "wrk 4.2.0 [epoll] Copyright (C) 2012 Will Glozer" (exits 1 after printing it).

@@ -9,8 +9,8 @@ from servelab.config.experiment import Experiment
 from servelab.errors import SpecError
 from servelab.host.cgroups import cpu_group, joined
 from servelab.host.cpus import CpuPlan
-from servelab.load import get_driver
 from servelab.load.base import LoadDriver
+from servelab.load.registry import get_driver
 from servelab.measure.executor import Groups, HostExecutor, beside_the_driver
 from servelab.measure.plan import Launch, plan_launches, run_key
 from servelab.measure.runner import Runner, RunnerEvents

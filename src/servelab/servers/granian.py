@@ -7,6 +7,7 @@ from pathlib import Path
 
 from servelab.apps import ResolvedApp
 from servelab.config.stack import ServerSpec
+from servelab.servers.base import AppServer, Command, Listen
 from servelab.servers.installed import require_module
 
 LOG_NAME = "granian.log"
@@ -54,3 +55,24 @@ def granian_command(
     if server.blocking_threads is not None:
         argv += ["--blocking-threads", str(server.blocking_threads)]
     return [*argv, app.import_path]
+
+
+class Granian(AppServer):
+    kind = "granian"
+    knobs = frozenset({"threads", "blocking_threads"})
+    packages = ("granian",)
+
+    def check_knobs(self, server: ServerSpec) -> None:
+        super().check_knobs(server)
+        if server.backlog < 128:
+            raise ValueError(f"granian needs backlog >= 128 (got {server.backlog})")
+        if server.max_requests:
+            raise ValueError("granian has no max_requests (it restarts workers by time or RSS)")
+
+    def command(
+        self, server: ServerSpec, app: ResolvedApp, listen: Listen, workdir: Path,
+        stack_name: str = "stack",
+    ) -> Command:
+        return Command(
+            granian_command(server, app, port=listen.port, socket=listen.socket), LOG_NAME
+        )

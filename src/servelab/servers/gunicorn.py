@@ -11,6 +11,7 @@ from servelab.apps import ResolvedApp
 from servelab.config.stack import ServerSpec
 from servelab.errors import SpecError
 from servelab.launch.templates import render
+from servelab.servers.base import AppServer, Command, Listen
 
 CONF_NAME = "gunicorn.conf.py"
 LOG_NAME = "gunicorn.log"
@@ -105,3 +106,23 @@ def write_gunicorn_conf(
 
 def gunicorn_command(conf_path: Path, app: ResolvedApp) -> list[str]:
     return [sys.executable, "-m", "gunicorn", "-c", str(conf_path), app.gunicorn_target]
+
+
+class Gunicorn(AppServer):
+    kind = "gunicorn"
+    knobs = frozenset({"threads", "worker_class", "max_requests", "max_requests_jitter"})
+    packages = ("gunicorn", "uvicorn-worker")
+
+    def check_app(self, server: ServerSpec, app: ResolvedApp) -> None:
+        check_worker_class(server, app)
+
+    def command(
+        self, server: ServerSpec, app: ResolvedApp, listen: Listen, workdir: Path,
+        stack_name: str = "stack",
+    ) -> Command:
+        bind = bind_address(port=listen.port, socket=listen.socket)
+        conf = write_gunicorn_conf(server, workdir=workdir, bind=bind, stack_name=stack_name)
+        return Command(gunicorn_command(conf, app), LOG_NAME)
+
+    def describe(self, server: ServerSpec) -> str:
+        return f"gunicorn[{server.worker_class}] workers={server.workers} threads={server.threads}"

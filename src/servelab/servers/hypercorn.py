@@ -7,6 +7,7 @@ from pathlib import Path
 
 from servelab.apps import ResolvedApp
 from servelab.config.stack import ServerSpec
+from servelab.servers.base import AppServer, Command, Listen
 from servelab.servers.installed import require_module
 
 LOG_NAME = "hypercorn.log"
@@ -51,3 +52,17 @@ def hypercorn_command(
     if server.max_requests_jitter:
         argv += ["--max-requests-jitter", str(server.max_requests_jitter)]
     return [*argv, target]
+
+
+class Hypercorn(AppServer):
+    kind = "hypercorn"
+    knobs = frozenset({"max_requests", "max_requests_jitter"})
+    packages = ("hypercorn",)
+
+    def command(
+        self, server: ServerSpec, app: ResolvedApp, listen: Listen, workdir: Path,
+        stack_name: str = "stack",
+    ) -> Command:
+        return Command(
+            hypercorn_command(server, app, port=listen.port, socket=listen.socket), LOG_NAME
+        )

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from servelab.apps import ResolvedApp
 from servelab.config.stack import ServerSpec
+from servelab.servers.base import AppServer, Command, Listen
 
 LOG_NAME = "uvicorn.log"
 GRACEFUL_TIMEOUT_S = 3
@@ -53,3 +54,19 @@ def uvicorn_command(
     if server.max_requests_jitter:
         argv += ["--limit-max-requests-jitter", str(server.max_requests_jitter)]
     return argv
+
+
+class Uvicorn(AppServer):
+    kind = "uvicorn"
+    knobs = frozenset({"max_requests", "max_requests_jitter"})
+    # Inherited from a gunicorn baseline (gunicorn-vs-uvicorn): accepted, not used.
+    ignored_knobs = frozenset({"worker_class"})
+    packages = ("uvicorn",)
+
+    def command(
+        self, server: ServerSpec, app: ResolvedApp, listen: Listen, workdir: Path,
+        stack_name: str = "stack",
+    ) -> Command:
+        return Command(
+            uvicorn_command(server, app, port=listen.port, socket=listen.socket), LOG_NAME
+        )

@@ -6,27 +6,13 @@ from pathlib import Path
 
 from servelab.apps import ResolvedApp
 from servelab.config.stack import ServerSpec
-from servelab.errors import SpecError
+from servelab.servers.base import AppServer, Command, Listen
 from servelab.servers.installed import require_script
 
 LOG_NAME = "uwsgi.log"
 _SOMAXCONN = Path("/proc/sys/net/core/somaxconn")
 # The option that makes uWSGI listen with each protocol nginx may speak to it.
 SOCKET_OPTION = {"http": "--http-socket", "uwsgi": "--socket", "fastcgi": "--fastcgi-socket"}
-
-
-def check_app(app: ResolvedApp) -> None:
-    """SpecError when uWSGI cannot serve ``app`` (it is WSGI only, and calls no factory)."""
-    if app.interface != "wsgi":
-        raise SpecError(
-            f"app {app.import_path} is an ASGI app; uwsgi serves WSGI apps only",
-            "use granian, hypercorn, uvicorn or gunicorn for an ASGI app",
-        )
-    if app.is_factory:
-        raise SpecError(
-            f"app {app.import_path} is a factory; uwsgi cannot call it",
-            "point uwsgi at a module-level WSGI callable",
-        )
 
 
 def somaxconn() -> int | None:
@@ -55,7 +41,7 @@ def uwsgi_command(
         raise ValueError(f"server kind {server.kind!r} is not uwsgi")
     if protocol not in SOCKET_OPTION:
         raise ValueError(f"unknown protocol {protocol!r}")
-    check_app(app)
+    UWsgi().check_app(server, app)
     if socket is not None:
         where = str(socket)
     elif port is not None:
@@ -87,3 +73,24 @@ def uwsgi_command(
     if server.max_requests:
         argv += ["--max-requests", str(server.max_requests)]
     return argv
+
+
+class UWsgi(AppServer):
+    kind = "uwsgi"
+    interfaces = frozenset({"wsgi"})
+    knobs = frozenset({"threads", "max_requests"})
+    protocols = frozenset(SOCKET_OPTION)
+    calls_factories = False
+    packages = ("uwsgi",)
+
+    def command(
+        self, server: ServerSpec, app: ResolvedApp, listen: Listen, workdir: Path,
+        stack_name: str = "stack",
+    ) -> Command:
+        # uWSGI refuses a backlog above somaxconn where it runs; others are capped silently.
+        cap = somaxconn() if listen.max_backlog is None else listen.max_backlog
+        argv = uwsgi_command(
+            server, app, protocol=listen.protocol, port=listen.port, socket=listen.socket,
+            max_backlog=cap,
+        )
+        return Command(argv, LOG_NAME)

@@ -1,0 +1,110 @@
+"""What every front module provides (nothing, nginx, Apache), so the launcher, spec
+validation and ``servelab doctor`` never name one.
+
+A front module defines one ``Front`` subclass, listed once in ``servelab.fronts.registry``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
+
+from servelab.config.stack import ProxySpec, StackSpec
+from servelab.host.doctor import Check
+
+if TYPE_CHECKING:
+    from servelab.apps import ResolvedApp
+
+AppAddress = tuple[str, int] | Path  # where the app server listens: (host, port) or a socket
+
+
+@dataclass(frozen=True)
+class Configured:
+    """A front's config file, checked, and the environment its process needs."""
+
+    conf: Path
+    env: Mapping[str, str] | None = None  # None: servelab's own environment
+
+
+class Front(ABC):
+    """One front: the knobs it owns, its config, its process."""
+
+    kind: ClassVar[str]
+    # The role its process has in a running stack (also its log's source); None: no process.
+    role: ClassVar[str | None] = None
+    protocols: ClassVar[frozenset[str]] = frozenset({"http"})  # what it speaks to the app
+    # ProxySpec knobs only this front has (set on another front they are an error).
+    own_knobs: ClassVar[tuple[str, ...]] = ()
+
+    def check_knobs(self, proxy: ProxySpec) -> None:
+        """ValueError for another front's knobs, or values this front cannot take."""
+        for kind, front in _all_fronts():
+            if kind == self.kind:
+                continue
+            ignore_valued = self.role is None
+            given = [k for k in front.own_knobs if _is_set(proxy, k, ignore_valued=ignore_valued)]
+            if given:
+                plural = len(given) > 1
+                raise ValueError(
+                    f"{', '.join(given)}: {front.title} knob{'s' if plural else ''}; set proxy "
+                    f"kind '{kind}' or remove {'them' if plural else 'it'}"
+                )
+
+    @property
+    def title(self) -> str:
+        return self.kind
+
+    @abstractmethod
+    def describe(self, proxy: ProxySpec) -> str:
+        """The front part of a stack's one-line description ("" for none)."""
+
+    def configure(
+        self, spec: StackSpec, *, workdir: Path, listen_port: int, app_address: AppAddress
+    ) -> Configured:
+        """Write the config that forwards ``listen_port`` to the app, checked before
+        anything runs (``nginx -t``)."""
+        raise NotImplementedError(f"{self.kind} has no config")
+
+    def configure_hosting(
+        self, spec: StackSpec, app: ResolvedApp, *, workdir: Path, listen_port: int
+    ) -> Configured:
+        """The config of a front that runs the app itself (a server ``inside_front``)."""
+        raise NotImplementedError(f"{self.kind} cannot run an app itself")
+
+    def hosted_app_address(self, workdir: Path) -> AppAddress | None:
+        """Where requests wait for the app it runs itself (its listen queue), if known."""
+        return None
+
+    def before_start(self, app_address: AppAddress | None, workdir: Path) -> None:
+        """Last preparations once the app server listens (e.g. its socket's mode)."""
+        return None
+
+    def command(self, conf: Path) -> list[str]:
+        raise NotImplementedError(f"{self.kind} runs no process")
+
+    log_name: ClassVar[str] = ""
+
+    def version(self) -> str | None:
+        return None
+
+    def doctor_checks(self) -> list[Check]:
+        return []
+
+
+def _is_set(proxy: ProxySpec, knob: str, *, ignore_valued: bool) -> bool:
+    """Whether ``knob`` differs from its default. A knob whose default is a value (nginx's)
+    is inherited by a variant without a front from its baseline and ignored there
+    (``ignore_valued``); a knob unset by default (Apache's) was set on purpose."""
+    default = ProxySpec.model_fields[knob].default
+    if ignore_valued and default is not None:
+        return False
+    return getattr(proxy, knob) != default
+
+
+def _all_fronts() -> list[tuple[str, Front]]:
+    from servelab.fronts.registry import FRONT_KINDS, get_front
+
+    return [(kind, get_front(kind)) for kind in FRONT_KINDS]

@@ -1,0 +1,118 @@
+"""What every app server module provides, so the rest of servelab never names one.
+
+A server module defines one ``AppServer`` subclass and is listed once in
+``servelab.servers.registry``; spec validation, the launcher, ``servelab doctor``,
+the environment record and the CLI's choices read it from there.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+from servelab.apps import ResolvedApp
+from servelab.config.stack import ServerSpec
+from servelab.errors import SpecError
+from servelab.host.doctor import Check, package_check
+from servelab.host.environment import package_version
+
+# ServerSpec knobs that only some servers have; each server lists the ones it honours.
+OPTIONAL_KNOBS = ("threads", "blocking_threads", "worker_class", "max_requests",
+                  "max_requests_jitter")
+
+
+@dataclass(frozen=True)
+class Listen:
+    """Where and how an app server listens: a loopback port or a unix socket."""
+
+    port: int | None = None
+    socket: Path | None = None
+    protocol: str = "http"  # what the front speaks to it (see ``AppServer.protocols``)
+    max_backlog: int | None = None  # net.core.somaxconn where it runs, when known
+
+    def __post_init__(self) -> None:
+        if (self.port is None) == (self.socket is None):
+            raise ValueError("give a port or a socket path")
+
+
+@dataclass(frozen=True)
+class Command:
+    """The argv that runs a server, and the log file it writes (in the stack's dir)."""
+
+    argv: list[str]
+    log_name: str
+
+
+class AppServer(ABC):
+    """One app server: its knobs, its checks, its command line."""
+
+    kind: ClassVar[str]
+    interfaces: ClassVar[frozenset[str]] = frozenset({"asgi", "wsgi"})
+    knobs: ClassVar[frozenset[str]] = frozenset()  # of OPTIONAL_KNOBS
+    ignored_knobs: ClassVar[frozenset[str]] = frozenset()  # accepted, without effect
+    protocols: ClassVar[frozenset[str]] = frozenset({"http"})  # a front may speak to it
+    calls_factories: ClassVar[bool] = True
+    # Set for a server that runs inside its front (mod_wsgi: in Apache); None: its own
+    # processes, which a front (or the load driver) connects to.
+    inside_front: ClassVar[str | None] = None
+    # Distributions it needs in the app's Python; the first names its version.
+    packages: ClassVar[tuple[str, ...]] = ()
+
+    def check_knobs(self, server: ServerSpec) -> None:
+        """ValueError for knobs this server cannot honour (pydantic reports it)."""
+        for knob in OPTIONAL_KNOBS:
+            if knob in self.knobs or knob in self.ignored_knobs:
+                continue
+            if getattr(server, knob) != ServerSpec.model_fields[knob].default:
+                raise ValueError(f"{self.kind} has no {knob} setting{_owners(knob)}")
+
+    def check_app(self, server: ServerSpec, app: ResolvedApp) -> None:
+        """SpecError when this server cannot serve ``app``."""
+        if app.interface not in self.interfaces:
+            other = sorted(k for k, s in _all_servers() if app.interface in s.interfaces)
+            raise SpecError(
+                f"app {app.import_path} is an {app.interface.upper()} app; {self.kind} serves "
+                f"{' and '.join(i.upper() for i in sorted(self.interfaces))} apps only",
+                f"use {', '.join(other)} for an {app.interface.upper()} app",
+            )
+        if app.is_factory and not self.calls_factories:
+            raise SpecError(
+                f"app {app.import_path} is a factory; {self.kind} cannot call it",
+                f"point {self.kind} at a module-level app object",
+            )
+
+    @abstractmethod
+    def command(
+        self, server: ServerSpec, app: ResolvedApp, listen: Listen, workdir: Path,
+        stack_name: str = "stack",
+    ) -> Command:
+        """How to start it (it may write its config file into ``workdir`` first)."""
+
+    def describe(self, server: ServerSpec) -> str:
+        """The server part of a stack's one-line description."""
+        text = f"{self.kind} workers={server.workers}"
+        if "threads" in self.knobs:
+            text += f" threads={server.threads}"
+        if server.blocking_threads:
+            text += f" blocking_threads={server.blocking_threads}"
+        return text
+
+    def version(self) -> str | None:
+        return package_version(self.packages[0]) if self.packages else None
+
+    def doctor_checks(self) -> list[Check]:
+        """Is it installed? By default: each of its packages in servelab's Python."""
+        return [package_check(package) for package in self.packages]
+
+
+def _all_servers() -> list[tuple[str, AppServer]]:
+    from servelab.servers.registry import SERVER_KINDS, get_server
+
+    return [(kind, get_server(kind)) for kind in SERVER_KINDS]
+
+
+def _owners(knob: str) -> str:
+    owners = [kind for kind, server in _all_servers() if knob in server.knobs]
+    return f" ({knob} is a knob of {', '.join(owners)})" if owners else ""
