@@ -60,7 +60,7 @@ def quick(times: int, extra: list[str], root: Path) -> None:
     for n in range(1, times + 1):
         began = time.monotonic()
         done = subprocess.run(
-            [SERVELAB, "study", "quick", "--out", str(root), *extra],
+            [SERVELAB, "study", "quick", "--results", str(root), *extra],
             capture_output=True,
             text=True,
         )
@@ -75,7 +75,7 @@ def quick(times: int, extra: list[str], root: Path) -> None:
         )
         ids = json.loads(
             subprocess.run(
-                [SERVELAB, "results", "show", "--out", str(root), "--json", result_id],
+                [SERVELAB, "results", "show", "--results", str(root), "--json", result_id],
                 capture_output=True,
                 text=True,
                 check=True,

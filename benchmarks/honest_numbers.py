@@ -92,7 +92,7 @@ def main() -> None:
     parser.add_argument("--repetitions", type=int, default=5)
     parser.add_argument("--duration", type=float, default=10.0)
     parser.add_argument(
-        "--out", type=Path, help="keep the results here (servelab results list --out DIR)"
+        "--out", type=Path, help="keep the results here (servelab results list --results DIR)"
     )
     parser.add_argument(
         "--backlog",

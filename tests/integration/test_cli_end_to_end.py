@@ -32,7 +32,7 @@ def test_quick_study_runs_every_variant_and_leaves_nothing(tmp_path):
     dirs_before = servelab_temp_dirs()
     pid, code, stdout, stderr = servelab(
         "study", "quick", "-r", "1", "-d", "1", "--endpoints", "sync-small,async-small",
-        "--warmup", "20", "--out", str(tmp_path))
+        "--warmup", "20", "--results", str(tmp_path))
     assert code == 0, stderr
     result_dir = tmp_path / "1-quick"
     assert (tmp_path / "servelab.db").is_file()
@@ -60,7 +60,7 @@ def test_sliced_runs_are_merged_from_their_slices_and_leave_nothing(tmp_path):
     pid, code, _stdout, stderr = servelab(
         "study", "quick", "-r", "2", "-d", "2", "--slices", "2", "--in-turns", "--budget", "1s",
         "--endpoints",
-        "sync-small,async-small", "--warmup", "20", "--out", str(tmp_path))
+        "sync-small,async-small", "--warmup", "20", "--results", str(tmp_path))
     assert code == 0, stderr
     runs = [json.loads(line) for line in (tmp_path / "1-quick" / "runs.jsonl").read_text()
             .splitlines()]
@@ -90,7 +90,7 @@ def test_side_by_side_rounds_until_the_budget_and_the_answer_last(tmp_path):
     dirs_before = servelab_temp_dirs()
     pid, code, stdout, stderr = servelab(
         "study", "quick", "-r", "2", "-d", "2", "--endpoints", "async-small",
-        "--precision", "0.1", "--min-effect", "50", "--budget", "40s", "--out", str(tmp_path))
+        "--precision", "0.1", "--min-effect", "50", "--budget", "40s", "--results", str(tmp_path))
     assert code == 0, stderr
     runs = [json.loads(line) for line in (tmp_path / "1-quick" / "runs.jsonl").read_text()
             .splitlines()]
@@ -108,7 +108,7 @@ def test_side_by_side_rounds_until_the_budget_and_the_answer_last(tmp_path):
     assert "measuring stopped: the budget of 40 s" in answer
     assert "not clear yet" in answer
     shown = subprocess.run(
-        [sys.executable, "-m", "servelab", "results", "show", "1", "--json", "--out",
+        [sys.executable, "-m", "servelab", "results", "show", "1", "--json", "--results",
          str(tmp_path)], capture_output=True, text=True, check=True)
     document = json.loads(shown.stdout)
     assert document["answer_metric"] == "rps_per_cpu"
@@ -121,7 +121,7 @@ def test_ctrl_c_stops_everything_and_keeps_finished_runs(tmp_path):
     dirs_before = servelab_temp_dirs()
     proc = subprocess.Popen(
         [sys.executable, "-m", "servelab", "study", "quick", "-r", "3", "-d", "2",
-         "--warmup", "20", "--out", str(tmp_path)],
+         "--warmup", "20", "--results", str(tmp_path)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
         preexec_fn=with_default_sigint,
     )
@@ -150,7 +150,7 @@ def test_ctrl_c_stops_everything_and_keeps_finished_runs(tmp_path):
 def test_sigkill_then_resume_loses_and_duplicates_nothing(tmp_path):
     dirs_before = servelab_temp_dirs()
     argv = [sys.executable, "-m", "servelab", "study", "quick", "-r", "2", "-d", "1",
-            "--endpoints", "sync-small,async-small", "--warmup", "20", "--out", str(tmp_path)]
+            "--endpoints", "sync-small,async-small", "--warmup", "20", "--results", str(tmp_path)]
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     runs_file = tmp_path / "1-quick" / "runs.jsonl"
@@ -183,7 +183,7 @@ def test_sigkill_then_resume_loses_and_duplicates_nothing(tmp_path):
     assert [json.dumps(r, sort_keys=True) for r in final[: len(kept)]] == [
         json.dumps(json.loads(line), sort_keys=True) for line in kept
     ], "the runs finished before the kill are kept as they were"
-    listed = subprocess.run([sys.executable, "-m", "servelab", "results", "list", "--out",
+    listed = subprocess.run([sys.executable, "-m", "servelab", "results", "list", "--results",
                              str(tmp_path)], capture_output=True, text=True, check=True)
     assert "12/12" in listed.stdout and "finished" in listed.stdout
     assert servelab_temp_dirs() <= dirs_before

@@ -103,7 +103,7 @@ def test_study_on_the_django_app_with_its_own_postgresql(tmp_path: Path) -> None
     proc = subprocess.run(
         [sys.executable, "-m", "servelab", "study", "keepalive", "--app", "django",
          "--database", "postgresql", "-r", "1", "-d", "1", "-c", "8", "--warmup", "20",
-         "--out", str(tmp_path)],
+         "--results", str(tmp_path)],
         capture_output=True, text=True, timeout=180,
     )
     assert proc.returncode == 0, proc.stderr
@@ -120,7 +120,7 @@ def test_a_killed_servelab_leaves_no_postgresql_behind(tmp_path: Path) -> None:
     before = pg_dirs()
     proc = subprocess.Popen(
         [sys.executable, "-m", "servelab", "study", "keepalive", "--app", "django",
-         "--database", "postgresql", "-r", "3", "-d", "3", "-c", "8", "--out", str(tmp_path)],
+         "--database", "postgresql", "-r", "3", "-d", "3", "-c", "8", "--results", str(tmp_path)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )
     try:

@@ -251,7 +251,7 @@ def test_ramp_command_finds_the_breaking_point_and_the_first_502(tmp_path: Path)
     done = subprocess.run(
         [sys.executable, "-m", "servelab", "ramp", "--sleep", "0.02", "--workers", "1",
          "--somaxconn", "16", "--start", "20", "--step", "20", "--max-rate", "100",
-         "--step-seconds", "1", "--p99-ms", "300", "--out", str(tmp_path)],
+         "--step-seconds", "1", "--p99-ms", "300", "--results", str(tmp_path)],
         capture_output=True, text=True, timeout=180, check=False,
     )
     assert done.returncode == 0, done.stderr
@@ -272,7 +272,7 @@ def test_ramp_command_finds_the_breaking_point_and_the_first_502(tmp_path: Path)
 def test_ctrl_c_during_a_namespaced_study_removes_the_namespace(tmp_path: Path):
     proc = subprocess.Popen(
         [sys.executable, "-m", "servelab", "study", "backlog", "--sleep", "0.5",
-         "--out", str(tmp_path)],
+         "--results", str(tmp_path)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
         preexec_fn=with_default_sigint,
     )

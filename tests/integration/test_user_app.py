@@ -89,7 +89,7 @@ def test_asgi_factory_on_a_study_with_the_users_request(app_dir: Path, tmp_path:
         "study", "keepalive", "--app", "mine.asgi:create_app", "--app-dir", str(app_dir),
         "--method", "POST", "--path", "/items", "--header", "X-Token: t0k",
         "--body-file", str(body), "--expect-status", "201",
-        "-r", "1", "-d", "1", "-c", "4", "--warmup", "20", "--out", str(out),
+        "-r", "1", "-d", "1", "-c", "4", "--warmup", "20", "--results", str(out),
     )
     assert code == 0, stderr
     assert "ASGI factory" in stderr
@@ -104,7 +104,7 @@ def test_wsgi_app_gets_a_wsgi_worker_class_on_study_and_run(app_dir: Path, tmp_p
     out = tmp_path / "out"
     code, _, stderr = servelab(
         "study", "gunicorn-vs-uvicorn", "--app", "mine.wsgi:app", "--app-dir", str(app_dir),
-        "-r", "1", "-d", "1", "-c", "4", "--warmup", "20", "--out", str(out),
+        "-r", "1", "-d", "1", "-c", "4", "--warmup", "20", "--results", str(out),
     )
     assert code == 0, stderr
     assert "gunicorn worker class uvicorn -> gthread" in stderr
@@ -117,7 +117,7 @@ def test_wsgi_app_gets_a_wsgi_worker_class_on_study_and_run(app_dir: Path, tmp_p
     out2 = tmp_path / "out2"
     code, _, stderr = servelab(
         "run", str(toml), "--app", "mine.wsgi:app", "--app-dir", str(app_dir),
-        "--method", "PUT", "--out", str(out2),
+        "--method", "PUT", "--results", str(out2),
     )
     assert code == 0, stderr
     (run,) = runs_of(out2)
@@ -138,7 +138,7 @@ def test_an_app_that_cannot_be_imported_is_one_line(
 ) -> None:
     code, _, stderr = servelab(
         "study", "quick", "--app", ref, "--app-dir", str(app_dir), "-r", "1", "-d", "1",
-        "--out", str(tmp_path / "out"),
+        "--results", str(tmp_path / "out"),
     )
     assert code == 2
     first, *rest = stderr.strip().splitlines()
@@ -151,7 +151,7 @@ def test_a_wrong_status_stops_before_measuring(app_dir: Path, tmp_path: Path) ->
     code, _, stderr = servelab(
         "study", "quick", "--app", "mine.wsgi:app", "--app-dir", str(app_dir),
         "--path", "/missing", "--startup-timeout", "3", "-r", "1", "-d", "1",
-        "--out", str(tmp_path / "out"),
+        "--results", str(tmp_path / "out"),
     )
     assert code == 4
     (first,) = [line for line in stderr.splitlines() if line.startswith("servelab: error:")]
@@ -210,7 +210,7 @@ def test_a_weighted_request_mix_from_an_experiment_file(app_dir: Path, tmp_path:
         request = {{ mix = [{{ path = "/a", weight = 3 }}, {{ path = "/b", weight = 1 }}] }}
         load = {{ concurrency = 4, requests = 800 }}
     """))
-    code, _, stderr = servelab("run", str(toml), "--out", str(tmp_path / "out"))
+    code, _, stderr = servelab("run", str(toml), "--results", str(tmp_path / "out"))
     assert code == 0, stderr
     (run,) = runs_of(tmp_path / "out")
     assert run["load"]["status_counts"] == {"200": 800}

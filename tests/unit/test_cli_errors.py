@@ -122,7 +122,7 @@ def test_bad_results_input(setup, args, message, tmp_path):
         conn.commit()
         conn.close()
     before = db.read_bytes() if db.exists() else None
-    done = servelab(*args, "--out", str(tmp_path))
+    done = servelab(*args, "--results", str(tmp_path))
     assert done.returncode == 2, done.stderr
     assert message in done.stderr
     assert "Traceback" not in done.stderr

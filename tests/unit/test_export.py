@@ -311,14 +311,14 @@ def test_bad_input_is_one_clear_line(args: list[str], message: str, tmp_path: Pa
     assert not (tmp_path / "out").exists()
 
 
-def test_cli_refuses_a_non_empty_out_and_writes_with_force(tmp_path: Path) -> None:
+def test_cli_refuses_a_non_empty_out_and_writes_with_overwrite(tmp_path: Path) -> None:
     out = tmp_path / "report"
     out.mkdir()
     (out / "report.md").write_text("mine")
     done = servelab("report", str(SLEEPY), "--out", str(out))
     assert done.returncode == 2 and "exists and is not empty" in done.stderr
     assert (out / "report.md").read_text() == "mine"
-    done = servelab("report", str(SLEEPY), "--out", str(out), "--force")
+    done = servelab("report", str(SLEEPY), "--out", str(out), "--overwrite")
     assert done.returncode == 0, done.stderr
     assert (out / "report.md").read_text().startswith("# sleepy-workers")
     assert (out / "report.html").is_file() and (out / "charts" / "rps.png").is_file()

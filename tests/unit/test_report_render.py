@@ -1,31 +1,45 @@
-"""HTML and charts: structure, not bytes. And writing a report directory safely."""
+"""Sections, HTML and charts: structure, not bytes. And writing a report directory safely."""
 
 from __future__ import annotations
 
 import io
 import re
 import xml.etree.ElementTree as ET
+from collections.abc import Sequence
 from functools import cache
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 from matplotlib.image import imread
+from rich.console import Console
 
 from servelab.errors import ServelabError
-from servelab.report.base import ReportInput, failure_breakdown, log_events
+from servelab.report.base import ReportInput, Section, Table, failure_breakdown, log_events
 from servelab.report.charts import (
     Chart,
     RampPoint,
+    build_charts,
     grid_knobs,
     plan_charts,
     ramp_chart,
     ramp_points,
 )
 from servelab.report.data import runs_csv
-from servelab.report.files import ChartRenderer, write_report
+from servelab.report.files import write_charts, write_report
 from servelab.report.html import render_html
 from servelab.report.markdown import render_markdown
+from servelab.report.sections import (
+    SECTION_KINDS,
+    ChartsSection,
+    FilesSection,
+    MemorySection,
+    RampSection,
+    TimingSection,
+    live_sections,
+    report_sections,
+)
+from servelab.report.terminal import render_terminal
 from servelab.results.records import RunResult
 from servelab.results.store import ResultStore
 
@@ -35,8 +49,18 @@ SVG_NS = "{http://www.w3.org/2000/svg}"
 
 @cache
 def load(name: str) -> ReportInput:
-    """The fixture, analysed; cached, so its charts are drawn once for all tests."""
+    """The fixture, analysed; cached."""
     return ReportInput.from_store(ResultStore.open(FIXTURES / name))
+
+
+@cache
+def sections(name: str) -> tuple[Section, ...]:
+    """The fixture's report sections; cached, so its charts are drawn once for all tests."""
+    return tuple(report_sections(load(name)))
+
+
+def charts(name: str) -> tuple[Chart, ...]:
+    return next(s.charts for s in sections(name) if isinstance(s, ChartsSection))
 
 
 @pytest.fixture
@@ -73,6 +97,51 @@ def _parse(html: str) -> _Elements:
     return parser
 
 
+# --------------------------------------------------------------------------- sections
+
+
+def every_kind_of_section() -> list[Section]:
+    """A fixture's sections, plus the kinds its experiment has none of (a ramp's steps,
+    memory per worker, ab's time per request)."""
+    table = Table(("Variant", "Server", "Figure"), (("tcp", "gunicorn", "1.0"),), 2)
+    extra = [RampSection(table, ("tcp run 1: fine",)), MemorySection(table), TimingSection(table)]
+    return [*sections("rate-steps"), *extra]
+
+
+def test_every_format_renders_every_kind_of_section() -> None:
+    parts = every_kind_of_section()
+    assert {type(s) for s in parts} == set(SECTION_KINDS)
+    markdown = render_markdown(parts)
+    html = render_html(parts)
+    terminal = io.StringIO()
+    Console(file=terminal, width=240).print(render_terminal(parts))
+    for section in parts:
+        if section.heading:
+            assert f"## {section.heading}" in markdown
+            assert f"<h2>{section.heading}</h2>" in html
+            assert section.heading in terminal.getvalue()
+        assert f'id="{section.kind}"' in html or section.kind in ("title", "files")
+    # The kinds without a heading: the title, and the closing line naming the files.
+    assert markdown.startswith("# rate-steps\n") and "<h1>rate-steps</h1>" in html
+    assert "runs.json" in markdown and "runs.json" in html and "runs.json" in terminal.getvalue()
+
+
+def test_the_terminal_ends_with_the_answer() -> None:
+    terminal = io.StringIO()
+    Console(file=terminal, width=240).print(render_terminal(sections("rate-steps")))
+    text = terminal.getvalue()
+    assert text.index("Environment") < text.index("Answer")
+    assert "winner tcp" in text.split("Answer")[-1]
+
+
+def test_the_live_report_is_the_same_sections_without_charts_or_files() -> None:
+    report = load("rate-steps")
+    live = live_sections(report.experiment, report.environment, report.runs)
+    written = [type(s) for s in sections("rate-steps")]
+    assert [type(s) for s in live] == [k for k in written if k not in (ChartsSection, FilesSection)]
+    assert live == report_sections(report, with_files=False)
+
+
 # --------------------------------------------------------------------------- charts
 
 
@@ -93,7 +162,7 @@ def test_grid_knobs_are_detected_from_the_variant_specs(grid: ReportInput) -> No
 @pytest.mark.parametrize("name", ["quick", "workers-threads", "rate-steps", "sleepy-workers"])
 def test_every_chart_is_valid_svg_and_png(name: str) -> None:
     report = load(name)
-    for chart in report.charts:
+    for chart in charts(name):
         root = ET.fromstring(chart.svg.encode())
         assert root.tag == f"{SVG_NS}svg", chart.name
         if chart.name == "errors" and not failure_breakdown(report.runs):
@@ -107,7 +176,7 @@ def test_every_chart_is_valid_svg_and_png(name: str) -> None:
 
 
 def test_rps_chart_shows_every_variant_and_workload(grid: ReportInput) -> None:
-    svg = next(c for c in grid.charts if c.name == "rps").svg
+    svg = next(c for c in charts("workers-threads") if c.name == "rps").svg
     for stack in grid.experiment.stacks:
         assert f">{stack.name}<" in svg
     assert ">sync-small<" in svg
@@ -115,15 +184,15 @@ def test_rps_chart_shows_every_variant_and_workload(grid: ReportInput) -> None:
 
 
 def test_heatmap_cells_hold_the_mean_requests_per_second(grid: ReportInput) -> None:
-    svg = next(c for c in grid.charts if c.name == "heatmap").svg
+    svg = next(c for c in charts("workers-threads") if c.name == "heatmap").svg
     for variant in grid.analysis.variants:
         assert f">{variant.metrics['rps'].summary.mean:,.0f}<" in svg
     assert ">workers<" in svg and ">threads<" in svg
 
 
-def test_charts_are_deterministic(grid: ReportInput) -> None:
+def test_charts_are_deterministic() -> None:
     again = ReportInput.from_store(ResultStore.open(FIXTURES / "workers-threads"))
-    assert [c.svg for c in grid.charts] == [c.svg for c in again.charts]
+    assert [c.svg for c in charts("workers-threads")] == [c.svg for c in build_charts(again)]
 
 
 def test_ramp_points_come_from_the_open_model_workloads(ramp: ReportInput) -> None:
@@ -160,11 +229,10 @@ def test_ramp_chart_takes_a_plain_list_of_points() -> None:
 
 @pytest.mark.parametrize("name", ["workers-threads", "rate-steps"])
 def test_html_is_self_contained_with_every_chart_inline(name: str) -> None:
-    report = load(name)
-    html = render_html(report)
+    html = render_html(sections(name))
     page = _parse(html)
-    assert page.tags.count("svg") == len(report.charts)
-    for chart in report.charts:
+    assert page.tags.count("svg") == len(charts(name))
+    for chart in charts(name):
         assert f'id="chart-{chart.name}"' in html
     # Nothing to fetch: no script, stylesheet link, image, frame or font from anywhere.
     for tag in ("script", "link", "img", "iframe", "object", "embed"):
@@ -187,13 +255,13 @@ def test_html_is_self_contained_with_every_chart_inline(name: str) -> None:
 def test_html_escapes_what_it_did_not_write(grid: ReportInput) -> None:
     hostile = grid.experiment.model_copy(update={"name": "<script>alert(1)</script>"})
     report = ReportInput.build(hostile, grid.environment, grid.runs)
-    html = render_html(report)
+    html = render_html(report_sections(report, with_files=False))
     assert "<script>" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
 
 
-def test_html_shows_verdicts_warnings_failures_and_environment(ramp: ReportInput) -> None:
-    html = render_html(ramp)
+def test_html_shows_verdicts_warnings_failures_and_environment() -> None:
+    html = render_html(sections("rate-steps"))
     assert 'class="badge no"' in html  # "no significant difference"
     assert "43 of 3,151 (1.36 %)" in html
     assert "200 x3108, timeout x43" in html  # status counts beside their causes
@@ -213,14 +281,16 @@ def test_classified_log_lines_are_shown_when_runs_have_them(ramp: ReportInput) -
         runs.append(RunResult.model_validate(data))
     report = ReportInput.build(ramp.experiment, ramp.environment, runs)
     assert log_events(runs[-1]) in ({}, {"read_timeout": 20, "backlog_overflow": 3})
-    markdown = render_markdown(report)
+    report_parts = report_sections(report)
+    markdown = render_markdown(report_parts)
     assert "backlog_overflow x6, read_timeout x40" in markdown  # two runs summed
     assert "- backlog_overflow x6: " in markdown  # the cause, and its fix
-    errors = next(c for c in report.charts if c.name == "errors")
+    (drawn,) = (s.charts for s in report_parts if isinstance(s, ChartsSection))
+    errors = next(c for c in drawn if c.name == "errors")
     assert "Classified log lines" in errors.svg and "backlog_overflow" in errors.svg
     header = runs_csv(report).splitlines()[0].split(",")
     assert "log_backlog_overflow" in header and "log_read_timeout" in header
-    html = render_html(report)
+    html = render_html(report_parts)
     assert "backlog_overflow x6, read_timeout x40" in html and "backlog_overflow x6: " in html
 
 
@@ -263,16 +333,13 @@ def test_a_non_empty_output_directory_is_refused_then_replaced_with_force(
     assert (out / "keep.txt").read_text() == "not servelab's"
 
 
-def test_a_failing_renderer_leaves_nothing_behind(tmp_path: Path, grid: ReportInput) -> None:
-    class Broken:
-        name = "broken"
-
-        def write(self, report: ReportInput, out_dir: Path) -> list[Path]:
-            raise RuntimeError("renderer bug")
+def test_a_failing_writer_leaves_nothing_behind(tmp_path: Path, grid: ReportInput) -> None:
+    def broken(report: ReportInput, sections: Sequence[Section], out_dir: Path) -> list[Path]:
+        raise RuntimeError("renderer bug")
 
     out = tmp_path / "report"
     with pytest.raises(RuntimeError):
-        write_report(grid, out, renderers=(ChartRenderer(), Broken()))
+        write_report(grid, out, writers=(write_charts, broken))
     assert list(tmp_path.iterdir()) == [], "neither the target nor a staging dir remains"
 
 

@@ -13,8 +13,9 @@ from support import FakeExecutor, ListSink
 
 from servelab.analysis.analyze import analyze, comparisons_document
 from servelab.analysis.warnings import WarningKind
-from servelab.cli import cli, parse_duration
+from servelab.cli import cli
 from servelab.config.building import experiment_from_dict
+from servelab.config.run import parse_duration
 from servelab.errors import SpecError
 from servelab.measure import Runner
 from servelab.report.answer import build_answer
@@ -101,7 +102,7 @@ def test_json_comparisons(tmp_path: Path):
     store = ResultStore.create(tmp_path, exp, {"hostname": "test"})
     for run in runs:
         store.add(run)
-    result = CliRunner().invoke(cli, ["results", "show", "1", "--json", "--out", str(tmp_path)])
+    result = CliRunner().invoke(cli, ["results", "show", "1", "--json", "--results", str(tmp_path)])
     assert result.exit_code == 0, result.output
     shown = json.loads(result.output)
     assert shown["comparisons"] == json.loads(json.dumps(document["comparisons"]))

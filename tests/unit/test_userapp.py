@@ -123,6 +123,6 @@ def test_the_django_example_file_is_valid() -> None:
 def test_an_asgi_app_on_uwsgi_is_refused_up_front() -> None:
     asgi = ResolvedApp("m:app", "asgi", None, is_factory=False)
     stack = StackSpec(name="uwsgi-http", server={"kind": "uwsgi"})
-    with pytest.raises(SpecError, match="uWSGI, which serves WSGI apps only"):
+    with pytest.raises(SpecError, match="uwsgi, which serves WSGI apps only"):
         fit_stack(stack, AppSpec(ref="m:app"), asgi)
     check_study_accepts_app("wsgi-shootout", endpoints_given=False)

@@ -31,6 +31,7 @@ from servelab.config.experiment import Experiment
 from servelab.config.load import RequestSpec, Workload
 from servelab.config.stack import AppSpec, StackSpec
 from servelab.errors import SpecError, StackStartError
+from servelab.servers.registry import get_server
 
 # Studies whose question is about the stack, not about the seed app, so they
 # can be asked of any app. The failure-mode studies need the built-in sleepy app.
@@ -45,8 +46,6 @@ APP_STUDIES = (
 )
 USER_WORKLOAD = "app"
 # gunicorn worker class that serves an interface when the study's does not.
-_FITTING_CLASS = {"wsgi": "gthread", "asgi": "uvicorn"}
-_CLASS_INTERFACE = {"uvicorn": "asgi", "sync": "wsgi", "gthread": "wsgi"}
 # The built-in Django app: the only app --database applies to, and its default page.
 DJANGO_REFS = frozenset(
     {
@@ -136,26 +135,19 @@ def check_study_accepts_app(study: str, endpoints_given: bool) -> None:
 
 
 def fit_stack(stack: StackSpec, app_spec: AppSpec, app: ResolvedApp) -> tuple[StackSpec, str]:
-    """``stack`` serving ``app_spec``, its gunicorn worker class fitted to the app.
-
-    Returns the stack and a note ('' when nothing had to change).
-    """
-    server = stack.server
-    note = ""
-    if server.kind == "uwsgi" and app.interface != "wsgi":
+    """``stack`` serving ``app_spec``, its server's settings fitted to the app (e.g.
+    gunicorn's worker class). Returns the stack and a note ('' when nothing changed)."""
+    server = get_server(stack.server.kind)
+    if app.interface not in server.interfaces:
         raise SpecError(
-            f"variant {stack.name} runs uWSGI, which serves WSGI apps only, and "
+            f"variant {stack.name} runs {server.kind}, which serves "
+            f"{' and '.join(i.upper() for i in sorted(server.interfaces))} apps only, and "
             f"{app.import_path} is {app.interface.upper()}",
-            "give a WSGI app, or choose a study without uWSGI (e.g. server-shootout)",
+            f"give another app, or choose a study without {server.kind} (e.g. server-shootout)",
         )
-    if server.kind == "gunicorn" and _CLASS_INTERFACE[server.worker_class] != app.interface:
-        fitted = _FITTING_CLASS[app.interface]
-        note = (
-            f"{stack.name}: app is {app.interface.upper()}, so gunicorn worker class "
-            f"{server.worker_class} -> {fitted}"
-        )
-        server = server.model_copy(update={"worker_class": fitted})
-    return stack.model_copy(update={"app": app_spec, "server": server}), note
+    fitted, change = server.fit_to_app(stack.server, app)
+    note = f"{stack.name}: app is {app.interface.upper()}, so {change}" if change else ""
+    return stack.model_copy(update={"app": app_spec, "server": fitted}), note
 
 
 def with_user_app(

@@ -5,24 +5,23 @@ from __future__ import annotations
 import functools
 import signal
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 import click
-from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from servelab import api
 from servelab.apps.user import UserRequest
-from servelab.config.building import describe_validation_error, load_experiment_file
-from servelab.config.experiment import Experiment
+from servelab.config.building import load_experiment_file
+from servelab.config.run import DEFAULT_RESULTS_DIR, RunOptions, parse_duration
 from servelab.config.stack import AppSpec
 from servelab.errors import ServelabError, SpecError
-from servelab.host.cpus import make_cpu_plan
 from servelab.host.netns import check_somaxconn
-from servelab.session import ExperimentSession
+from servelab.load.registry import DEFAULT_DRIVER, DRIVER_NAMES
+from servelab.servers.registry import SERVER_KINDS, standalone_servers
 from servelab.studies import StudyOptions, all_studies, get_study
 
 console = Console(stderr=True, soft_wrap=True)  # an error stays one line, however long
@@ -51,7 +50,8 @@ def parse_int_list(text: str | None, what: str) -> tuple[int, ...] | None:
     return tuple(values)
 
 
-_cpu_options = [
+# The options of every measuring command, collected into one RunOptions (see run_options).
+_run_options = [
     click.option("--stack-cpus", help="CPUs for the stack (taskset list, e.g. '0').", default=None),
     click.option("--driver-cpus", help="CPUs for the load driver (e.g. '1').", default=None),
     click.option("--no-pin", is_flag=True, help="Do not pin stack and driver to separate CPUs."),
@@ -70,12 +70,20 @@ _cpu_options = [
         "as root, a cgroup gives them 100x the CPU weight of other work).",
     ),
     click.option(
-        "--out",
-        "out_dir",
+        "--results",
+        "results_dir",
         type=click.Path(path_type=Path),
-        default=Path("servelab-results"),
+        default=DEFAULT_RESULTS_DIR,
         show_default=True,
-        help="Where results are written (servelab.db and one directory per experiment).",
+        help="The results directory: servelab.db and one directory per experiment.",
+    ),
+    click.option(
+        "--out",
+        "legacy_out",
+        type=click.Path(path_type=Path),
+        default=None,
+        hidden=True,
+        help="Old name of --results.",
     ),
     click.option(
         "--resume",
@@ -83,7 +91,11 @@ _cpu_options = [
         help="Continue the unfinished experiment of the same name; finished runs are "
         "kept, none is repeated.",
     ),
-    click.option("--force", is_flag=True, help="With --resume: allow mixing machines."),
+    click.option(
+        "--allow-other-machine",
+        is_flag=True,
+        help="With --resume: continue an experiment begun on another machine.",
+    ),
     click.option(
         "--order",
         type=click.Choice(["interleaved", "random"]),
@@ -132,28 +144,37 @@ _cpu_options = [
 ]
 
 
-def parse_duration(text: str) -> float:
-    """'3m' -> 180.0; '90s', '1h', '1m30s' and plain seconds ('200') too."""
-    import re
+def run_options(func):
+    """Add the measuring options to a command, handed to it as one ``run`` (RunOptions)."""
+    names = ("stack_cpus", "driver_cpus", "no_pin", "stack_cpu_quota", "no_cpu_priority",
+             "results_dir", "legacy_out", "resume", "allow_other_machine", "order", "seed",
+             "slices", "side_by_side", "precision_pct", "budget", "min_effect_pct")
 
-    cleaned = text.strip().lower()
-    number = r"(\d+(?:\.\d+)?)"
-    parts = re.fullmatch(rf"(?:{number}h)?(?:{number}m)?(?:{number}s?)?", cleaned)
-    if not cleaned or parts is None or not any(parts.groups()):
-        raise SpecError(
-            f"invalid duration {text!r}", "write e.g. '3m', '90s', '1h' or '1m30s'"
+    @functools.wraps(func)
+    def with_run_options(*args, **kwargs):
+        given = {name: kwargs.pop(name) for name in names}
+        run = RunOptions(
+            results_dir=given["legacy_out"] or given["results_dir"],
+            stack_cpus=given["stack_cpus"],
+            driver_cpus=given["driver_cpus"],
+            pin=not given["no_pin"],
+            stack_cpu_quota=given["stack_cpu_quota"],
+            cpu_priority=not given["no_cpu_priority"],
+            resume=given["resume"],
+            allow_other_machine=given["allow_other_machine"],
+            order=given["order"],
+            seed=given["seed"],
+            slices=given["slices"],
+            side_by_side=given["side_by_side"],
+            precision_pct=given["precision_pct"],
+            budget_s=parse_duration(given["budget"]) if given["budget"] is not None else None,
+            min_effect_pct=given["min_effect_pct"],
         )
-    hours, minutes, seconds = (float(x) if x else 0.0 for x in parts.groups())
-    total = 3600 * hours + 60 * minutes + seconds
-    if total <= 0:
-        raise SpecError(f"the duration {text!r} is zero", "give a positive time, e.g. '3m'")
-    return total
+        return func(*args, run=run, **kwargs)
 
-
-def cpu_and_out_options(func):
-    for option in reversed(_cpu_options):
-        func = option(func)
-    return func
+    for option in reversed(_run_options):
+        with_run_options = option(with_run_options)
+    return with_run_options
 
 
 _failure_options = [
@@ -239,16 +260,13 @@ class UserInput:
     def database_given(self) -> bool:
         return any(v is not None for v in (self.database, self.db_latency, self.db_jitter))
 
-    def session_options(self) -> dict[str, Any]:
-        """The keyword arguments run_session takes from them."""
-        return {
-            "app": self.app,
-            "request": self.request,
-            "database": self.database,
-            "db_latency": self.db_latency,
-            "db_jitter": self.db_jitter,
-            "startup_timeout_s": self.startup_timeout_s,
-        }
+    def applied_to(self, run: RunOptions, *, replace_workloads: bool = False) -> RunOptions:
+        """``run`` with the user's app, request and database options."""
+        return replace(
+            run, app=self.app, request=self.request, database=self.database,
+            db_latency_ms=self.db_latency, db_jitter_ms=self.db_jitter,
+            startup_timeout_s=self.startup_timeout_s, replace_workloads=replace_workloads,
+        )
 
 
 def app_options(func):
@@ -332,7 +350,7 @@ def studies() -> None:
 @click.option("-n", "--requests", type=int, help="Requests per run.")
 @click.option("-d", "--duration", type=float, help="Seconds per run.")
 @click.option(
-    "--driver", type=click.Choice(["oha", "ab", "wrk"]), help="Load driver (default oha)."
+    "--driver", type=click.Choice(DRIVER_NAMES), help=f"Load driver (default {DEFAULT_DRIVER})."
 )
 @click.option(
     "--endpoints", help="Comma list of seed endpoints: sync-small,async-small,sync-big,async-big."
@@ -342,7 +360,7 @@ def studies() -> None:
 @click.option("--warmup", type=int, help="Warm-up requests before each measured run.")
 @failure_options
 @app_options
-@cpu_and_out_options
+@run_options
 def study(
     name: str,
     repetitions,
@@ -355,6 +373,7 @@ def study(
     threads,
     warmup,
     user: UserInput,
+    run: RunOptions,
     **options,
 ) -> None:
     """Run the ready-made study NAME (see `servelab studies`); with --app, on your app."""
@@ -382,7 +401,6 @@ def study(
         raise SpecError(f"--duration must be positive, got {duration}", "pass seconds > 0")
     if warmup is not None and warmup < 0:
         raise SpecError(f"--warmup must be 0 or more, got {warmup}", "pass 0 to skip warm-up")
-    common = {key: options.pop(key) for key in SESSION_OPTIONS}  # the rest: failure options
     study_options = StudyOptions(
         repetitions=repetitions,
         concurrency=concurrency,
@@ -395,115 +413,20 @@ def study(
         warmup_requests=warmup,
         **failure_study_options(**options),
     )
-    run_session(
-        get_study(name).build(study_options),
-        replace_workloads=True,
-        **user.session_options(),
-        **common,
+    api.run(
+        get_study(name).build(study_options), user.applied_to(run, replace_workloads=True),
+        console=console, out=out,
     )
-
-
-# The options of cpu_and_out_options, which every measuring command hands to run_session.
-SESSION_OPTIONS = (
-    "stack_cpus",
-    "driver_cpus",
-    "no_pin",
-    "stack_cpu_quota",
-    "no_cpu_priority",
-    "out_dir",
-    "resume",
-    "force",
-    "order",
-    "seed",
-    "slices",
-    "side_by_side",
-    "precision_pct",
-    "budget",
-    "min_effect_pct",
-)
-
-
-def run_session(
-    experiment: Experiment,
-    *,
-    stack_cpus: str | None,
-    driver_cpus: str | None,
-    no_pin: bool,
-    stack_cpu_quota: float | None,
-    out_dir: Path,
-    no_cpu_priority: bool = False,
-    resume: bool,
-    force: bool,
-    order: str | None,
-    seed: int | None,
-    slices: int | None = None,
-    side_by_side: bool | None = None,
-    precision_pct: float | None = None,
-    budget: str | None = None,
-    min_effect_pct: float | None = None,
-    app=None,
-    request=None,
-    database: str | None = None,
-    db_latency: float | None = None,
-    db_jitter: float | None = None,
-    replace_workloads: bool = False,
-    startup_timeout_s: float = 30.0,
-) -> None:
-    """Run the experiment where the CPU options say; with the user's app, request or a
-    database, prepared first."""
-    from servelab.apps.user import DJANGO_REFS, database_spec, prepared
-
-    experiment = with_order(experiment, order, seed, slices, side_by_side)
-    experiment = with_stopping(experiment, precision_pct, budget, min_effect_pct)
-    db = database_spec(experiment.database, database, db_latency, db_jitter)
-    cpu_plan = make_cpu_plan(
-        stack_cpus, driver_cpus, pin=not no_pin, quota=stack_cpu_quota,
-        priority=not no_cpu_priority,
-    )
-
-    needs_preparing = (
-        app is not None
-        or db is not None
-        or (request is not None and request.given)
-        or any(s.app.ref in DJANGO_REFS for s in experiment.stacks)
-    )
-    uses_django = (app is not None and app.ref in DJANGO_REFS) or any(
-        s.app.ref in DJANGO_REFS for s in experiment.stacks
-    )
-    if resume and uses_django:
-        raise SpecError(
-            "--resume cannot continue an experiment on the Django app: its database is "
-            "made anew, on a new port, for every servelab run",
-            "run it again without --resume",
-        )
-    if not needs_preparing:
-        ExperimentSession(
-            experiment, cpu_plan, out_dir, console=console, out=out, resume=resume, force=force
-        ).run()
-        return
-    with prepared(
-        experiment,
-        app,
-        request,
-        replace_workloads=replace_workloads,
-        database=db,
-        startup_timeout_s=startup_timeout_s,
-        say=lambda note: console.print(f"servelab: {note}", highlight=False),
-        database_cpus=cpu_plan.driver,  # the stack's CPUs stay the stack's
-    ) as ready:
-        ExperimentSession(
-            ready, cpu_plan, out_dir, console=console, out=out, resume=resume, force=force
-        ).run()
 
 
 @cli.command()
 @click.argument("file", type=click.Path(path_type=Path))
 @app_options
-@cpu_and_out_options
-def run(file: Path, user: UserInput, **common) -> None:
+@run_options
+def run(file: Path, user: UserInput, run: RunOptions) -> None:
     """Run the experiment described in the TOML file FILE; --app and the request
     options replace the file's app and requests."""
-    run_session(load_experiment_file(file), **user.session_options(), **common)
+    api.run(load_experiment_file(file), user.applied_to(run), console=console, out=out)
 
 
 @cli.command()
@@ -546,14 +469,17 @@ def run(file: Path, user: UserInput, **common) -> None:
 @click.option("--method", default="GET", show_default=True)
 @click.option("--path", default="/", show_default=True)
 @click.option("--body", help="Request body (e.g. JSON).")
-@click.option("--server", type=click.Choice(["gunicorn", "uvicorn"]), default="gunicorn")
+@click.option(
+    "--server", type=click.Choice(standalone_servers()), default=SERVER_KINDS[0],
+    help="The app server (behind nginx).",
+)
 @click.option("--worker-class", type=click.Choice(["sync", "gthread", "uvicorn"]))
 @click.option("--workers", type=int, default=2, show_default=True)
 @click.option("--transport", type=click.Choice(["tcp", "unix"]), default="unix")
 @click.option("--somaxconn", type=int, help="Run in a namespace with this somaxconn.")
 @click.option("--netns", type=click.Choice(["auto", "require", "off"]), default="auto")
 @click.option("-r", "--repetitions", type=int, default=1, show_default=True)
-@cpu_and_out_options
+@run_options
 def ramp(
     start,
     max_rate,
@@ -567,13 +493,12 @@ def ramp(
     extra_steps,
     repetitions,
     sleep,
+    run: RunOptions,
     **stack,
 ) -> None:
     """Raise a fixed arrival rate step by step until the SLO breaks; report the highest
     sustainable rate and the rate of the first 502."""
     from servelab.measure.ramp import RampOptions, RampPlan, build_ramp
-
-    common = {key: stack.pop(key) for key in SESSION_OPTIONS}  # the rest: stack options
 
     if repetitions < 1 or stack["workers"] < 1:
         raise SpecError("--repetitions and --workers must be 1 or more", "pass 1 or more")
@@ -599,84 +524,16 @@ def ramp(
             **stack,
         )
     )
-    run_session(experiment, **common)
+    api.run(experiment, run, console=console, out=out)
 
 
-def with_order(
-    experiment: Experiment,
-    order: str | None,
-    seed: int | None,
-    slices: int | None = None,
-    side_by_side: bool | None = None,
-) -> Experiment:
-    """The experiment with the run-order options the command line gave (checked again)."""
-    from servelab.config.building import default_slices
-
-    update: dict[str, object] = {}
-    if side_by_side is not None and side_by_side != experiment.side_by_side:
-        update["side_by_side"] = side_by_side
-        if slices is None:  # slices of the other length
-            data = {**experiment.model_dump(), "side_by_side": side_by_side}
-            update["slices"] = default_slices(data)
-    if order is not None:
-        update["order"] = order
-    if seed is not None:
-        update["seed"] = seed
-    if slices is not None:
-        update["slices"] = slices
-        if slices == 1:  # runs in one piece, in turn: nothing side by side, no extra rounds
-            update["side_by_side"] = False
-            update["stopping"] = None
-    if not update:
-        return experiment
-    try:
-        return Experiment.model_validate({**experiment.model_dump(), **update})
-    except ValidationError as exc:
-        raise SpecError(
-            f"--slices/--side-by-side: {describe_validation_error(exc)}",
-            "give fewer slices, a longer duration (oha, closed loads), or leave them out",
-        ) from None
-
-
-def with_stopping(
-    experiment: Experiment,
-    precision_pct: float | None,
-    budget: str | None,
-    min_effect_pct: float | None,
-) -> Experiment:
-    """The experiment with the stopping options the command line gave."""
-    from servelab.config.experiment import StoppingSpec
-
-    update: dict[str, float] = {}
-    for label, value in (("--precision", precision_pct), ("--min-effect", min_effect_pct)):
-        if value is not None and (value < 0 or (label == "--precision" and value == 0)):
-            raise SpecError(f"{label} must be positive, got {value:g}", f"pass {label} > 0")
-    if precision_pct is not None:
-        update["precision_pct"] = precision_pct
-    if budget is not None:
-        update["budget_s"] = parse_duration(budget)
-    if min_effect_pct is not None:
-        update["min_effect_pct"] = min_effect_pct
-    if not update:
-        return experiment
-    if experiment.slices == 1:
-        raise SpecError(
-            "--precision, --budget and --min-effect keep adding interleaved rounds, and this "
-            "experiment is measured in one piece per run (--slices 1, a driver other than "
-            "oha, or an open-model load)",
-            "leave out --slices 1 and use the oha driver with closed loads",
-        )
-    stopping = (experiment.stopping or StoppingSpec()).model_copy(update=update)
-    return experiment.model_copy(update={"stopping": stopping})
-
-
-_results_root = click.option(
-    "--out",
-    "out_dir",
+_results_dir = click.option(
+    "--results",
+    "results_dir",
     type=click.Path(path_type=Path),
-    default=Path("servelab-results"),
+    default=DEFAULT_RESULTS_DIR,
     show_default=True,
-    help="The results directory holding servelab.db.",
+    help="The results directory holding servelab.db (where RESULT ids are looked up).",
 )
 _min_effect = click.option(
     "--min-effect",
@@ -693,13 +550,13 @@ def results() -> None:
 
 
 @results.command("list")
-@_results_root
-def results_list(out_dir: Path) -> None:
-    """List the experiments stored in --out."""
+@_results_dir
+def results_list(results_dir: Path) -> None:
+    """List the experiments stored in --results."""
     from servelab.results.store import DB_FILE, Database
 
-    rows = Database(out_dir / DB_FILE).list_experiments()
-    table = Table(title=f"results in {out_dir / DB_FILE}", title_justify="left")
+    rows = Database(results_dir / DB_FILE).list_experiments()
+    table = Table(title=f"results in {results_dir / DB_FILE}", title_justify="left")
     for column in ("id", "name", "started", "runs", "state", "machine", "export"):
         table.add_column(column)
     for row in rows:
@@ -718,7 +575,7 @@ def results_list(out_dir: Path) -> None:
 
 @results.command("show")
 @click.argument("result")
-@_results_root
+@_results_dir
 @_min_effect
 @click.option(
     "--json", "as_json", is_flag=True, help="Print the comparisons as JSON instead of tables."
@@ -731,13 +588,13 @@ def results_list(out_dir: Path) -> None:
     help="The precision a comparison must reach to be clear (default: the experiment's, or 5).",
 )
 def results_show(
-    result: str, out_dir: Path, min_effect: float, as_json: bool, precision_pct: float | None
+    result: str, results_dir: Path, min_effect: float, as_json: bool, precision_pct: float | None
 ) -> None:
     """Print the tables, verdicts and warnings of RESULT (an id or a results directory)."""
     from servelab.results.store import resolve_result
     from servelab.session import render_tables
 
-    store = resolve_result(result, out_dir)
+    store = resolve_result(result, results_dir)
     if as_json:
         import json
 
@@ -753,21 +610,25 @@ def results_show(
 @results.command("compare")
 @click.argument("first")
 @click.argument("second")
-@_results_root
+@_results_dir
 @_min_effect
-@click.option("--force", is_flag=True, help="Compare results from different machines anyway.")
-def results_compare(first: str, second: str, out_dir: Path, min_effect: float, force: bool) -> None:
+@click.option(
+    "--allow-other-machine", is_flag=True, help="Compare results from different machines anyway."
+)
+def results_compare(
+    first: str, second: str, results_dir: Path, min_effect: float, allow_other_machine: bool
+) -> None:
     """Compare each variant of SECOND against the same variant of FIRST."""
     from servelab.analysis.analyze import METRIC_BY_KEY, compare_results, verdict_line
     from servelab.host.environment import machine_differences
     from servelab.results.store import resolve_result
 
-    a, b = resolve_result(first, out_dir), resolve_result(second, out_dir)
+    a, b = resolve_result(first, results_dir), resolve_result(second, results_dir)
     differences = machine_differences(a.environment, b.environment)
-    if differences and not force:
+    if differences and not allow_other_machine:
         raise ServelabError(
             f"{first} and {second} were measured on different machines ({'; '.join(differences)})",
-            "compare results from one machine, or pass --force",
+            "compare results from one machine, or pass --allow-other-machine",
         )
     pairs = compare_results(a.runs(), b.runs(), min_effect_pct=min_effect)
     if not pairs:
@@ -781,16 +642,6 @@ def results_compare(first: str, second: str, out_dir: Path, min_effect: float, f
             out.print(f"  {verdict_line(METRIC_BY_KEY[key], comparison)}", highlight=False)
 
 
-_report_results_root = click.option(
-    "--results",
-    "results_root",
-    type=click.Path(path_type=Path),
-    default=Path("servelab-results"),
-    show_default=True,
-    help="The results directory holding servelab.db (where RESULT ids are looked up).",
-)
-
-
 @cli.command()
 @click.argument("result")
 @click.option(
@@ -800,13 +651,13 @@ _report_results_root = click.option(
     default=None,
     help="Where the report goes (default: RESULT's directory/report).",
 )
-@_report_results_root
-@click.option("--force", is_flag=True, help="Replace the report's files in a non-empty --out.")
+@_results_dir
+@click.option("--overwrite", is_flag=True, help="Replace the report's files in a non-empty --out.")
 @click.option(
     "--screenshot", is_flag=True, help="Also open the HTML in headless Chromium; save report.png."
 )
 def report(
-    result: str, out_dir: Path | None, results_root: Path, force: bool, screenshot: bool
+    result: str, out_dir: Path | None, results_dir: Path, overwrite: bool, screenshot: bool
 ) -> None:
     """Write RESULT's report: markdown, HTML, SVG/PNG charts, JSON and CSV of every run.
 
@@ -815,7 +666,7 @@ def report(
     from servelab.report.files import report_result
 
     paths = report_result(
-        result, results_root=results_root, out_dir=out_dir, force=force, screenshot=screenshot
+        result, results_root=results_dir, out_dir=out_dir, force=overwrite, screenshot=screenshot
     )
     for path in paths:
         out.print(str(path), highlight=False)
@@ -836,7 +687,7 @@ def report(
     default=None,
     help="Where the files go (default: RESULT's directory/export).",
 )
-@_report_results_root
+@_results_dir
 @click.option(
     "--name",
     default="webapp",
@@ -844,16 +695,16 @@ def report(
     help="Deployment name: app user, socket group NAME-sock, units, /etc/NAME, /run/NAME.",
 )
 @click.option("--listen", default="80", show_default=True, help="nginx's listen address.")
-@click.option("--force", is_flag=True, help="Replace the exported files in a non-empty --out.")
+@click.option("--overwrite", is_flag=True, help="Replace the exported files in a non-empty --out.")
 @click.option(
     "--no-check", is_flag=True, help="Skip nginx -t and gunicorn --check-config (app not here)."
 )
-def export(result, variant, out_dir, results_root, name, listen, force, no_check) -> None:
+def export(result, variant, out_dir, results_dir, name, listen, overwrite, no_check) -> None:
     """Write the deployable configuration of RESULT's best (or --variant NAME) stack."""
     from servelab.export import export_result
     from servelab.report.base import load_result
 
-    report_input, result_dir, label = load_result(result, results_root)
+    report_input, result_dir, label = load_result(result, results_dir)
     outcome = export_result(
         report_input,
         variant,
@@ -861,7 +712,7 @@ def export(result, variant, out_dir, results_root, name, listen, force, no_check
         source=label,
         name=name,
         listen=listen,
-        force=force,
+        force=overwrite,
         check=not no_check,
     )
     out.print(f"[bold]{outcome.choice.name}[/bold]: {outcome.choice.reason}", highlight=False)

@@ -29,6 +29,7 @@ from servelab.config.experiment import Experiment
 from servelab.config.load import LoadSpec, SloSpec
 from servelab.errors import SpecError
 from servelab.results.records import RunResult
+from servelab.servers.registry import SERVER_KINDS, get_server
 
 MAX_STEPS = 40
 MAX_STEP_S = 120.0
@@ -277,7 +278,7 @@ class RampOptions:
     method: str = "GET"
     path: str = "/"
     body: str | None = None
-    server: str = "gunicorn"
+    server: str = SERVER_KINDS[0]
     worker_class: str | None = None  # default: sync for WSGI apps, uvicorn for ASGI
     workers: int = 2
     transport: str = "unix"
@@ -309,7 +310,7 @@ def build_ramp(options: RampOptions) -> Experiment:
         app["env"] = {"SERVELAB_SLEEP_S": "0.01"}
     worker_class = options.worker_class or ("sync" if options.app == "sleepy" else "uvicorn")
     server: dict[str, Any] = {"kind": options.server, "workers": options.workers}
-    if options.server == "gunicorn":
+    if "worker_class" in get_server(options.server).knobs:
         server["worker_class"] = worker_class
     stack = {
         "name": f"{options.app}-{options.transport}",

@@ -28,7 +28,7 @@ def check_out_dir(out_dir: Path, *, force: bool, option: str = "--out") -> None:
     if out_dir.is_dir() and any(out_dir.iterdir()) and not force:
         raise ServelabError(
             f"output directory {out_dir} exists and is not empty",
-            f"choose a new {option} directory, or pass --force to replace the files "
+            f"choose a new {option} directory, or pass --overwrite to replace the files "
             "servelab writes there",
         )
 

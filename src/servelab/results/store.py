@@ -113,7 +113,7 @@ class Database:
         if not path.exists() and not create:
             raise ServelabError(
                 f"no servelab results database at {path}",
-                "run a study first, or pass --out pointing at its results",
+                "run a study first, or pass --results pointing at its directory",
             )
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -123,7 +123,7 @@ class Database:
         except sqlite3.DatabaseError as exc:
             raise ServelabError(
                 f"{path} is not a usable SQLite database ({exc})",
-                "point --out at a servelab results directory, or move the file away",
+                "point --results at a servelab results directory, or move the file away",
             ) from None
 
     def _check_or_create(self) -> None:
@@ -140,13 +140,13 @@ class Database:
         if app_id != APPLICATION_ID:
             raise ServelabError(
                 f"{self.path} is an SQLite database, but not servelab's",
-                "choose another --out directory",
+                "choose another --results directory",
             )
         version = self.conn.execute("PRAGMA user_version").fetchone()[0]
         if version != SCHEMA_VERSION:
             raise ServelabError(
                 f"{self.path} has results schema {version}; this servelab reads {SCHEMA_VERSION}",
-                "use the servelab version that wrote it, or another --out directory",
+                "use the servelab version that wrote it, or another --results directory",
             )
 
     @contextlib.contextmanager

@@ -83,6 +83,11 @@ class AppServer(ABC):
                 f"point {self.kind} at a module-level app object",
             )
 
+    def fit_to_app(self, server: ServerSpec, app: ResolvedApp) -> tuple[ServerSpec, str]:
+        """``server`` with its settings fitted to ``app``'s interface, and what changed
+        ('' when nothing): a study's stacks then serve a user's app of either kind."""
+        return server, ""
+
     @abstractmethod
     def command(
         self, server: ServerSpec, app: ResolvedApp, listen: Listen, workdir: Path,

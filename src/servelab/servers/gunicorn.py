@@ -23,6 +23,8 @@ WORKER_CLASSES: dict[str, str] = {
     "gthread": "gthread",
 }
 _INTERFACE_OF_CLASS = {"uvicorn": "asgi", "sync": "wsgi", "gthread": "wsgi"}
+# The worker class a user's app gets when a study's class cannot serve it.
+_FITTING_CLASS = {"wsgi": "gthread", "asgi": "uvicorn"}
 
 
 def check_worker_class(server: ServerSpec, app: ResolvedApp) -> None:
@@ -115,6 +117,13 @@ class Gunicorn(AppServer):
 
     def check_app(self, server: ServerSpec, app: ResolvedApp) -> None:
         check_worker_class(server, app)
+
+    def fit_to_app(self, server: ServerSpec, app: ResolvedApp) -> tuple[ServerSpec, str]:
+        if _INTERFACE_OF_CLASS[server.worker_class] == app.interface:
+            return server, ""
+        fitted = _FITTING_CLASS[app.interface]
+        change = f"gunicorn worker class {server.worker_class} -> {fitted}"
+        return server.model_copy(update={"worker_class": fitted}), change
 
     def command(
         self, server: ServerSpec, app: ResolvedApp, listen: Listen, workdir: Path,

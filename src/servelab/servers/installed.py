@@ -9,7 +9,7 @@ from pathlib import Path
 
 from servelab.errors import SpecError
 
-_HINT = "run scripts/setup.sh, or pip install granian hypercorn uwsgi into servelab's venv"
+_HINT = "run scripts/setup.sh, or pip install the server into servelab's venv"
 
 
 def require_module(name: str) -> None:

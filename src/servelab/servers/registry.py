@@ -26,3 +26,8 @@ def get_server(kind: str) -> AppServer:
     """The server of ``kind`` (KeyError for an unknown kind: spec validation says which)."""
     module, _, name = SERVERS[kind].partition(":")
     return getattr(importlib.import_module(module), name)()
+
+
+def standalone_servers() -> tuple[str, ...]:
+    """The servers that run as their own processes (not inside a front)."""
+    return tuple(k for k in SERVER_KINDS if get_server(k).inside_front is None)
