@@ -1,4 +1,9 @@
-"""Facts about the machine and tool versions, recorded with every experiment."""
+"""Facts about the machine and tool versions, recorded with every experiment.
+
+Each fact is declared once, in ``FACTS``: its key in the stored environment, how it
+is collected, its label in reports and how it is shown there, and whether it
+identifies the machine (results from different machines are not mixed).
+"""
 
 from __future__ import annotations
 
@@ -6,8 +11,9 @@ import os
 import platform
 import resource
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -70,6 +76,8 @@ def recorded(key: str, value: Any) -> Iterator[None]:
     of the machine: ``servelab.apps.user.app_database`` records the database and
     its link this way, so the stored result (and its report) says what was used.
     """
+    if key not in FACT_BY_KEY:
+        raise KeyError(f"{key!r} is not a fact of the environment (declare it in FACTS)")
     _SETUP[key] = value
     try:
         yield
@@ -77,37 +85,127 @@ def recorded(key: str, value: Any) -> Iterator[None]:
         _SETUP.pop(key, None)
 
 
+Row = tuple[str, str]  # (label, value) as reports show it
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k}={v}" for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return ", ".join(str(v) for v in value)
+    return "unknown" if value is None else str(value)
+
+
+def _value_row(fact: Fact, value: Any, driver: str) -> list[Row]:
+    return [(fact.label, _text(value))]
+
+
+def _driver_row(fact: Fact, version: Any, driver: str) -> list[Row]:
+    return [(fact.label, f"{driver} {version or ''}".strip())]
+
+
+def _placement_rows(fact: Fact, plan: Any, driver: str) -> list[Row]:
+    if not isinstance(plan, Mapping):
+        return []
+    stack, driver_cpus = plan.get("stack"), plan.get("driver")
+    rows = [
+        (
+            fact.label,
+            f"stack on CPUs {stack}, load driver on CPUs {driver_cpus}"
+            if stack or driver_cpus
+            else "not pinned",
+        )
+    ]
+    if plan.get("stack_quota"):
+        rows.append(("CPU quota", f"stack capped at {plan['stack_quota']:g} CPUs of time"))
+    if "cpu_priority" in plan:  # results from before it existed do not say
+        rows.append(
+            (
+                "CPU priority",
+                "stack and driver favoured over other processes (cgroup CPU weight)"
+                if plan["cpu_priority"]
+                else "none (other processes competed on equal terms)",
+            )
+        )
+    return rows
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One fact of every experiment's environment: its key in the stored dict, and how
+    it is collected, compared and shown."""
+
+    key: str
+    label: str  # in reports
+    # None: set by the run (driver_version, cpu_plan: ``servelab.session``) or by the
+    # setup around it (database: ``recorded``).
+    collect: Callable[[], Any] | None = None
+    # Identifies the machine: results measured where it differs are not mixed (--resume
+    # refuses, ``results compare`` says so).
+    machine: bool = False
+    # Its rows in reports, from its value and the experiment's load driver.
+    shown_as: Callable[[Fact, Any, str], list[Row]] = _value_row
+    shown_unrecorded: bool = False  # shown also when absent (the experiment names the driver)
+
+    def rows(self, value: Any, driver: str) -> list[Row]:
+        return self.shown_as(self, value, driver)
+
+
+def _open_files_limit() -> list[int]:
+    return list(resource.getrlimit(resource.RLIMIT_NOFILE))
+
+
+def _package(name: str) -> Callable[[], str | None]:
+    return lambda: package_version(name)
+
+
+# In the order collected, stored and shown.
+FACTS: tuple[Fact, ...] = (
+    Fact("hostname", "Host", platform.node, machine=True),
+    Fact("cpu_model", "CPU", cpu_model, machine=True),
+    Fact("cpu_count", "CPUs", os.cpu_count, machine=True),
+    Fact("cpus_usable", "CPUs usable", lambda: len(os.sched_getaffinity(0))),
+    Fact("kernel", "Kernel", platform.release, machine=True),
+    Fact("somaxconn", "net.core.somaxconn", lambda: read_sysctl("net.core.somaxconn")),
+    Fact("open_files_limit", "Open files limit (soft, hard)", _open_files_limit),
+    Fact("python", "Python", platform.python_version),
+    Fact("nginx", "nginx", lambda: program_version(["nginx", "-v"])),
+    Fact("gunicorn", "gunicorn", _package("gunicorn")),
+    Fact("uvicorn", "uvicorn", _package("uvicorn")),
+    Fact("granian", "granian", _package("granian")),
+    Fact("hypercorn", "hypercorn", _package("hypercorn")),
+    Fact("uwsgi", "uwsgi", _package("uwsgi")),
+    Fact("fastapi", "FastAPI", _package("fastapi")),
+    Fact("servelab", "servelab", _package("servelab")),
+    Fact("database", "Database"),
+    Fact("driver_version", "Load driver", shown_as=_driver_row, shown_unrecorded=True),
+    Fact("cpu_plan", "CPU placement", shown_as=_placement_rows),
+)
+FACT_BY_KEY = {fact.key: fact for fact in FACTS}
+
+
 def collect_environment() -> dict[str, Any]:
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    return {
-        "hostname": platform.node(),
-        "cpu_model": cpu_model(),
-        "cpu_count": os.cpu_count(),
-        "cpus_usable": len(os.sched_getaffinity(0)),
-        "kernel": platform.release(),
-        "somaxconn": read_sysctl("net.core.somaxconn"),
-        "open_files_limit": [soft, hard],
-        "python": platform.python_version(),
-        "nginx": program_version(["nginx", "-v"]),
-        "gunicorn": package_version("gunicorn"),
-        "uvicorn": package_version("uvicorn"),
-        "granian": package_version("granian"),
-        "hypercorn": package_version("hypercorn"),
-        "uwsgi": package_version("uwsgi"),
-        "fastapi": package_version("fastapi"),
-        "servelab": package_version("servelab"),
-        **_SETUP,
-    }
+    collected = {fact.key: fact.collect() for fact in FACTS if fact.collect is not None}
+    return {**collected, **_SETUP}
 
 
-# What makes two machines "the same" for comparing results.
-MACHINE_KEYS = ("hostname", "cpu_model", "cpu_count", "kernel")
-
-
-def machine_differences(first: dict[str, Any], second: dict[str, Any]) -> list[str]:
+def machine_differences(first: Mapping[str, Any], second: Mapping[str, Any]) -> list[str]:
     """Human-readable differences between two recorded machines ([] when the same)."""
     return [
-        f"{key} {first.get(key)!r} vs {second.get(key)!r}"
-        for key in MACHINE_KEYS
-        if first.get(key) != second.get(key)
+        f"{fact.key} {first.get(fact.key)!r} vs {second.get(fact.key)!r}"
+        for fact in FACTS
+        if fact.machine and first.get(fact.key) != second.get(fact.key)
     ]
+
+
+def describe_environment(environment: Mapping[str, Any], driver: str) -> list[Row]:
+    """(label, value) of the machine and tools a result was measured with (``driver``:
+    its experiment's load driver); keys no fact declares (from other versions) last."""
+    rows = [
+        row
+        for fact in FACTS
+        if fact.key in environment or fact.shown_unrecorded
+        for row in fact.rows(environment.get(fact.key), driver)
+    ]
+    others = sorted(environment.keys() - FACT_BY_KEY.keys())
+    return rows + [(key, _text(environment[key])) for key in others]

@@ -19,6 +19,7 @@ from servelab.analysis.analyze import ExperimentAnalysis, analyze
 from servelab.config.experiment import Experiment
 from servelab.config.stack import StackSpec
 from servelab.errors import ServelabError
+from servelab.host.environment import describe_environment
 from servelab.results.records import RunResult
 
 # File names inside a report directory, shared by the renderers that link to each other.
@@ -219,64 +220,9 @@ def summary_rows(report: ReportInput, workload: str) -> list[SummaryRow]:
     return rows
 
 
-_ENVIRONMENT_LABELS = {
-    "hostname": "Host",
-    "cpu_model": "CPU",
-    "cpu_count": "CPUs",
-    "cpus_usable": "CPUs usable",
-    "kernel": "Kernel",
-    "somaxconn": "net.core.somaxconn",
-    "open_files_limit": "Open files limit (soft, hard)",
-    "python": "Python",
-    "nginx": "nginx",
-    "gunicorn": "gunicorn",
-    "uvicorn": "uvicorn",
-    "fastapi": "FastAPI",
-    "servelab": "servelab",
-    "database": "Database",
-}
-
-
 def environment_rows(report: ReportInput) -> list[tuple[str, str]]:
     """(label, value) of the machine and tools the result was measured with."""
-    env = dict(report.environment)
-    rows: list[tuple[str, str]] = []
-    for key, label in _ENVIRONMENT_LABELS.items():
-        if key in env:
-            value = env.pop(key)
-            if isinstance(value, list | tuple):
-                value = ", ".join(str(v) for v in value)
-            rows.append((label, "unknown" if value is None else str(value)))
-    version = env.pop("driver_version", None)
-    rows.append(("Load driver", f"{report.experiment.driver} {version or ''}".strip()))
-    plan = env.pop("cpu_plan", None)
-    if isinstance(plan, Mapping):
-        stack, driver = plan.get("stack"), plan.get("driver")
-        rows.append(
-            (
-                "CPU placement",
-                f"stack on CPUs {stack}, load driver on CPUs {driver}"
-                if stack or driver
-                else "not pinned",
-            )
-        )
-        if "cpu_priority" in plan:  # results from before it existed do not say
-            rows.append(
-                (
-                    "CPU priority",
-                    "stack and driver favoured over other processes (cgroup CPU weight)"
-                    if plan["cpu_priority"]
-                    else "none (other processes competed on equal terms)",
-                )
-            )
-    for key in sorted(env):
-        value = env[key]
-        if isinstance(value, Mapping | list | tuple):
-            value = ", ".join(f"{k}={v}" for k, v in value.items()) if isinstance(
-                value, Mapping
-            ) else ", ".join(str(v) for v in value)
-        rows.append((key, str(value)))
-    return rows
+    return describe_environment(report.environment, report.experiment.driver)
 
 
 def run_period(report: ReportInput) -> str:

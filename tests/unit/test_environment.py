@@ -1,0 +1,69 @@
+"""The environment's facts: declared once, collected, compared and shown from there."""
+
+import pytest
+
+from servelab.host.environment import (
+    FACT_BY_KEY,
+    FACTS,
+    collect_environment,
+    describe_environment,
+    machine_differences,
+    recorded,
+)
+
+PLAN = {"stack": "0", "driver": "1", "stack_quota": None, "cpu_priority": False}
+
+
+def test_every_collected_or_recorded_key_is_a_fact_with_a_label() -> None:
+    with recorded("database", "SQLite file"):
+        environment = collect_environment()
+    assert list(environment) == [f.key for f in FACTS if f.collect is not None] + ["database"]
+    labels = [FACT_BY_KEY[key].label for key in environment]
+    assert all(labels) and len(set(labels)) == len(labels)
+
+
+def test_every_fact_is_shown_under_its_label_and_unknown_keys_last() -> None:
+    environment = {
+        **collect_environment(),
+        "database": "SQLite file",
+        "driver_version": "1.16.0",
+        "cpu_plan": PLAN,
+        "from_elsewhere": {"a": 1},
+    }
+    rows = describe_environment(environment, "oha")
+    labels = [label for label, _ in rows]
+    assert labels[: len(FACTS) - 1] == [f.label for f in FACTS[:-1]]
+    assert labels[-3:] == ["CPU placement", "CPU priority", "from_elsewhere"]
+    shown = dict(rows)
+    assert shown["Load driver"] == "oha 1.16.0"
+    assert shown["CPU placement"] == "stack on CPUs 0, load driver on CPUs 1"
+    assert shown["from_elsewhere"] == "a=1"
+
+
+def test_older_environments_show_what_they_recorded() -> None:
+    rows = describe_environment(
+        {"granian": None, "open_files_limit": [1024, 4096], "cpu_plan": {"stack": None}}, "wrk"
+    )
+    assert rows == [
+        ("Open files limit (soft, hard)", "1024, 4096"),
+        ("granian", "unknown"),
+        ("Load driver", "wrk"),  # the experiment names it when no version was recorded
+        ("CPU placement", "not pinned"),  # no CPU priority row: it was not recorded then
+    ]
+
+
+def test_only_the_machine_facts_are_compared() -> None:
+    here = collect_environment()
+    assert machine_differences(here, {**here, "python": "2.7", "cpu_plan": PLAN}) == []
+    machine = [f.key for f in FACTS if f.machine]
+    assert machine == ["hostname", "cpu_model", "cpu_count", "kernel"]
+    elsewhere = {**here, **{key: "other" for key in machine}}
+    differences = machine_differences(here, elsewhere)
+    assert [d.split()[0] for d in differences] == machine
+    assert differences[0] == f"hostname {here['hostname']!r} vs 'other'"
+
+
+def test_only_declared_facts_can_be_recorded() -> None:
+    with pytest.raises(KeyError, match="not a fact"), recorded("colour", "blue"):
+        pass
+    assert "colour" not in collect_environment()
