@@ -1,0 +1,339 @@
+"""Options shared by the commands, and the consoles they print to."""
+
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from servelab.apps.user import UserRequest
+from servelab.config.run import DEFAULT_RESULTS_DIR, RunOptions, parse_duration
+from servelab.config.stack import AppSpec
+from servelab.errors import SpecError
+from servelab.host.netns import check_somaxconn
+
+console = Console(stderr=True, soft_wrap=True)  # an error stays one line, however long
+out = Console()
+if not out.is_terminal:
+    # Piped or redirected: wide enough that the seed tables do not wrap.
+    out.width = 160
+
+
+def parse_int_list(text: str | None, what: str) -> tuple[int, ...] | None:
+    """'1-3,5' -> (1, 2, 3, 5); values must be >= 1."""
+    if text is None:
+        return None
+    values: list[int] = []
+    try:
+        for part in text.split(","):
+            if "-" in part:
+                low, high = (int(x) for x in part.split("-", 1))
+                values.extend(range(low, high + 1))
+            else:
+                values.append(int(part))
+    except ValueError:
+        raise SpecError(f"invalid {what} list {text!r}", "write e.g. '1-5' or '1,2,4'") from None
+    if not values or min(values) < 1:
+        raise SpecError(f"{what} must be 1 or more, got {text!r}", "write e.g. '1-5' or '1,2,4'")
+    return tuple(values)
+
+
+# The options of every measuring command, collected into one RunOptions (see run_options).
+_run_options = [
+    click.option("--stack-cpus", help="CPUs for the stack (taskset list, e.g. '0').", default=None),
+    click.option("--driver-cpus", help="CPUs for the load driver (e.g. '1').", default=None),
+    click.option("--no-pin", is_flag=True, help="Do not pin stack and driver to separate CPUs."),
+    click.option(
+        "--stack-cpu-quota",
+        "stack_cpu_quota",
+        type=float,
+        default=None,
+        help="Cap the stack's CPU time at this many CPUs (a cgroup, like a container's "
+        "--cpus; needs root).",
+    ),
+    click.option(
+        "--no-cpu-priority",
+        is_flag=True,
+        help="Do not favour the stack and the driver over other processes (by default, "
+        "as root, a cgroup gives them 100x the CPU weight of other work).",
+    ),
+    click.option(
+        "--results",
+        "results_dir",
+        type=click.Path(path_type=Path),
+        default=DEFAULT_RESULTS_DIR,
+        show_default=True,
+        help="The results directory: servelab.db and one directory per experiment.",
+    ),
+    click.option(
+        "--out",
+        "legacy_out",
+        type=click.Path(path_type=Path),
+        default=None,
+        hidden=True,
+        help="Old name of --results.",
+    ),
+    click.option(
+        "--resume",
+        is_flag=True,
+        help="Continue the unfinished experiment of the same name; finished runs are "
+        "kept, none is repeated.",
+    ),
+    click.option(
+        "--allow-other-machine",
+        is_flag=True,
+        help="With --resume: continue an experiment begun on another machine.",
+    ),
+    click.option(
+        "--order",
+        type=click.Choice(["interleaved", "random"]),
+        default=None,
+        help="Run order of the variants in each round (default interleaved).",
+    ),
+    click.option("--seed", type=int, default=None, help="Seed of the random order."),
+    click.option(
+        "--slices",
+        type=click.IntRange(min=1),
+        default=None,
+        help="Measure each run in this many slices, interleaved with every other run's, "
+        "all runs' stacks alive at once: a machine whose speed drifts then drifts alike "
+        "for every run (oha, closed loads; default: about one second a slice; 1: each "
+        "run in one piece, in turn).",
+    ),
+    click.option(
+        "--side-by-side/--in-turns",
+        "side_by_side",
+        default=None,
+        help="Measure each round's stacks at the same time (sharing the stack CPUs: the "
+        "machine's drift cancels; quick's default), or in turns, one stack at a time.",
+    ),
+    click.option(
+        "--precision",
+        "precision_pct",
+        type=float,
+        default=None,
+        help="Keep measuring until every requests/s comparison's 95 % interval is within "
+        "± this many percent (or clear of --min-effect), or --budget is spent.",
+    ),
+    click.option(
+        "--budget",
+        default=None,
+        help="Wall time measuring may take, e.g. '3m', '90s', '1h' (with --precision; "
+        "each study has a default).",
+    ),
+    click.option(
+        "--min-effect",
+        "min_effect_pct",
+        type=float,
+        default=None,
+        help="Smallest change in percent that counts; an interval entirely beyond ± it "
+        "is a clear answer.",
+    ),
+]
+
+
+def run_options(func):
+    """Add the measuring options to a command, handed to it as one ``run`` (RunOptions)."""
+    names = ("stack_cpus", "driver_cpus", "no_pin", "stack_cpu_quota", "no_cpu_priority",
+             "results_dir", "legacy_out", "resume", "allow_other_machine", "order", "seed",
+             "slices", "side_by_side", "precision_pct", "budget", "min_effect_pct")
+
+    @functools.wraps(func)
+    def with_run_options(*args, **kwargs):
+        given = {name: kwargs.pop(name) for name in names}
+        run = RunOptions(
+            results_dir=given["legacy_out"] or given["results_dir"],
+            stack_cpus=given["stack_cpus"],
+            driver_cpus=given["driver_cpus"],
+            pin=not given["no_pin"],
+            stack_cpu_quota=given["stack_cpu_quota"],
+            cpu_priority=not given["no_cpu_priority"],
+            resume=given["resume"],
+            allow_other_machine=given["allow_other_machine"],
+            order=given["order"],
+            seed=given["seed"],
+            slices=given["slices"],
+            side_by_side=given["side_by_side"],
+            precision_pct=given["precision_pct"],
+            budget_s=parse_duration(given["budget"]) if given["budget"] is not None else None,
+            min_effect_pct=given["min_effect_pct"],
+        )
+        return func(*args, run=run, **kwargs)
+
+    for option in reversed(_run_options):
+        with_run_options = option(with_run_options)
+    return with_run_options
+
+
+_failure_options = [
+    click.option("--rate", type=float, help="Arrival rate, requests/s (backlog, recycling)."),
+    click.option("--sleep", type=float, help="Seconds the sleepy app holds a worker (backlog)."),
+    click.option("--somaxconn", help="net.core.somaxconn values, e.g. '128,1024' (backlog)."),
+    click.option(
+        "--netns",
+        type=click.Choice(["auto", "require", "off"]),
+        help="Private network namespace for somaxconn: auto (default), require, or off "
+        "(emulate it with the app's backlog).",
+    ),
+    click.option("--timeout", type=float, help="Per-request timeout of the load driver [s]."),
+]
+
+
+def failure_options(func):
+    for option in reversed(_failure_options):
+        func = option(func)
+    return func
+
+
+_app_options = [
+    click.option(
+        "--app",
+        "app_ref",
+        help="Your app: package.module:attr (ASGI or WSGI; a factory attr() is called).",
+    ),
+    click.option(
+        "--app-dir",
+        type=click.Path(path_type=Path),
+        help="Directory holding the app's top-level package (default: cwd).",
+    ),
+    click.option("--method", help="HTTP method of the request sent to --app (default GET)."),
+    click.option("--path", "req_path", help="Path of the request (default /)."),
+    click.option("--header", "headers", multiple=True, help="'Name: value'; repeatable."),
+    click.option("--body-file", type=click.Path(path_type=Path), help="Request body file."),
+    click.option(
+        "--expect-status",
+        type=int,
+        help="Status the request must get (default 200); checked before measuring.",
+    ),
+    click.option(
+        "--database",
+        type=click.Choice(["sqlite", "postgresql"]),
+        help="--app django: its database, seeded; postgresql is servelab's own server "
+        "(default sqlite).",
+    ),
+    click.option(
+        "--db-latency",
+        type=float,
+        help="--app django: add MS milliseconds to every round trip to PostgreSQL (a slow "
+        "link: netem where the kernel has it, else toxiproxy); implies --database postgresql.",
+    ),
+    click.option(
+        "--db-jitter",
+        type=float,
+        help="With --db-latency: each round trip's delay varies by up to ± MS.",
+    ),
+    click.option(
+        "--startup-timeout",
+        type=float,
+        default=30.0,
+        show_default=True,
+        help="Seconds the pre-measurement check waits for the app's answer.",
+    ),
+]
+
+
+@dataclass(frozen=True)
+class UserInput:
+    """What --app and its companion options asked for: the app (None: the study's or
+    file's own), the request, the database options and the start-up check's timeout."""
+
+    app: AppSpec | None
+    request: UserRequest
+    database: str | None
+    db_latency: float | None
+    db_jitter: float | None
+    startup_timeout_s: float
+
+    @property
+    def database_given(self) -> bool:
+        return any(v is not None for v in (self.database, self.db_latency, self.db_jitter))
+
+    def applied_to(self, run: RunOptions, *, replace_workloads: bool = False) -> RunOptions:
+        """``run`` with the user's app, request and database options."""
+        return replace(
+            run, app=self.app, request=self.request, database=self.database,
+            db_latency_ms=self.db_latency, db_jitter_ms=self.db_jitter,
+            startup_timeout_s=self.startup_timeout_s, replace_workloads=replace_workloads,
+        )
+
+
+def app_options(func):
+    """Add the --app options to a command, handed to it as one ``user`` (a UserInput)."""
+
+    @functools.wraps(func)
+    def with_user_input(
+        *args,
+        app_ref,
+        app_dir,
+        method,
+        req_path,
+        headers,
+        body_file,
+        expect_status,
+        database,
+        db_latency,
+        db_jitter,
+        startup_timeout,
+        **kwargs,
+    ):
+        if app_dir is not None and app_ref is None:
+            raise SpecError("--app-dir needs --app", "pass --app package.module:attr")
+        user = UserInput(
+            app=AppSpec(ref=app_ref, app_dir=app_dir) if app_ref is not None else None,
+            request=UserRequest(method, req_path, tuple(headers), body_file, expect_status),
+            database=database,
+            db_latency=db_latency,
+            db_jitter=db_jitter,
+            startup_timeout_s=startup_timeout,
+        )
+        return func(*args, user=user, **kwargs)
+
+    for option in reversed(_app_options):
+        with_user_input = option(with_user_input)
+    return with_user_input
+
+
+def failure_study_options(rate, sleep, somaxconn, netns, timeout) -> dict:
+    """StudyOptions fields of the failure-mode studies, from their CLI options."""
+    try:
+        values = tuple(int(v) for v in somaxconn.split(",")) if somaxconn else None
+    except ValueError:
+        raise SpecError(
+            f"invalid --somaxconn list {somaxconn!r}", "write values with commas, e.g. '128,1024'"
+        ) from None
+    for label, value in (("--rate", rate), ("--sleep", sleep), ("--timeout", timeout)):
+        if value is not None and not value > 0:
+            raise SpecError(f"{label} must be positive, got {value:g}", f"pass {label} > 0")
+    if values:
+        for value in values:
+            check_somaxconn(value)
+    return {
+        "rate": rate,
+        "sleep_s": sleep,
+        "somaxconn": values,
+        "netns": netns,
+        "timeout_s": timeout,
+    }
+
+
+results_dir_option = click.option(
+    "--results",
+    "results_dir",
+    type=click.Path(path_type=Path),
+    default=DEFAULT_RESULTS_DIR,
+    show_default=True,
+    help="The results directory holding servelab.db (where RESULT ids are looked up).",
+)
+min_effect_option = click.option(
+    "--min-effect",
+    type=float,
+    default=0.0,
+    show_default=True,
+    help="Smallest difference, in percent, that counts as a real change.",
+)
+
+

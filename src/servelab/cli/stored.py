@@ -1,0 +1,192 @@
+"""The commands over stored results: results list/show/compare, report, export."""
+
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.table import Table
+
+from servelab.cli.options import min_effect_option, out, results_dir_option
+from servelab.errors import ServelabError
+
+
+@click.group()
+def results() -> None:
+    """Stored results: list, show, compare."""
+
+
+@results.command("list")
+@results_dir_option
+def results_list(results_dir: Path) -> None:
+    """List the experiments stored in --results."""
+    from servelab.results.store import DB_FILE, Database
+
+    rows = Database(results_dir / DB_FILE).list_experiments()
+    table = Table(title=f"results in {results_dir / DB_FILE}", title_justify="left")
+    for column in ("id", "name", "started", "runs", "state", "machine", "export"):
+        table.add_column(column)
+    for row in rows:
+        state = "finished" if row.finished_at else "unfinished (--resume)"
+        table.add_row(
+            str(row.id),
+            row.name,
+            row.created_at,
+            f"{row.runs}/{row.planned}",
+            state,
+            row.hostname,
+            row.export_dir,
+        )
+    out.print(table)
+
+
+@results.command("show")
+@click.argument("result")
+@results_dir_option
+@min_effect_option
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the comparisons as JSON instead of tables."
+)
+@click.option(
+    "--precision",
+    "precision_pct",
+    type=float,
+    default=None,
+    help="The precision a comparison must reach to be clear (default: the experiment's, or 5).",
+)
+def results_show(
+    result: str, results_dir: Path, min_effect: float, as_json: bool, precision_pct: float | None
+) -> None:
+    """Print the tables, verdicts and warnings of RESULT (an id or a results directory)."""
+    from servelab.results.store import resolve_result
+    from servelab.session import render_tables
+
+    store = resolve_result(result, results_dir)
+    if as_json:
+        import json
+
+        from servelab.analysis.analyze import analyze, comparisons_document
+
+        analysis = analyze(store.experiment, store.runs(), min_effect_pct=min_effect)
+        document = comparisons_document(analysis, precision_pct, min_effect)
+        click.echo(json.dumps(document, indent=2))
+        return
+    render_tables(out, store.experiment, store.runs(), min_effect_pct=min_effect)
+
+
+@results.command("compare")
+@click.argument("first")
+@click.argument("second")
+@results_dir_option
+@min_effect_option
+@click.option(
+    "--allow-other-machine", is_flag=True, help="Compare results from different machines anyway."
+)
+def results_compare(
+    first: str, second: str, results_dir: Path, min_effect: float, allow_other_machine: bool
+) -> None:
+    """Compare each variant of SECOND against the same variant of FIRST."""
+    from servelab.analysis.analyze import METRIC_BY_KEY, compare_results, verdict_line
+    from servelab.host.environment import machine_differences
+    from servelab.results.store import resolve_result
+
+    a, b = resolve_result(first, results_dir), resolve_result(second, results_dir)
+    differences = machine_differences(a.environment, b.environment)
+    if differences and not allow_other_machine:
+        raise ServelabError(
+            f"{first} and {second} were measured on different machines ({'; '.join(differences)})",
+            "compare results from one machine, or pass --allow-other-machine",
+        )
+    pairs = compare_results(a.runs(), b.runs(), min_effect_pct=min_effect)
+    if not pairs:
+        raise ServelabError(
+            f"{first} and {second} share no (variant, workload)",
+            "compare results of the same study or experiment file",
+        )
+    for (workload, variant), comparisons in pairs.items():
+        out.rule(f"[bold]{workload} / {variant}: {second} against {first}")
+        for key, comparison in comparisons.items():
+            out.print(f"  {verdict_line(METRIC_BY_KEY[key], comparison)}", highlight=False)
+
+
+@click.command()
+@click.argument("result")
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Where the report goes (default: RESULT's directory/report).",
+)
+@results_dir_option
+@click.option("--overwrite", is_flag=True, help="Replace the report's files in a non-empty --out.")
+@click.option(
+    "--screenshot", is_flag=True, help="Also open the HTML in headless Chromium; save report.png."
+)
+def report(
+    result: str, out_dir: Path | None, results_dir: Path, overwrite: bool, screenshot: bool
+) -> None:
+    """Write RESULT's report: markdown, HTML, SVG/PNG charts, JSON and CSV of every run.
+
+    RESULT is an id (`servelab results list`) or a results directory.
+    """
+    from servelab.report.files import report_result
+
+    paths = report_result(
+        result, results_root=results_dir, out_dir=out_dir, force=overwrite, screenshot=screenshot
+    )
+    for path in paths:
+        out.print(str(path), highlight=False)
+
+
+@click.command("export")
+@click.argument("result")
+@click.option(
+    "--variant",
+    default="best",
+    show_default=True,
+    help="'best' (fastest without errors, significantly better than the baseline) or a name.",
+)
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Where the files go (default: RESULT's directory/export).",
+)
+@results_dir_option
+@click.option(
+    "--name",
+    default="webapp",
+    show_default=True,
+    help="Deployment name: app user, socket group NAME-sock, units, /etc/NAME, /run/NAME.",
+)
+@click.option("--listen", default="80", show_default=True, help="nginx's listen address.")
+@click.option("--overwrite", is_flag=True, help="Replace the exported files in a non-empty --out.")
+@click.option(
+    "--no-check", is_flag=True, help="Skip nginx -t and gunicorn --check-config (app not here)."
+)
+def export(result, variant, out_dir, results_dir, name, listen, overwrite, no_check) -> None:
+    """Write the deployable configuration of RESULT's best (or --variant NAME) stack."""
+    from servelab.export import export_result
+    from servelab.report.base import load_result
+
+    report_input, result_dir, label = load_result(result, results_dir)
+    outcome = export_result(
+        report_input,
+        variant,
+        out_dir or result_dir / "export",
+        source=label,
+        name=name,
+        listen=listen,
+        force=overwrite,
+        check=not no_check,
+    )
+    out.print(f"[bold]{outcome.choice.name}[/bold]: {outcome.choice.reason}", highlight=False)
+    for check in outcome.checks:
+        out.print(f"checked: {check}", highlight=False)
+    for path in outcome.paths:
+        out.print(str(path), highlight=False)
+
+
