@@ -188,13 +188,13 @@ def test_mod_wsgi_serves_sleepy_app_with_processes_times_threads(apache_gone: Ch
 
 @pytest.fixture
 def django_sqlite() -> Iterator[dict[str, str]]:
-    """A seeded (small) SQLite database for the Django app, as userapp.app_database makes it."""
-    from servelab.apps.django_app.seed import seed_database, sqlite_env
+    """A populated (small) SQLite database for the Django app, as userapp.app_database makes it."""
+    from servelab.apps.django_app.populate import populate_database, sqlite_env
 
     workdir = Path(tempfile.mkdtemp(prefix="servelab-sqlite-"))
     try:
         env = sqlite_env(workdir / "bookshop.sqlite3")
-        seed_database(env, authors=20, books=300)
+        populate_database(env, authors=20, books=300)
         yield env
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

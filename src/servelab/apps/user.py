@@ -348,7 +348,7 @@ def app_database(
     *,
     cpus: str | None = None,
 ) -> Iterator[Experiment]:
-    """A seeded database for the Django reference app, for the whole experiment.
+    """A populated database for the Django reference app, for the whole experiment.
 
     ``postgresql`` starts servelab's own cluster (servelab.services.postgres), behind a
     slowed link (servelab.services.slowlink) when ``database`` asks for latency; ``sqlite``
@@ -358,7 +358,7 @@ def app_database(
     pins PostgreSQL and its link: off the stack's CPUs, as the seed's database
     was on another machine.
     """
-    from servelab.apps.django_app.seed import seed_database, sqlite_env
+    from servelab.apps.django_app.populate import populate_database, sqlite_env
     from servelab.host.environment import recorded
     from servelab.host.procs import JANITOR
 
@@ -379,9 +379,9 @@ def app_database(
     JANITOR.watch("path", workdir)
     try:
         env = sqlite_env(workdir / "bookshop.sqlite3")
-        say(f"SQLite database {env['SERVELAB_DJANGO_SQLITE']}, seeding")
+        say(f"SQLite database {env['SERVELAB_DJANGO_SQLITE']}, populating it")
         with recorded("database", "SQLite file"):
-            seed_database(env)
+            populate_database(env)
             yield with_app_env(experiment, env)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -392,21 +392,21 @@ def app_database(
 def _postgresql(
     database: DatabaseSpec, say: Callable[[str], None], cpus: str | None
 ) -> Iterator[tuple[dict[str, str], str]]:
-    """(the app's env, a description) of servelab's PostgreSQL, seeded, slowed if asked.
+    """(the app's env, a description) of servelab's PostgreSQL, populated, slowed if asked.
 
     Seeding goes direct (TCP on loopback, or the unix socket when PostgreSQL is
     in a netem namespace), so the delay costs only the measured requests.
     """
     from contextlib import ExitStack
 
-    from servelab.apps.django_app.seed import seed_database
+    from servelab.apps.django_app.populate import populate_database
     from servelab.services.postgres import run_postgres
     from servelab.services.slowlink import choose_method, netem_link, slow_link
 
     if not database.slowed:
         with run_postgres(cpus=cpus) as pg:
-            say(f"PostgreSQL {pg.version} on 127.0.0.1:{pg.port} ({pg.workdir}), seeding")
-            seed_database(pg.django_env())
+            say(f"PostgreSQL {pg.version} on 127.0.0.1:{pg.port} ({pg.workdir}), populating it")
+            populate_database(pg.django_env())
             yield pg.django_env(), describe_database(pg.version) + _on_cpus(cpus)
         return
     method = choose_method(database.link)
@@ -431,9 +431,9 @@ def _postgresql(
             f"{pg.host}:{pg.port}, {pg.workdir})"
             + (f"; asked for +{latency:g} ms ± {jitter:g} ms, {method} applies whole ms"
                if rounded else "")
-            + ", seeding"
+            + ", populating it"
         )
-        seed_database(direct)
+        populate_database(direct)
         yield pg.django_env(host=link.host, port=link.port), described
 
 

@@ -212,7 +212,7 @@ _app_options = [
     click.option(
         "--database",
         type=click.Choice(["sqlite", "postgresql"]),
-        help="--app django: its database, seeded; postgresql is servelab's own server "
+        help="--app django: its database, populated with a fixed data set; postgresql is servelab's own server "
         "(default sqlite).",
     ),
     click.option(

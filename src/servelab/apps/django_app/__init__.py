@@ -2,6 +2,6 @@
 
 A bookshop: authors and their books. ``settings`` reads the database from the
 environment (SQLite by default, or the PostgreSQL of ``servelab.services.postgres``:
-``PostgresServer.django_env()``); ``seed`` creates the tables and a fixed data
+``PostgresServer.django_env()``); ``populate`` creates the tables and a fixed data
 set; ``wsgi:application`` and ``asgi:application`` are what servers load.
 """

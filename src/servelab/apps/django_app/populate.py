@@ -1,7 +1,7 @@
-"""Create the tables and a fixed data set: ``python -m servelab.apps.django_app.seed``.
+"""Create the tables and a fixed data set: ``python -m servelab.apps.django_app.populate``.
 
-Deterministic (a seeded RNG), so every database holds the same rows and runs
-compare. Run in a subprocess with the database's environment (``seed_database``).
+Deterministic (a fixed random state), so every database holds the same rows and runs
+compare. Run in a subprocess with the database's environment (``populate_database``).
 """
 
 from __future__ import annotations
@@ -24,14 +24,14 @@ def sqlite_env(path: Path) -> dict[str, str]:
     return {"SERVELAB_DJANGO_DB": "sqlite", "SERVELAB_DJANGO_SQLITE": str(path.resolve())}
 
 
-def seed_database(
+def populate_database(
     env: Mapping[str, str], *, authors: int = AUTHORS, books: int = BOOKS, timeout_s: float = 120
 ) -> None:
     """Seed the database ``env`` names (see settings), in a fresh interpreter."""
     from servelab.apps import app_environment
 
     done = subprocess.run(
-        [sys.executable, "-m", "servelab.apps.django_app.seed", str(authors), str(books)],
+        [sys.executable, "-m", "servelab.apps.django_app.populate", str(authors), str(books)],
         capture_output=True,
         text=True,
         env=app_environment(env, None),
@@ -43,7 +43,7 @@ def seed_database(
         tail = "\n".join(done.stderr.strip().splitlines()[-10:])
         last = tail.splitlines()[-1] if tail else f"exit code {done.returncode}"
         raise StackStartError(
-            f"seeding the Django app's database failed: {last}",
+            f"populating the Django app's database failed: {last}",
             "see the output below",
             detail=tail,
         )
