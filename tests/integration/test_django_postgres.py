@@ -16,7 +16,7 @@ import psycopg
 import pytest
 from support import owned_by
 
-from servelab.apps.django_app.seed import seed_database, sqlite_env
+from servelab.apps.django_app.populate import populate_database, sqlite_env
 from servelab.config.load import RequestSpec
 from servelab.config.stack import AppSpec, StackSpec
 from servelab.errors import MissingToolError
@@ -42,7 +42,7 @@ def test_postgres_lifecycle_serves_the_django_app_through_gunicorn_and_nginx(
     with postgres.run_postgres() as pg:
         workdir, pid = pg.workdir, pg.process.pid
         assert (workdir / "data" / "PG_VERSION").is_file()
-        seed_database(pg.django_env(), authors=50, books=1000)
+        populate_database(pg.django_env(), authors=50, books=1000)
         with psycopg.connect(pg.conninfo) as conn:
             (expected,) = conn.execute(
                 "SELECT count(*) FROM bookshop_book WHERE price_cents BETWEEN 1000 AND 2000"
@@ -72,7 +72,7 @@ def test_postgres_lifecycle_serves_the_django_app_through_gunicorn_and_nginx(
 
 def test_the_django_app_on_sqlite_under_uvicorn_workers(tmp_path: Path, assert_stack_gone) -> None:
     env = sqlite_env(tmp_path / "shop.db")
-    seed_database(env, authors=20, books=300)
+    populate_database(env, authors=20, books=300)
     spec = StackSpec(
         app=AppSpec(ref=ASGI, env=env),
         server={"kind": "gunicorn", "worker_class": "uvicorn", "workers": 1},

@@ -16,7 +16,7 @@ import psycopg
 import pytest
 from support import owned_by
 
-from servelab.apps.django_app.seed import seed_database
+from servelab.apps.django_app.populate import populate_database
 from servelab.apps.user import app_database
 from servelab.config.database import DatabaseSpec
 from servelab.config.experiment import Experiment
@@ -117,7 +117,7 @@ def test_a_django_page_slows_by_the_latency_times_its_queries(
     latency = 20.0
     stacks = []
     with JANITOR.running(), postgres.run_postgres() as pg:
-        seed_database(pg.django_env(), authors=20, books=300)
+        populate_database(pg.django_env(), authors=20, books=300)
 
         def page_ms(env: dict[str, str], count_queries: bool = False) -> tuple[float, float]:
             spec = StackSpec(
