@@ -1,26 +1,20 @@
-"""Shared pytest helpers: import this checkout, and prove stacks leave nothing behind."""
+"""Shared pytest helpers: prove stacks leave nothing behind (servelab is installed in the
+venv, editable, by scripts/setup.sh)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import signal
-import sys
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import psutil
 import pytest
 
-# Test this checkout's code even when servelab is not installed in the venv.
-_SRC = Path(__file__).resolve().parents[1] / "src"
-if _SRC.is_dir() and str(_SRC) not in sys.path:
-    sys.path.insert(0, str(_SRC))
-
-from servelab.host.procs import ManagedProcess, group_members  # noqa: E402
-from servelab.launch import OWNER_ENV  # noqa: E402
-from servelab.launch.running import RunningStack  # noqa: E402
+from servelab.host.procs import ManagedProcess, group_members
+from servelab.launch import OWNER_ENV
+from servelab.launch.running import RunningStack
 
 GONE_WITHIN_S = 3.0
 

@@ -16,6 +16,9 @@ FRONTS: dict[str, str] = {
     "apache": "servelab.fronts.apache:Apache",
 }
 FRONT_KINDS = tuple(FRONTS)
+NO_FRONT = "none"
+# The fronts that run a process of their own (and have a version to record).
+PROCESS_FRONTS = tuple(kind for kind in FRONTS if kind != NO_FRONT)
 
 
 @cache

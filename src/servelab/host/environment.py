@@ -18,7 +18,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from servelab.fronts.registry import PROCESS_FRONTS, get_front
 from servelab.host.paths import find_program
+from servelab.servers.registry import SERVER_KINDS, get_server
 
 
 def read_sysctl(name: str) -> str | None:
@@ -159,6 +161,14 @@ def _package(name: str) -> Callable[[], str | None]:
     return lambda: package_version(name)
 
 
+def _front_version(kind: str) -> Callable[[], str | None]:
+    return lambda: get_front(kind).version()
+
+
+def _server_version(kind: str) -> Callable[[], str | None]:
+    return lambda: get_server(kind).version()
+
+
 # In the order collected, stored and shown.
 FACTS: tuple[Fact, ...] = (
     Fact("hostname", "Host", platform.node, machine=True),
@@ -169,12 +179,9 @@ FACTS: tuple[Fact, ...] = (
     Fact("somaxconn", "net.core.somaxconn", lambda: read_sysctl("net.core.somaxconn")),
     Fact("open_files_limit", "Open files limit (soft, hard)", _open_files_limit),
     Fact("python", "Python", platform.python_version),
-    Fact("nginx", "nginx", lambda: program_version(["nginx", "-v"])),
-    Fact("gunicorn", "gunicorn", _package("gunicorn")),
-    Fact("uvicorn", "uvicorn", _package("uvicorn")),
-    Fact("granian", "granian", _package("granian")),
-    Fact("hypercorn", "hypercorn", _package("hypercorn")),
-    Fact("uwsgi", "uwsgi", _package("uwsgi")),
+    # Every front's and app server's version, from their registries.
+    *(Fact(kind, kind, _front_version(kind)) for kind in PROCESS_FRONTS),
+    *(Fact(kind, kind, _server_version(kind)) for kind in SERVER_KINDS),
     Fact("fastapi", "FastAPI", _package("fastapi")),
     Fact("servelab", "servelab", _package("servelab")),
     Fact("database", "Database"),
