@@ -212,8 +212,8 @@ _app_options = [
     click.option(
         "--database",
         type=click.Choice(["sqlite", "postgresql"]),
-        help="--app django: its database, populated with a fixed data set; postgresql is servelab's own server "
-        "(default sqlite).",
+        help="--app django: its database, populated with a fixed data set; postgresql is "
+        "servelab's own server (default sqlite).",
     ),
     click.option(
         "--db-latency",

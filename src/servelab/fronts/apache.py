@@ -27,6 +27,7 @@ from __future__ import annotations
 import grp
 import os
 import pwd
+import re
 import subprocess
 import sysconfig
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ from servelab.host.doctor import Check
 from servelab.host.environment import program_version
 from servelab.host.paths import find_program
 from servelab.launch.templates import render
+from servelab.observe.attribution import SERIOUS_LEVELS
 from servelab.servers import mod_wsgi
 
 CONF_NAME = "httpd.conf"
@@ -323,12 +325,58 @@ def apache_check(conf_path: Path, *, timeout_s: float = 30.0) -> None:
 
 
 
+# Apache: "[Sun Nov 22 03:00:14.181226 2026] [proxy:error] [pid 9098:tid 9102] message"
+_APACHE_LINE = re.compile(
+    r"^\[[^\]]+\] \[(?P<module>[\w-]*):(?P<level>\w+)\] \[pid [^\]]*\] (?P<msg>.*)$"
+)
+_APACHE_ERRNO = re.compile(r"^\((?P<errno>\d+)\)")
+_APACHE_CONNECT_ERRNO = {
+    "11": "backlog_overflow", "70007": "connect_timeout", "110": "connect_timeout",
+    "111": "upstream_refused", "2": "upstream_refused",
+}
+_APACHE_READ_ERRNO = {"70007": "read_timeout", "104": "upstream_reset"}
+_WSGI_CODE = re.compile(r"\bWSGI\d{4}: ")
+
+
+def classify_apache_line(line: str) -> str | None:
+    """The event class of one line of Apache's error log (see the module docstring)."""
+    match = _APACHE_LINE.match(line)
+    if match is None:
+        return None
+    message, module = match["msg"], match["module"]
+    errno_match = _APACHE_ERRNO.match(message)
+    errno = errno_match["errno"] if errno_match else ""
+    if "AH00957:" in message or "AH02454:" in message:
+        return _APACHE_CONNECT_ERRNO.get(errno, "other")
+    if "failed to make connection to backend" in message or "AH00898:" in message:
+        return None  # the second line of a failure counted on its first
+    if "AH01102:" in message:
+        return _APACHE_READ_ERRNO.get(errno, "upstream_closed")
+    if "AH01097:" in message:
+        return "upstream_reset"
+    if "reached MaxRequestWorkers" in message:  # AH00286 worker, AH00161 event, AH00484 prefork
+        return "front_busy"
+    if module == "wsgi":
+        if not _WSGI_CODE.search(message):
+            return None  # the app's own stderr output
+        if "Timeout when reading response headers from daemon process" in message:
+            return "read_timeout"
+        if "reading response headers from daemon process" in message:
+            return "upstream_reset" if "reset by peer" in message else "upstream_closed"
+        if "Truncated or oversized response headers" in message:
+            return "upstream_closed"
+        if "exception raised processing WSGI script" in message:
+            return "app_error"
+    return "other" if match["level"].lower() in SERIOUS_LEVELS else None
+
+
 class Apache(Front):
     kind = "apache"
     role = "apache"
     protocols = frozenset(_SCHEMES)
     own_knobs = ("mpm", "max_request_workers", "threads_per_child", "start_servers")
     log_name = LOG_NAME
+    app_process_prefix = "(wsgi:"  # mod_wsgi's daemon processes
 
     @property
     def title(self) -> str:
@@ -403,6 +451,12 @@ class Apache(Front):
 
     def command(self, conf: Path) -> list[str]:
         return apache_command(conf)
+
+    def classify_log_line(self, line: str) -> str | None:
+        return classify_apache_line(line)
+
+    def is_log_line(self, line: str) -> bool:
+        return _APACHE_LINE.match(line) is not None
 
     def version(self) -> str | None:
         try:

@@ -86,6 +86,18 @@ class Front(ABC):
         raise NotImplementedError(f"{self.kind} runs no process")
 
     log_name: ClassVar[str] = ""
+    # How its processes that run the app itself are named (argv[0] prefix), if any: the
+    # CPU and memory sampler counts them as the app's.
+    app_process_prefix: ClassVar[str | None] = None
+
+    def classify_log_line(self, line: str) -> str | None:
+        """The event class of one line of its error log (``servelab.observe.attribution``),
+        None for a line that is no event."""
+        return None
+
+    def is_log_line(self, line: str) -> bool:
+        """Whether ``line`` starts an entry of its log (not a continuation)."""
+        return False
 
     def version(self) -> str | None:
         return None

@@ -9,6 +9,7 @@ on loopback only.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,10 +21,24 @@ from servelab.host.doctor import SETUP_FIX, Check, check_program
 from servelab.host.environment import program_version
 from servelab.host.paths import require_program
 from servelab.launch.templates import render
+from servelab.observe.attribution import classify_by_rules
 
 CONF_NAME = "nginx.conf"
 LOG_NAME = "nginx.log"
 _TEMP_DIRS = ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+# nginx: "2026/11/22 00:31:04 [error] 29672#29672: *267 message"
+_NGINX_LINE = re.compile(r"^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d \[(?P<level>\w+)\] [^:]*: (?P<msg>.*)$")
+# (pattern on the message, class), first match wins.
+_NGINX_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"connect\(\) to .* failed \(11: "), "backlog_overflow"),
+    (re.compile(r"upstream timed out .* while connecting to upstream"), "connect_timeout"),
+    (re.compile(r"upstream timed out"), "read_timeout"),
+    (re.compile(r"upstream prematurely closed connection"), "upstream_closed"),
+    (re.compile(r"reset by peer|\(32: Broken pipe\)"), "upstream_reset"),
+    (re.compile(r"\((111|2): [^)]*\) while connecting to upstream"), "upstream_refused"),
+    (re.compile(r"no live upstreams"), "upstream_refused"),
+    (re.compile(r"worker_connections are not enough|\(24: Too many open files\)"), "proxy_limit"),
+)
 
 
 def nginx_binary() -> str:
@@ -197,6 +212,13 @@ class Nginx(Front):
 
     def command(self, conf: Path) -> list[str]:
         return nginx_command(conf)
+
+    def classify_log_line(self, line: str) -> str | None:
+        match = _NGINX_LINE.match(line)
+        return None if match is None else classify_by_rules(match, _NGINX_RULES)
+
+    def is_log_line(self, line: str) -> bool:
+        return _NGINX_LINE.match(line) is not None
 
     def version(self) -> str | None:
         return program_version(["nginx", "-v"])

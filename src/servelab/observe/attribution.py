@@ -56,6 +56,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from servelab.fronts.registry import PROCESS_FRONTS, get_front
+from servelab.servers.registry import SERVER_KINDS, get_server
+
 
 @dataclass(frozen=True)
 class EventClass:
@@ -203,17 +206,7 @@ EVENT_CLASSES: tuple[EventClass, ...] = (
 )
 EVENT_BY_KEY = {event.key: event for event in EVENT_CLASSES}
 
-# (pattern on the message, class), first match wins.
-_NGINX_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"connect\(\) to .* failed \(11: "), "backlog_overflow"),
-    (re.compile(r"upstream timed out .* while connecting to upstream"), "connect_timeout"),
-    (re.compile(r"upstream timed out"), "read_timeout"),
-    (re.compile(r"upstream prematurely closed connection"), "upstream_closed"),
-    (re.compile(r"reset by peer|\(32: Broken pipe\)"), "upstream_reset"),
-    (re.compile(r"\((111|2): [^)]*\) while connecting to upstream"), "upstream_refused"),
-    (re.compile(r"no live upstreams"), "upstream_refused"),
-    (re.compile(r"worker_connections are not enough|\(24: Too many open files\)"), "proxy_limit"),
-)
+# (pattern on an app server's message, class), first match wins.
 _APP_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"WORKER TIMEOUT"), "worker_timeout"),
     (re.compile(r"Worker \(pid:\d+\) was sent SIG(?!TERM)"), "worker_killed"),
@@ -223,77 +216,41 @@ _APP_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"Booting worker with pid"), "worker_boot"),
     (re.compile(r"Error handling request|Exception in ASGI application"), "app_error"),
 )
-# Apache: "[Sun Nov 22 03:00:14.181226 2026] [proxy:error] [pid 9098:tid 9102] message"
-_APACHE_LINE = re.compile(
-    r"^\[[^\]]+\] \[(?P<module>[\w-]*):(?P<level>\w+)\] \[pid [^\]]*\] (?P<msg>.*)$"
-)
-_APACHE_ERRNO = re.compile(r"^\((?P<errno>\d+)\)")
-_APACHE_CONNECT_ERRNO = {
-    "11": "backlog_overflow", "70007": "connect_timeout", "110": "connect_timeout",
-    "111": "upstream_refused", "2": "upstream_refused",
-}
-_APACHE_READ_ERRNO = {"70007": "read_timeout", "104": "upstream_reset"}
-_WSGI_CODE = re.compile(r"\bWSGI\d{4}: ")
-# nginx: "2026/11/22 00:31:04 [error] 29672#29672: *267 message"
-_NGINX_LINE = re.compile(r"^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d \[(?P<level>\w+)\] [^:]*: (?P<msg>.*)$")
-# gunicorn: "[2026-11-22 00:31:03 +0000] [29668] [INFO] message"
-_GUNICORN_LINE = re.compile(r"^\[[^\]]+\] \[\d+\] \[(?P<level>[A-Z]+)\] (?P<msg>.*)$")
-# uvicorn alone: "WARNING:  message"
-_UVICORN_LINE = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+(?P<msg>.*)$")
-_SERIOUS = {"warn", "warning", "error", "crit", "critical", "alert", "emerg"}
+SERIOUS_LEVELS = {"warn", "warning", "error", "crit", "critical", "alert", "emerg"}
+
+
+Rules = tuple[tuple[re.Pattern[str], str], ...]
 
 
 def classify_line(line: str, source: str) -> str | None:
-    """The event class of one log line from ``source`` ("nginx" or an app server),
-    or None for lines that are not events (banners, tracebacks' inner lines)."""
+    """The event class of one log line from ``source`` (a front's role, or "app" for
+    the app server), or None for lines that are not events (banners, tracebacks' inner
+    lines). Each front classifies its own log; app lines match any registered server's
+    line format."""
     line = line.rstrip("\n")
-    if source == "apache":
-        return _classify_apache(line)
-    if source == "nginx":
-        match = _NGINX_LINE.match(line)
-        rules = _NGINX_RULES
-    else:
-        match = _GUNICORN_LINE.match(line) or _UVICORN_LINE.match(line)
-        rules = _APP_RULES
-    if match is None:
-        return None
+    if source in PROCESS_FRONTS:
+        return get_front(source).classify_log_line(line)
+    for pattern in app_line_formats():
+        match = pattern.match(line)
+        if match is not None:
+            return classify_by_rules(match, _APP_RULES)
+    return None
+
+
+def classify_by_rules(match: re.Match[str], rules: Rules) -> str | None:
+    """The class of the first rule matching the line's message (its ``msg`` group); else
+    "other" at warning level or above (its ``level`` group), else None."""
     message = match["msg"]
     for pattern, key in rules:
         if pattern.search(message):
             return key
-    return "other" if match["level"].lower() in _SERIOUS else None
+    return "other" if match["level"].lower() in SERIOUS_LEVELS else None
 
 
-def _classify_apache(line: str) -> str | None:
-    """The event class of one line of Apache's error log (see the module docstring)."""
-    match = _APACHE_LINE.match(line)
-    if match is None:
-        return None
-    message, module = match["msg"], match["module"]
-    errno_match = _APACHE_ERRNO.match(message)
-    errno = errno_match["errno"] if errno_match else ""
-    if "AH00957:" in message or "AH02454:" in message:
-        return _APACHE_CONNECT_ERRNO.get(errno, "other")
-    if "failed to make connection to backend" in message or "AH00898:" in message:
-        return None  # the second line of a failure counted on its first
-    if "AH01102:" in message:
-        return _APACHE_READ_ERRNO.get(errno, "upstream_closed")
-    if "AH01097:" in message:
-        return "upstream_reset"
-    if "reached MaxRequestWorkers" in message:  # AH00286 worker, AH00161 event, AH00484 prefork
-        return "front_busy"
-    if module == "wsgi":
-        if not _WSGI_CODE.search(message):
-            return None  # the app's own stderr output
-        if "Timeout when reading response headers from daemon process" in message:
-            return "read_timeout"
-        if "reading response headers from daemon process" in message:
-            return "upstream_reset" if "reset by peer" in message else "upstream_closed"
-        if "Truncated or oversized response headers" in message:
-            return "upstream_closed"
-        if "exception raised processing WSGI script" in message:
-            return "app_error"
-    return "other" if match["level"].lower() in _SERIOUS else None
+def app_line_formats() -> list[re.Pattern[str]]:
+    """The log line formats of the registered app servers (a role "app" log is any)."""
+    found = (get_server(kind).log_line for kind in SERVER_KINDS)
+    return [pattern for pattern in found if pattern is not None]
 
 
 @dataclass
@@ -343,16 +300,14 @@ def classify_lines(lines: Iterable[str], source: str) -> LogEvents:
 
 
 def _is_log_line(line: str, source: str) -> bool:
-    if source == "apache":
-        return _APACHE_LINE.match(line) is not None
-    if source == "nginx":
-        return _NGINX_LINE.match(line) is not None
-    return _GUNICORN_LINE.match(line) is not None or _UVICORN_LINE.match(line) is not None
+    if source in PROCESS_FRONTS:
+        return get_front(source).is_log_line(line)
+    return any(pattern.match(line) is not None for pattern in app_line_formats())
 
 
 def source_of(role: str) -> str:
-    """The log format of a stack process role ("nginx", "apache" or "app")."""
-    return role if role in ("nginx", "apache") else "app"
+    """The log format of a stack process role (a front's role, else "app")."""
+    return role if role in PROCESS_FRONTS else "app"
 
 
 class LogCursor:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import psutil
 
+from servelab.fronts.registry import PROCESS_FRONTS, get_front
 from servelab.results.records import ProcessUsage
 
 
@@ -37,15 +38,18 @@ def _peak_rss_bytes(proc: psutil.Process) -> int:
 
 
 def _role(root_role: str, proc: psutil.Process) -> str:
-    """The role of a process in the tree of ``root_role``: mod_wsgi's daemon processes
-    (Apache children it renames ``(wsgi:GROUP)``) run the app, so they are "app"."""
-    if root_role != "apache":
+    """The role of a process in the tree of ``root_role``: a front's processes that run
+    the app itself (mod_wsgi's daemons, which Apache renames ``(wsgi:GROUP)``) are "app"."""
+    if root_role not in PROCESS_FRONTS:
+        return root_role
+    prefix = get_front(root_role).app_process_prefix
+    if prefix is None:
         return root_role
     try:
         argv0 = proc.cmdline()[:1]
     except psutil.Error:
         return root_role
-    return "app" if argv0 and argv0[0].startswith("(wsgi:") else root_role
+    return "app" if argv0 and argv0[0].startswith(prefix) else root_role
 
 
 class ProcessSampler:

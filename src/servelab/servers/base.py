@@ -7,6 +7,7 @@ the environment record and the CLI's choices read it from there.
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,6 +58,9 @@ class AppServer(ABC):
     # Set for a server that runs inside its front (mod_wsgi: in Apache); None: its own
     # processes, which a front (or the load driver) connects to.
     inside_front: ClassVar[str | None] = None
+    # The format of its log lines, with ``level`` and ``msg`` groups (None: shares another
+    # server's format); ``servelab.observe.attribution`` classifies the messages.
+    log_line: ClassVar[re.Pattern[str] | None] = None
     # Distributions it needs in the app's Python; the first names its version.
     packages: ClassVar[tuple[str, ...]] = ()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +15,8 @@ from servelab.launch.templates import render
 from servelab.servers.base import AppServer, Command, Listen
 
 CONF_NAME = "gunicorn.conf.py"
+# gunicorn: "[2026-11-22 00:31:03 +0000] [29668] [INFO] message"
+_GUNICORN_LINE = re.compile(r"^\[[^\]]+\] \[\d+\] \[(?P<level>[A-Z]+)\] (?P<msg>.*)$")
 LOG_NAME = "gunicorn.log"
 GRACEFUL_TIMEOUT_S = 3
 
@@ -112,6 +115,7 @@ def gunicorn_command(conf_path: Path, app: ResolvedApp) -> list[str]:
 
 class Gunicorn(AppServer):
     kind = "gunicorn"
+    log_line = _GUNICORN_LINE
     knobs = frozenset({"threads", "worker_class", "max_requests", "max_requests_jitter"})
     packages = ("gunicorn", "uvicorn-worker")
 

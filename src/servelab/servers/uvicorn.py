@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -9,6 +10,8 @@ from servelab.apps import ResolvedApp
 from servelab.config.stack import ServerSpec
 from servelab.servers.base import AppServer, Command, Listen
 
+# uvicorn alone: "WARNING:  message"
+_UVICORN_LINE = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+(?P<msg>.*)$")
 LOG_NAME = "uvicorn.log"
 GRACEFUL_TIMEOUT_S = 3
 
@@ -58,6 +61,7 @@ def uvicorn_command(
 
 class Uvicorn(AppServer):
     kind = "uvicorn"
+    log_line = _UVICORN_LINE
     knobs = frozenset({"max_requests", "max_requests_jitter"})
     # Inherited from a gunicorn baseline (gunicorn-vs-uvicorn): accepted, not used.
     ignored_knobs = frozenset({"worker_class"})
