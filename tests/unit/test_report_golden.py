@@ -13,14 +13,15 @@ import csv
 import io
 import json
 import os
+from functools import cache
 from pathlib import Path
 
 import pytest
 
 from servelab.report.base import ReportInput
-from servelab.report.charts import plan_charts
 from servelab.report.data import runs_csv, runs_json
 from servelab.report.markdown import render_markdown
+from servelab.report.sections import report_sections
 from servelab.results.store import ResultStore
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "results"
@@ -33,11 +34,12 @@ def load(name: str) -> ReportInput:
     return ReportInput.from_store(ResultStore.open(FIXTURES / name))
 
 
+@cache
 def render(name: str) -> dict[str, str]:
+    """What ``servelab report`` writes as text (cached: the charts take a second to draw)."""
     report = load(name)
-    titles = {planned.name: planned.title for planned in plan_charts(report)}
     return {
-        "report.md": render_markdown(report, chart_titles=titles),
+        "report.md": render_markdown(report_sections(report)),
         "runs.json": runs_json(report),
         "runs.csv": runs_csv(report),
     }
@@ -92,3 +94,6 @@ def test_markdown_carries_tables_verdicts_warnings_and_environment() -> None:
     assert "- **errors** (tcp / rate-4000): 43 of 3151 requests failed (timeout: 43). Hint:" in text
     assert "## Environment" in text and "| CPU placement" in text
     assert "![Latency and errors against the arrival rate](charts/ramp.svg)" in text
+    # The test behind the verdicts, named from the comparisons (2 rounds each: Welch's).
+    assert "against the baseline (95 %) come from: Welch's t-test." in text
+    assert "## How it was measured" in text and "- Repetitions: 2, each on a fresh" in text

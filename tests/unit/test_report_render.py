@@ -326,7 +326,7 @@ def test_a_non_empty_output_directory_is_refused_then_replaced_with_force(
     (out / "keep.txt").write_text("not servelab's")
     with pytest.raises(ServelabError, match="exists and is not empty") as caught:
         write_report(grid, out)
-    assert "--force" in caught.value.fix
+    assert "--overwrite" in caught.value.fix
     assert (out / "report.md").read_text() == "my notes"
     write_report(grid, out, force=True)
     assert (out / "report.md").read_text().startswith("# workers-threads")

@@ -6,7 +6,9 @@ import pytest
 from servelab.config.building import experiment_from_dict
 from servelab.errors import ServelabError
 from servelab.measure.plan import plan_launches
-from servelab.report.tables import experiment_markdown, seed_tables, table_markdown
+from servelab.report.markdown import render_markdown, seed_table_markdown
+from servelab.report.sections import live_sections
+from servelab.report.tables import seed_tables
 from servelab.results.records import LoadMeasurement, ProcessUsage, RunResult
 from servelab.results.store import (
     DB_FILE,
@@ -88,16 +90,28 @@ def test_seed_table_reproduces_the_seed_averages_and_difference():
 
 
 def test_markdown_table_is_github_pipe_table():
-    text = table_markdown(seed_tables(EXPERIMENT, RUNS)[1])
+    text = seed_table_markdown(seed_tables(EXPERIMENT, RUNS)[1])
     lines = text.splitlines()
     assert lines[0].startswith("| **Test attribute**")
     assert "Difference to baseline" in lines[0]
     assert set(lines[1]) <= {"|", "-", ":"}
     assert "| Requests per second" in lines[2]
-    document = experiment_markdown(EXPERIMENT, RUNS, notes=["CPU placement: stack on CPU 0"])
-    assert "## sync-small: GET /" in document
-    assert "### tcp (baseline)" in document
-    assert "- CPU placement: stack on CPU 0" in document
+    environment = {"cpu_count": 2, "cpu_plan": {"stack": "0", "driver": "1", "stack_quota": 1.5}}
+    document = render_markdown(live_sections(EXPERIMENT, environment, RUNS))
+    assert "### sync-small\n\nGET /; closed model" in document
+    assert "#### tcp (baseline)" in document
+    assert "| CPU placement | stack on CPUs 0, load driver on CPUs 1 |" in document
+    assert "| CPU quota     | stack capped at 1.5 CPUs of time       |" in document
+    # Three rounds of both variants: the verdicts are paired by round, and say so.
+    assert "against the baseline (95 %) come from: paired t-test." in document
+    assert "Welch" not in document
+    assert "](charts/" not in document and "runs.json" not in document  # live: no files
+
+
+def test_without_a_comparison_the_report_names_no_test():
+    document = render_markdown(live_sections(EXPERIMENT, {}, RUNS[:3]))  # the baseline only
+    assert "No verdicts yet: no variant has runs to compare with the baseline's." in document
+    assert "No comparison yet" in document and "t-test" not in document
 
 
 def test_partial_results_render_without_missing_variants():

@@ -7,7 +7,6 @@ alike, so that every place says the same thing.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from servelab.analysis.analyze import METRIC_BY_KEY, ExperimentAnalysis, answer_metric, clarity
@@ -73,6 +72,11 @@ class Answer:
     @property
     def unclear(self) -> int:
         return sum(not line.clear for w in self.workloads for line in w.lines)
+
+    @property
+    def tests(self) -> tuple[str, ...]:
+        """The tests the comparisons actually used (analysis.analyze.compare_variants)."""
+        return tuple(sorted({line.test for w in self.workloads for line in w.lines}))
 
 
 def build_answer(analysis: ExperimentAnalysis, *, precision_pct: float | None = None) -> Answer:
@@ -153,23 +157,3 @@ def answer_intro(answer: Answer) -> str:
             "its requests/s only its share."
         )
     return text
-
-
-def answer_markdown(answer: Answer, *, outlook: Sequence[str] = ()) -> list[str]:
-    """The answer as markdown lines (report.md opens with it)."""
-    lines = ["## Answer", ""]
-    if not answer.workloads:
-        return [*lines, "No comparison yet: the baseline and a variant must both be measured.", ""]
-    lines += [answer_intro(answer), ""]
-    for w in answer.workloads:
-        lines.append(f"**{w.workload}**: winner **{w.winner}** ({w.winner_note})")
-        lines += [f"- {line.text()}" for line in w.lines]
-        lines.append("")
-    tests = sorted({line.test for w in answer.workloads for line in w.lines})
-    lines += [f"Test: {', '.join(tests)}.", ""]
-    lines += [f"- {text}" for text in outlook]
-    if outlook:
-        lines.append("")
-    if answer.warnings:
-        lines += ["Warnings:", ""] + [f"- {g.text()}" for g in answer.warnings] + [""]
-    return lines

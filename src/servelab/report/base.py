@@ -2,18 +2,18 @@
 
 A ``ReportInput`` is a stored result (experiment, environment, raw runs) plus
 its analysis (``servelab.analysis.analyze.analyze``: summaries, verdicts, warnings),
-computed once and handed to every renderer, so that markdown, HTML, charts
-and data files can never disagree. The charts are built lazily, once, and
-shared by the chart files and the HTML page.
+computed once. ``servelab.report.sections`` turns it into the report's sections
+(``Section``: data, not text), and every format (a ``Renderer``: markdown, HTML,
+the terminal) renders those same sections, so that they can never disagree.
+This module imports no other module of the report package.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 from servelab.analysis.analyze import ExperimentAnalysis, analyze
 from servelab.config.experiment import Experiment
@@ -31,7 +31,6 @@ RUNS_JSON_FILE = "runs.json"
 RUNS_CSV_FILE = "runs.csv"
 
 if TYPE_CHECKING:
-    from servelab.report.charts import Chart
     from servelab.results.store import ResultStore
 
 
@@ -105,13 +104,15 @@ class ReportInput:
         runs: Sequence[RunResult],
         *,
         source: str = "the result",
+        min_effect_pct: float = 0.0,
     ) -> ReportInput:
         if not runs:
             raise ServelabError(
                 f"{source} has no finished run to report on",
                 "let the experiment finish at least one run (servelab run --resume)",
             )
-        return cls(experiment, dict(environment), tuple(runs), analyze(experiment, runs))
+        analysis = analyze(experiment, runs, min_effect_pct=min_effect_pct)
+        return cls(experiment, dict(environment), tuple(runs), analysis)
 
     @classmethod
     def from_store(cls, store: ResultStore, *, source: str | None = None) -> ReportInput:
@@ -119,19 +120,33 @@ class ReportInput:
             store.experiment, store.environment, store.runs(), source=source or str(store.path)
         )
 
-    @cached_property
-    def charts(self) -> tuple[Chart, ...]:
-        from servelab.report.charts import build_charts
 
-        return tuple(build_charts(self))
+@dataclass(frozen=True)
+class Section:
+    """One part of a report, as data; ``servelab.report.sections`` defines every kind."""
+
+    kind: ClassVar[str]  # names the section in every format (the HTML section's id)
+    heading: ClassVar[str]  # "" for the report's title and its closing line
 
 
-class Renderer(Protocol):
-    """One output format: writes its files into ``out_dir`` and returns their paths."""
+@dataclass(frozen=True)
+class Table:
+    """A table as every format shows it: a header and rows of formatted cells; the first
+    ``label_columns`` columns name the row, the others hold figures (aligned right)."""
 
-    name: str
+    header: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    label_columns: int = 1
 
-    def write(self, report: ReportInput, out_dir: Path) -> list[Path]: ...
+
+Output_co = TypeVar("Output_co", covariant=True)
+
+
+class Renderer(Protocol[Output_co]):
+    """One format of a report (markdown, HTML, the terminal): renders every kind of
+    section, in the order given."""
+
+    def __call__(self, sections: Sequence[Section]) -> Output_co: ...
 
 
 # ---------------------------------------------------------------------------

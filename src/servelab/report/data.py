@@ -12,10 +12,9 @@ from __future__ import annotations
 import csv
 import io
 import json
-from pathlib import Path
 from typing import Any
 
-from servelab.report.base import RUNS_CSV_FILE, RUNS_JSON_FILE, ReportInput, log_events
+from servelab.report.base import ReportInput, log_events
 from servelab.results.records import RunResult
 
 FIXED_COLUMNS = (
@@ -140,13 +139,3 @@ def runs_csv(report: ReportInput) -> str:
     writer.writeheader()
     writer.writerows(rows)
     return buffer.getvalue()
-
-
-class DataRenderer:
-    name = "data"
-
-    def write(self, report: ReportInput, out_dir: Path) -> list[Path]:
-        json_path, csv_path = out_dir / RUNS_JSON_FILE, out_dir / RUNS_CSV_FILE
-        json_path.write_text(runs_json(report))
-        csv_path.write_text(runs_csv(report))
-        return [json_path, csv_path]

@@ -1,31 +1,20 @@
 """Failures and their causes, beside the seed tables: status counts, classified log
 lines, the listen queue, and (for ramps) the breaking point.
 
-Built as plain rows (header + rows of strings) so that the terminal (rich)
-and markdown renderers show the same thing.
+Built as tables of formatted cells (``base.Table``) and lines, which every format
+renders alike (report/sections.py).
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
-
-from rich.console import Console
-from rich.table import Table
-from tabulate import tabulate
 
 from servelab.config.experiment import Experiment
 from servelab.measure.ramp import ramp_verdicts, rate_of, slo_problem
-from servelab.observe.attribution import EVENT_BY_KEY, describe_counts, failure_events
+from servelab.observe.attribution import EVENT_BY_KEY, describe_counts
+from servelab.report.base import Table
 from servelab.results.records import RunResult
-
-
-@dataclass(frozen=True)
-class Rows:
-    title: str
-    header: tuple[str, ...]
-    rows: tuple[tuple[str, ...], ...]
 
 
 def describe_statuses(runs: Sequence[RunResult]) -> str:
@@ -82,7 +71,7 @@ def _row(
     )
 
 
-def failure_rows(experiment: Experiment, runs: Sequence[RunResult]) -> Rows:
+def failure_rows(experiment: Experiment, runs: Sequence[RunResult]) -> Table:
     """One row per (workload, variant), summed over its repetitions; with several
     workloads (or a ramp), one "(all)" row per variant."""
     rows = []
@@ -108,7 +97,7 @@ def failure_rows(experiment: Experiment, runs: Sequence[RunResult]) -> Rows:
         "p50 / p99 [ms]",
         "Listen backlog (measured by ss)",
     )
-    return Rows("Failures and their causes", header, tuple(rows))
+    return Table(header, tuple(rows), label_columns=2)
 
 
 def cause_lines(runs: Sequence[RunResult]) -> list[str]:
@@ -144,7 +133,7 @@ def placement_notes(runs: Sequence[RunResult]) -> list[str]:
     return notes
 
 
-def ramp_rows(experiment: Experiment, runs: Sequence[RunResult]) -> Rows | None:
+def ramp_rows(experiment: Experiment, runs: Sequence[RunResult]) -> Table | None:
     """The ramp's steps (rate order) with the SLO verdict of each; None if not a ramp."""
     if experiment.slo is None:
         return None
@@ -172,7 +161,7 @@ def ramp_rows(experiment: Experiment, runs: Sequence[RunResult]) -> Rows | None:
         "Status counts", "Log events", f"SLO (p99 <= {slo.p99_ms:g} ms, "
         f"errors <= {slo.max_error_ratio:.1%})",
     )
-    return Rows("Fixed-rate ramp", header, tuple(rows))
+    return Table(header, tuple(rows), label_columns=2)
 
 
 def ramp_summary_lines(experiment: Experiment, runs: Sequence[RunResult]) -> list[str]:
@@ -184,55 +173,11 @@ def ramp_summary_lines(experiment: Experiment, runs: Sequence[RunResult]) -> lis
     ]
 
 
-def rows_markdown(rows: Rows) -> str:
-    return tabulate(list(rows.rows), headers=list(rows.header), tablefmt="github",
-                    disable_numparse=True)
-
-
 def failures_markdown(experiment: Experiment, runs: Sequence[RunResult]) -> list[str]:
-    """The section as markdown lines (empty when there are no runs)."""
-    if not runs:
-        return []
-    lines: list[str] = []
-    ramp = ramp_rows(experiment, runs)
-    if ramp is not None:
-        lines += [f"## {ramp.title}", ""]
-        lines += [f"- {line}" for line in ramp_summary_lines(experiment, runs)] + [""]
-        lines += [rows_markdown(ramp), ""]
-    table = failure_rows(experiment, runs)
-    lines += [f"## {table.title}", "", rows_markdown(table), ""]
-    lines += [f"- {line}" for line in cause_lines(runs)]
-    lines += [f"- note: {note}" for note in placement_notes(runs)]
-    if any(r.log_events or r.notes for r in runs):
-        lines.append("")
-    return lines
+    """The ramp and failures sections of ``runs`` as markdown lines (none without runs)."""
+    # Imported here: the sections and the markdown renderer are built on this module.
+    from servelab.report.markdown import section_lines
+    from servelab.report.sections import failure_sections
 
-
-def has_failure_data(runs: Sequence[RunResult]) -> bool:
-    """True when any run failed requests or logged events (worth a section of its own)."""
-    return any(r.load.errors or failure_events(r.log_events) or r.log_events for r in runs)
-
-
-def render_failures(console: Console, experiment: Experiment, runs: Sequence[RunResult]) -> None:
-    """The section in the terminal, as rich tables."""
-    if not runs:
-        return
-    ramp = ramp_rows(experiment, runs)
-    sections = [r for r in (ramp, failure_rows(experiment, runs)) if r is not None]
-    for rows in sections:
-        console.rule(f"[bold]{rows.title}")
-        if rows is ramp:
-            for line in ramp_summary_lines(experiment, runs):
-                console.print(f"[bold]{line}[/bold]", highlight=False)
-        table = Table(title_justify="left")
-        for index, column in enumerate(rows.header):
-            table.add_column(
-                column, justify="left" if index < 2 else "right", no_wrap=index < 2
-            )
-        for row in rows.rows:
-            table.add_row(*row)
-        console.print(table)
-    for line in cause_lines(runs):
-        console.print(f"- {line}", highlight=False, markup=False)
-    for note in placement_notes(runs):
-        console.print(f"[yellow]note:[/yellow] {note}", highlight=False)
+    sections = failure_sections(experiment, runs)
+    return [line for section in sections for line in section_lines(section)]

@@ -1,44 +1,78 @@
-"""Chart files, and a whole report directory: every format, written all or nothing.
+"""A whole report directory: every format, written all or nothing.
 
-``write_report`` renders every format into a staging directory beside the
-target (``servelab.results.outdir``); the files are moved into place only when all of
-them were written, and a non-empty target is refused unless ``force`` is given.
+``write_report`` builds the report's sections once (report/sections.py) and
+hands them to every file writer in a staging directory beside the target
+(``servelab.results.outdir``); the files are moved into place only when all
+of them were written, and a non-empty target is refused unless ``force`` is
+given.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from servelab.report.base import CHARTS_DIR, HTML_FILE, SCREENSHOT_FILE, Renderer, ReportInput
-from servelab.report.data import DataRenderer
-from servelab.report.html import HtmlRenderer
-from servelab.report.markdown import MarkdownRenderer
+from servelab.report.base import (
+    CHARTS_DIR,
+    HTML_FILE,
+    MARKDOWN_FILE,
+    RUNS_CSV_FILE,
+    RUNS_JSON_FILE,
+    SCREENSHOT_FILE,
+    Renderer,
+    ReportInput,
+    Section,
+)
+from servelab.report.data import runs_csv, runs_json
+from servelab.report.html import render_html
+from servelab.report.markdown import render_markdown
+from servelab.report.sections import ChartsSection, report_sections
 from servelab.results.outdir import staged_output
 
+# Writes one format's files of a report into a directory; returns their paths.
+FileWriter = Callable[[ReportInput, Sequence[Section], Path], list[Path]]
 
-class ChartRenderer:
-    """Every chart as a standalone SVG and PNG in ``charts/``."""
 
-    name = "charts"
+def text_file(name: str, render: Renderer[str]) -> FileWriter:
+    """A writer of the file ``name``, holding the sections as ``render`` lays them out."""
 
-    def write(self, report: ReportInput, out_dir: Path) -> list[Path]:
-        charts_dir = out_dir / CHARTS_DIR
-        charts_dir.mkdir(exist_ok=True)
-        written = []
-        for chart in report.charts:
+    def write(report: ReportInput, sections: Sequence[Section], out_dir: Path) -> list[Path]:
+        path = out_dir / name
+        path.write_text(render(sections))
+        return [path]
+
+    return write
+
+
+def write_charts(report: ReportInput, sections: Sequence[Section], out_dir: Path) -> list[Path]:
+    """Every chart of the charts section as a standalone SVG and PNG in ``charts/``."""
+    charts_dir = out_dir / CHARTS_DIR
+    charts_dir.mkdir(exist_ok=True)
+    written = []
+    for section in sections:
+        if not isinstance(section, ChartsSection):
+            continue
+        for chart in section.charts:
             svg, png = charts_dir / f"{chart.name}.svg", charts_dir / f"{chart.name}.png"
             svg.write_text(chart.svg)
             png.write_bytes(chart.png)
             written += [svg, png]
-        return written
+    return written
 
 
-RENDERERS: tuple[Renderer, ...] = (
-    MarkdownRenderer(),
-    HtmlRenderer(),
-    ChartRenderer(),
-    DataRenderer(),
+def write_data(report: ReportInput, sections: Sequence[Section], out_dir: Path) -> list[Path]:
+    """Every raw run, as JSON and as CSV (report/data.py)."""
+    json_path, csv_path = out_dir / RUNS_JSON_FILE, out_dir / RUNS_CSV_FILE
+    json_path.write_text(runs_json(report))
+    csv_path.write_text(runs_csv(report))
+    return [json_path, csv_path]
+
+
+WRITERS: tuple[FileWriter, ...] = (
+    text_file(MARKDOWN_FILE, render_markdown),
+    text_file(HTML_FILE, render_html),
+    write_charts,
+    write_data,
 )
 
 
@@ -48,13 +82,14 @@ def write_report(
     *,
     force: bool = False,
     screenshot: bool = False,
-    renderers: Sequence[Renderer] = RENDERERS,
+    writers: Sequence[FileWriter] = WRITERS,
 ) -> list[Path]:
     """Write every format of ``report`` into ``out_dir``; the paths written, in order."""
+    sections = report_sections(report)
     with staged_output(out_dir, force=force) as staging:
         written: list[Path] = []
-        for renderer in renderers:
-            written += renderer.write(report, staging)
+        for write in writers:
+            written += write(report, sections, staging)
         if screenshot:
             from servelab.report.browser import screenshot as take_screenshot
 

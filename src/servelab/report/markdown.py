@@ -1,141 +1,198 @@
-"""The markdown report: ready to paste into a README, an issue or a blog post.
+"""The report as markdown: ready to paste into a README, an issue or a blog post.
 
-At a glance (one line per variant, with its verdict), the charts, the
-seed-style tables (report/tables.py) with each variant's verdicts, failures
-and their causes (report/failures.py), warnings with their hints, and the
-machine. Deterministic:
-the same result always gives the same text.
+Renders every kind of section (report/sections.py) as GitHub-flavoured
+markdown. Deterministic: the same sections always give the same text.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Sequence
+from functools import singledispatch
 
 from tabulate import tabulate
 
-from servelab.report.answer import answer_markdown, build_answer
 from servelab.report.base import (
     CHARTS_DIR,
     HTML_FILE,
-    MARKDOWN_FILE,
     RUNS_CSV_FILE,
     RUNS_JSON_FILE,
-    ReportInput,
-    describe_workload,
-    environment_rows,
-    experiment_line,
-    summary_rows,
+    Section,
+    Table,
 )
-from servelab.report.failures import failures_markdown
-from servelab.report.tables import seed_tables, table_markdown, verdict_lines
+from servelab.report.sections import (
+    AnswerSection,
+    ChartsSection,
+    EnvironmentSection,
+    FailuresSection,
+    FilesSection,
+    GlanceSection,
+    MemorySection,
+    MethodSection,
+    RampSection,
+    SeedTablesSection,
+    TimingSection,
+    TitleSection,
+    WarningsSection,
+)
+from servelab.report.tables import SeedTable
 
 
-def _table(header: list[str], rows: list[list[str]]) -> str:
-    return tabulate(rows, headers=header, tablefmt="github", disable_numparse=True)
+def render_markdown(sections: Sequence[Section]) -> str:
+    return "\n".join(line for section in sections for line in section_lines(section))
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    return tabulate(
+        [[_cell(c) for c in row] for row in rows],
+        headers=[_cell(h) for h in header],
+        tablefmt="github",
+        disable_numparse=True,
+    )
 
 
 def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def render_markdown(report: ReportInput, *, chart_titles: dict[str, str] | None = None) -> str:
-    """The report as markdown; ``chart_titles`` (file stem -> title) adds image links."""
-    experiment = report.experiment
-    lines = [f"# {experiment.name}", "", experiment_line(report), ""]
-    lines += answer_markdown(build_answer(report.analysis))
+def _bullets(lines: Sequence[str]) -> list[str]:
+    """``lines`` as a list, followed by a blank line (nothing when there are none)."""
+    return [*(f"- {line}" for line in lines), ""] if lines else []
 
-    lines += ["## At a glance", ""]
-    for workload in experiment.workloads:
-        rows = summary_rows(report, workload.name)
-        if not rows:
-            continue
-        lines += [f"### {workload.name}", "", describe_workload(report, workload.name), ""]
-        lines.append(
-            _table(
-                ["Variant", "Requests/s", "p99 [ms]", "Errors", "Verdict on requests/s"],
-                [
-                    [
-                        _cell(f"**{r.variant}**" + (" (baseline)" if r.is_baseline else "")),
-                        r.rps,
-                        r.p99_ms,
-                        r.errors,
-                        r.verdict,
-                    ]
-                    for r in rows
-                ],
-            )
-        )
+
+def _heading(section: Section, *, about: str = "") -> list[str]:
+    return [f"## {section.heading}", "", *([about, ""] if about else [])]
+
+
+def _table_section(section: MemorySection | TimingSection) -> list[str]:
+    table: Table = section.table
+    return [*_heading(section, about=section.about), _table(table.header, table.rows), ""]
+
+
+def seed_table_markdown(table: SeedTable) -> str:
+    """A seed table with the seeds' bold header (the difference column stays plain)."""
+    header = [h if h in ("", "Difference to baseline") else f"**{h}**" for h in table.header]
+    return _table(header, table.rows)
+
+
+@singledispatch
+def section_lines(section: Section) -> list[str]:
+    """The markdown lines of one section."""
+    raise TypeError(f"no markdown for the {type(section).__name__}")
+
+
+@section_lines.register
+def _title(section: TitleSection) -> list[str]:
+    return [f"# {section.name}", "", section.summary, ""]
+
+
+@section_lines.register
+def _answer(section: AnswerSection) -> list[str]:
+    answer = section.answer
+    lines = _heading(section)
+    if not answer.workloads:
+        return [*lines, section.nothing_yet, ""]
+    lines += [section.intro, ""]
+    for w in answer.workloads:
+        lines.append(f"**{w.workload}**: winner **{w.winner}** ({w.winner_note})")
+        lines += [f"- {line.text()}" for line in w.lines]
         lines.append("")
-    tests = sorted(
-        {c.test for v in report.analysis.variants for c in v.comparisons.values()}
-    ) or ["Welch's t-test"]
-    lines += [
-        f"Verdicts come from the {' / '.join(tests)} on requests/s against the baseline "
-        "(95 %); \"no significant difference\" means the runs cannot tell the two apart, "
-        "whatever the averages say.",
-        "",
-    ]
+    lines += [f"Test: {', '.join(answer.tests)}.", ""]
+    lines += _bullets(section.outlook)
+    if answer.warnings:
+        lines += ["Warnings:", "", *_bullets([g.text() for g in answer.warnings])]
+    return lines
 
-    if chart_titles:
-        lines += ["## Charts", ""]
-        for name, title in chart_titles.items():
-            lines += [f"![{title}]({CHARTS_DIR}/{name}.svg)", ""]
 
-    lines += ["## Seed-style tables", ""]
-    current = None
-    for table in seed_tables(experiment, report.runs):
-        if table.workload != current:
-            current = table.workload
-            lines += [f"### {current}", ""]
-        suffix = " (baseline)" if table.is_baseline else ""
-        lines += [
-            f"#### {table.variant}{suffix}",
-            "",
-            table.description,
-            "",
-            table_markdown(table),
-            "",
+@section_lines.register
+def _glance(section: GlanceSection) -> list[str]:
+    lines = _heading(section)
+    for workload in section.workloads:
+        lines += [f"### {workload.name}", "", workload.description, ""]
+        rows = [
+            [
+                f"**{r.variant}**" + (" (baseline)" if r.is_baseline else ""),
+                r.rps,
+                r.p99_ms,
+                r.errors,
+                r.verdict,
+            ]
+            for r in workload.rows
         ]
-        # Spread over the runs, then the verdicts against the baseline.
-        verdicts = verdict_lines(report.analysis, table.workload, table.variant)
-        if verdicts:
-            lines += [f"- {line}" for line in verdicts] + [""]
+        header = ["Variant", "Requests/s", "p99 [ms]", "Errors", "Verdict on requests/s"]
+        lines += [_table(header, rows), ""]
+    return [*lines, section.footnote, ""]
 
-    # Status counts beside their logged causes, and a ramp's steps (report/failures.py).
-    lines += failures_markdown(experiment, report.runs)
-    lines += _warnings(report)
 
-    lines += ["## Environment", ""]
-    lines.append(_table(["", ""], [[_cell(k), _cell(v)] for k, v in environment_rows(report)]))
-    lines += [
-        "",
+@section_lines.register
+def _charts(section: ChartsSection) -> list[str]:
+    lines = _heading(section)
+    for chart in section.charts:
+        lines += [f"![{chart.title}]({CHARTS_DIR}/{chart.name}.svg)", ""]
+    return lines
+
+
+@section_lines.register
+def _seed_tables(section: SeedTablesSection) -> list[str]:
+    lines = _heading(section)
+    workload = None
+    for item in section.tables:
+        table = item.table
+        if table.workload != workload:
+            workload = table.workload
+            lines += [f"### {workload}", ""]
+        suffix = " (baseline)" if table.is_baseline else ""
+        lines += [f"#### {table.variant}{suffix}", "", table.description, ""]
+        lines += [seed_table_markdown(table), ""]
+        lines += _bullets([*item.spread, *(v.text for v in item.verdicts)])
+    return lines
+
+
+@section_lines.register
+def _ramp(section: RampSection) -> list[str]:
+    table = section.table
+    return [*_heading(section), *_bullets(section.verdicts), _table(table.header, table.rows), ""]
+
+
+@section_lines.register
+def _failures(section: FailuresSection) -> list[str]:
+    lines = _heading(section)
+    if section.all_succeeded:
+        lines += [section.all_succeeded, ""]
+    lines += [_table(section.table.header, section.table.rows), ""]
+    return lines + _bullets([*section.causes, *(f"note: {n}" for n in section.notes)])
+
+
+section_lines.register(MemorySection, _table_section)
+section_lines.register(TimingSection, _table_section)
+
+
+@section_lines.register
+def _warnings(section: WarningsSection) -> list[str]:
+    if not section.warnings:
+        return [*_heading(section), "None.", ""]
+    lines = []
+    for warning in section.warnings:
+        where = " / ".join(x for x in (warning.variant, warning.workload) if x)
+        where = f" ({where})" if where else ""
+        lines.append(f"**{warning.kind}**{where}: {warning.message}. Hint: {warning.hint}.")
+    return [*_heading(section), *_bullets(lines)]
+
+
+@section_lines.register
+def _method(section: MethodSection) -> list[str]:
+    return [*_heading(section), *_bullets(section.notes)]
+
+
+@section_lines.register
+def _environment(section: EnvironmentSection) -> list[str]:
+    return [*_heading(section), _table(["", ""], section.rows), ""]
+
+
+@section_lines.register
+def _files(section: FilesSection) -> list[str]:
+    return [
         f"Every run's raw numbers: [{RUNS_JSON_FILE}]({RUNS_JSON_FILE}), "
         f"[{RUNS_CSV_FILE}]({RUNS_CSV_FILE}); the same report as one self-contained page: "
         f"[{HTML_FILE}]({HTML_FILE}).",
         "",
     ]
-    return "\n".join(lines)
-
-
-def _warnings(report: ReportInput) -> list[str]:
-    warnings = report.analysis.all_warnings
-    if not warnings:
-        return ["## Warnings", "", "None.", ""]
-    lines = ["## Warnings", ""]
-    for warning in warnings:
-        where = " / ".join(x for x in (warning.variant, warning.workload) if x)
-        where = f" ({where})" if where else ""
-        lines.append(f"- **{warning.kind}**{where}: {warning.message}. Hint: {warning.hint}.")
-    return [*lines, ""]
-
-
-class MarkdownRenderer:
-    name = "markdown"
-
-    def write(self, report: ReportInput, out_dir: Path) -> list[Path]:
-        from servelab.report.charts import plan_charts
-
-        titles = {planned.name: planned.title for planned in plan_charts(report)}
-        path = out_dir / MARKDOWN_FILE
-        path.write_text(render_markdown(report, chart_titles=titles))
-        return [path]

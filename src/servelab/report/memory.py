@@ -21,10 +21,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tabulate import tabulate
-
 from servelab.analysis.stats import summarize
 from servelab.config.experiment import Experiment
+from servelab.report.base import Table
 from servelab.results.records import RunResult
 
 MIB = 2**20
@@ -76,38 +75,39 @@ def memory_rows(experiment: Experiment, runs: Sequence[RunResult]) -> list[Memor
     return rows
 
 
-def memory_markdown(experiment: Experiment, runs: Sequence[RunResult]) -> list[str]:
-    """A "Memory per worker" section when the experiment compares app servers or fronts,
-    else nothing."""
-    stacks = experiment.stacks
-    if len({(s.server.kind, s.proxy.kind) for s in stacks}) < 2:
-        return []
-    rows = memory_rows(experiment, runs)
+def compares_servers(experiment: Experiment) -> bool:
+    """True when the variants differ in app server or front: their memory is worth a table."""
+    return len({(s.server.kind, s.proxy.kind) for s in experiment.stacks}) > 1
+
+
+def memory_table(experiment: Experiment, runs: Sequence[RunResult]) -> Table | None:
+    """Memory per worker of each variant with runs; None unless the experiment compares
+    app servers or fronts."""
+    rows = memory_rows(experiment, runs) if compares_servers(experiment) else []
     if not rows:
-        return []
-    table = tabulate(
-        [
-            (
-                r.variant, r.server, r.workers, f"{r.app_processes:.0f}", f"{r.app_mib:.1f}",
-                f"{r.per_worker_mib:.1f}", f"{r.largest_mib:.1f}", r.front,
-                f"{r.front_mib:.1f}",
-            )
-            for r in rows
-        ],
-        headers=(
+        return None
+    return Table(
+        (
             "Variant", "Server", "Workers", "App processes", "App peak RSS [MiB]",
             "Per worker [MiB]", "Largest process [MiB]", "Front", "Front [MiB]",
         ),
-        tablefmt="github",
-        disable_numparse=True,
+        tuple(
+            (
+                r.variant, r.server, str(r.workers), f"{r.app_processes:.0f}",
+                f"{r.app_mib:.1f}", f"{r.per_worker_mib:.1f}", f"{r.largest_mib:.1f}",
+                r.front, f"{r.front_mib:.1f}",
+            )
+            for r in rows
+        ),
+        label_columns=2,
     )
-    return [
-        "## Memory per worker",
-        "",
-        "Peak RSS of every app-server process (master, workers, helpers), summed, "
-        "divided by the workers; mean over all runs of the variant. With mod_wsgi the "
-        "workers are its daemon processes, and Apache's own processes are the front.",
-        "",
-        table,
-        "",
-    ]
+
+
+def memory_markdown(experiment: Experiment, runs: Sequence[RunResult]) -> list[str]:
+    """The "Memory per worker" section as markdown lines, or none (see memory_table)."""
+    # Imported here: the sections and the markdown renderer are built on this module.
+    from servelab.report.markdown import section_lines
+    from servelab.report.sections import MemorySection
+
+    table = memory_table(experiment, runs)
+    return section_lines(MemorySection(table)) if table else []

@@ -3,29 +3,24 @@
 One table per (workload, variant), in the order of the experiment, like the
 tables of the articles servelab reproduces, plus p99 latency and error counts
 that those articles lacked. Building the table is separate from rendering it
-(markdown for files, rich for the terminal).
+(every format renders it: report/sections.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-
-from tabulate import tabulate
+from typing import NamedTuple
 
 from servelab.analysis.analyze import (
     METRIC_BY_KEY,
     ExperimentAnalysis,
-    analyze,
     summary_line,
     verdict_line,
 )
 from servelab.analysis.stats import percent_change, summarize
 from servelab.config.experiment import Experiment
 from servelab.observe.attribution import failure_events
-from servelab.report.failures import failures_markdown
-from servelab.report.memory import memory_markdown
-from servelab.report.timing import time_per_request_markdown
 from servelab.results.records import RunResult
 
 
@@ -129,74 +124,45 @@ def seed_tables(experiment: Experiment, runs: Sequence[RunResult]) -> list[SeedT
     return tables
 
 
-def table_markdown(table: SeedTable) -> str:
-    header = [f"**{h}**" if h and h not in ("Difference to baseline",) else h for h in table.header]
-    return tabulate(list(table.rows), headers=header, tablefmt="github", disable_numparse=True)
-
-
 SUMMARISED = ("rps", "latency_mean_ms")
 
 
-def verdict_lines(analysis: ExperimentAnalysis, workload: str, variant: str) -> list[str]:
-    """The variant's spread (requests/s, mean latency), then its verdict against the
-    baseline, one line per metric."""
-    found = [v for v in analysis.for_workload(workload) if v.variant == variant]
-    if not found:
-        return []
-    lines = [summary_line(METRIC_BY_KEY[key], found[0].metrics[key]) for key in SUMMARISED]
-    return lines + [
-        verdict_line(METRIC_BY_KEY[key], comparison)
-        for key, comparison in found[0].comparisons.items()
-    ]
+class Verdict(NamedTuple):
+    kind: str  # the comparison's verdict: better, worse, no significant difference, ...
+    text: str  # analysis.verdict_line
 
 
-def warning_lines(analysis: ExperimentAnalysis) -> list[str]:
-    lines = []
-    for warning in analysis.all_warnings:
-        where = "/".join(x for x in (warning.variant, warning.workload) if x)
-        prefix = f"{where}: " if where else ""
-        lines.append(f"{prefix}{warning.message} (hint: {warning.hint})")
-    return lines
+@dataclass(frozen=True)
+class VariantTable:
+    """A seed table with the variant's spread over its runs (requests/s, mean latency) and
+    its verdicts against the baseline, one per metric."""
+
+    table: SeedTable
+    spread: tuple[str, ...]
+    verdicts: tuple[Verdict, ...]
 
 
-def experiment_markdown(
-    experiment: Experiment,
-    runs: Sequence[RunResult],
-    notes: Sequence[str] = (),
-    *,
-    min_effect_pct: float = 0.0,
-) -> str:
-    """The whole experiment as markdown: one section per workload, one table per variant,
-    each variant's verdicts against the baseline, then the warnings."""
-    from servelab.report.answer import answer_markdown, build_answer
+def variant_tables(analysis: ExperimentAnalysis, runs: Sequence[RunResult]) -> list[VariantTable]:
+    """Every seed table of ``runs`` (report/tables.py), with its spread and verdicts."""
+    found = {(v.workload, v.variant): v for v in analysis.variants}
+    tables = []
+    for table in seed_tables(analysis.experiment, runs):
+        variant = found[table.workload, table.variant]  # both have a run of it
+        spread = tuple(
+            summary_line(METRIC_BY_KEY[key], variant.metrics[key]) for key in SUMMARISED
+        )
+        verdicts = tuple(
+            Verdict(comparison.verdict, verdict_line(METRIC_BY_KEY[key], comparison))
+            for key, comparison in variant.comparisons.items()
+        )
+        tables.append(VariantTable(table, spread, verdicts))
+    return tables
 
-    analysis = analyze(experiment, runs, min_effect_pct=min_effect_pct)
-    lines = [f"# {experiment.name}", ""]
-    lines += answer_markdown(build_answer(analysis))
-    lines += [f"- {note}" for note in notes]
-    if notes:
-        lines.append("")
-    current = None
-    for table in seed_tables(experiment, runs):
-        if table.workload != current:
-            current = table.workload
-            workload = next(w for w in experiment.workloads if w.name == current)
-            lines += [f"## {current}: {workload.request.method} {workload.request.path}", ""]
-        suffix = " (baseline)" if table.is_baseline else ""
-        lines += [
-            f"### {table.variant}{suffix}",
-            "",
-            f"{table.description}",
-            "",
-            table_markdown(table),
-            "",
-        ]
-        lines += [f"- {line}" for line in verdict_lines(analysis, table.workload, table.variant)]
-        lines.append("")
-    lines += failures_markdown(experiment, runs)  # status counts beside their logged causes
-    lines += time_per_request_markdown(experiment, runs)  # only for ab experiments
-    lines += memory_markdown(experiment, runs)  # only when app servers are compared
-    warnings = warning_lines(analysis)
-    if warnings:
-        lines += ["## Warnings", ""] + [f"- {line}" for line in warnings] + [""]
-    return "\n".join(lines)
+
+def experiment_markdown(experiment: Experiment, runs: Sequence[RunResult]) -> str:
+    """The live report of ``runs`` as markdown, without the machine they were measured on."""
+    # Imported here: the sections and the markdown renderer are built on this module.
+    from servelab.report.markdown import render_markdown
+    from servelab.report.sections import live_sections
+
+    return render_markdown(live_sections(experiment, {}, runs))

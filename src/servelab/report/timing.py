@@ -12,10 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tabulate import tabulate
-
 from servelab.analysis.stats import summarize
 from servelab.config.experiment import Experiment
+from servelab.report.base import Table
 from servelab.results.records import RunResult
 
 
@@ -60,35 +59,22 @@ def time_per_request_rows(
     return rows
 
 
-def time_per_request_markdown(experiment: Experiment, runs: Sequence[RunResult]) -> list[str]:
-    """A "Time per request (as ab prints it)" section for ab experiments, else nothing."""
-    if experiment.driver != "ab":
-        return []
-    rows = time_per_request_rows(experiment, runs)
+def time_per_request_table(experiment: Experiment, runs: Sequence[RunResult]) -> Table | None:
+    """ab's figures per (workload, variant); None unless the experiment is driven by ab."""
+    rows = time_per_request_rows(experiment, runs) if experiment.driver == "ab" else []
     if not rows:
-        return []
-    table = tabulate(
-        [
-            (
-                r.workload, r.variant, r.runs, f"{r.mean_ms:.2f}", f"{r.across_all_ms:.2f}",
-                f"{r.latency_ms:.2f}", r.failed,
-            )
-            for r in rows
-        ],
-        headers=(
+        return None
+    return Table(
+        (
             "Workload", "Variant", "Runs", "Time per request, mean [ms]",
             "Across all concurrent requests [ms]", "Mean latency [ms]", "Failed requests",
         ),
-        tablefmt="github",
-        disable_numparse=True,
+        tuple(
+            (
+                r.workload, r.variant, str(r.runs), f"{r.mean_ms:.2f}", f"{r.across_all_ms:.2f}",
+                f"{r.latency_ms:.2f}", str(r.failed),
+            )
+            for r in rows
+        ),
+        label_columns=2,
     )
-    return [
-        "## Time per request (as ab prints it)",
-        "",
-        "ab's two figures, mean over runs: concurrency x wall time / requests, and wall "
-        "time / requests (1000 / requests per second); beside them the mean of each "
-        "request's own time.",
-        "",
-        table,
-        "",
-    ]

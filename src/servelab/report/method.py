@@ -1,0 +1,58 @@
+"""How the runs were measured, in sentences: the report's "How it was measured" section.
+
+Only what the environment table does not say already (the machine, the load
+driver and the CPU placement are there): repetitions and warm-up, slices, the
+stopping rule, and what "time per request" means.
+"""
+
+from __future__ import annotations
+
+from servelab.config.experiment import Experiment
+
+
+def method_notes(experiment: Experiment) -> list[str]:
+    return [
+        f"Repetitions: {experiment.repetitions}, each on a freshly started stack, "
+        f"variants {experiment.order}; before each run, warm-up rounds of "
+        f"{warmup_size(experiment)} until requests/s settles within "
+        f"{experiment.warmup.settle_pct:g} % (at most {experiment.warmup.max_rounds}), discarded",
+        *([sliced_note(experiment)] if experiment.slices > 1 else []),
+        *([stopping_note(experiment)] if experiment.stopping is not None else []),
+        "Time per request is the mean latency the driver measured (closed model: "
+        "concurrency / throughput, as ab reports it).",
+    ]
+
+
+def warmup_size(experiment: Experiment) -> str:
+    if experiment.warmup.duration_s is not None:
+        return f"{experiment.warmup.duration_s:g} s at the workload's concurrency"
+    return f"{experiment.warmup.requests} requests"
+
+
+def sliced_note(experiment: Experiment) -> str:
+    slices = experiment.slices
+    if experiment.side_by_side:
+        return (
+            f"Side by side: each round's stacks (one per variant) were measured at the same "
+            f"time, {slices} slices each, one load driver per stack, sharing the stack's "
+            "CPUs: every variant saw the same moments of the machine, so its drift cancels "
+            "in the ratios. Figures are each stack's share of the CPUs; compare ratios. "
+            "Effects that need a CPU to themselves (e.g. large answers through a small "
+            "socket buffer) can read smaller or differ from runs in turns (--in-turns)"
+        )
+    return (
+        f"Slices: each run measured in {slices} slices, interleaved with every other "
+        "run's, all the runs' stacks alive at once: drift of the machine's own speed falls "
+        "on every run alike, so the spread between repetitions is the stacks' own, and "
+        "the absolute figures are an average over the whole measuring time"
+    )
+
+
+def stopping_note(experiment: Experiment) -> str:
+    stopping = experiment.stopping
+    assert stopping is not None
+    return (
+        f"Stopping: rounds of fresh starts added until every comparison's 95 % "
+        f"interval (the answer's metric) is within ±{stopping.precision_pct:g} % or clear of "
+        f"±{stopping.min_effect_pct:g} %, within {stopping.budget_s:g} s of measuring"
+    )
