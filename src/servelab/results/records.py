@@ -6,6 +6,9 @@ from pydantic import BaseModel, ConfigDict
 
 
 class Record(BaseModel):
+    """A field added to a record needs a default that means what records stored before
+    it meant; any other change needs a new format (``servelab.results.formats``)."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 

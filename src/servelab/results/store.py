@@ -25,10 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from servelab.config.experiment import Experiment
 from servelab.errors import ServelabError
+from servelab.results.formats import experiment_from, run_from, run_json, spec_record
 from servelab.results.records import RunResult
 
 DB_FILE = "servelab.db"
@@ -63,18 +62,27 @@ CREATE TABLE runs (
 """
 
 
+# Spec fields added after --resume began comparing spec hashes, with the value that
+# measures as specs from before them did: at that value a field is left out of the hash,
+# so that experiments stored before it keep theirs. A field added later joins them.
+ADDED_SINCE_HASHING: tuple[tuple[tuple[str, ...], Any], ...] = (
+    (("slices",), 1),
+    (("side_by_side",), False),
+    (("warmup", "duration_s"), None),
+)
+
+
 def spec_hash(experiment: Experiment) -> str:
     """A fingerprint of what an experiment measures (resume refuses a changed spec)."""
     spec = experiment.model_dump(mode="json")
-    if spec.get("slices") == 1:
-        del spec["slices"]  # added later: experiments stored before it keep their hash
     # How long to keep measuring is not what is measured: a resume may change it.
     spec.pop("stopping", None)
-    # Added later with defaults that measure as before: older experiments keep their hash.
-    if spec.get("side_by_side") is False:
-        del spec["side_by_side"]
-    if isinstance(spec.get("warmup"), dict) and spec["warmup"].get("duration_s") is None:
-        spec["warmup"].pop("duration_s", None)
+    for (*tables, key), before in ADDED_SINCE_HASHING:
+        table = spec
+        for name in tables:
+            table = table.get(name) or {}
+        if key in table and table[key] == before:
+            del table[key]
     canonical = json.dumps(spec, sort_keys=True)
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
@@ -176,7 +184,7 @@ class Database:
                 (
                     experiment.name,
                     _now(),
-                    experiment.model_dump_json(),
+                    json.dumps(spec_record(experiment)),
                     spec_hash(experiment),
                     json.dumps(environment),
                 ),
@@ -205,7 +213,7 @@ class Database:
         return row
 
     def experiment(self, experiment_id: int) -> Experiment:
-        return Experiment.model_validate_json(self._row(experiment_id)["spec_json"])
+        return experiment_from(json.loads(self._row(experiment_id)["spec_json"]))
 
     def environment(self, experiment_id: int) -> dict[str, Any]:
         return json.loads(self._row(experiment_id)["environment_json"])
@@ -239,7 +247,7 @@ class Database:
         ).fetchall()
         listed = []
         for id_, name, created, finished, n_runs, spec_json, env_json, export_dir in rows:
-            spec = Experiment.model_validate_json(spec_json)
+            spec = experiment_from(json.loads(spec_json))
             planned = len(spec.stacks) * len(spec.workloads) * spec.repetitions
             host = json.loads(env_json).get("hostname", "?")
             listed.append(
@@ -262,7 +270,7 @@ class Database:
                         run.started_at,
                         run.load.rps,
                         run.load.errors,
-                        run.model_dump_json(),
+                        run_json(run),
                     ),
                 )
         except sqlite3.IntegrityError:
@@ -276,8 +284,8 @@ class Database:
             "SELECT record_json FROM runs WHERE experiment_id = ? ORDER BY id", (experiment_id,)
         ).fetchall()
         try:
-            return [RunResult.model_validate_json(row[0]) for row in rows]
-        except ValidationError:
+            return [run_from(row[0]) for row in rows]
+        except ValueError:
             raise ServelabError(
                 f"a run record of experiment {experiment_id} is unreadable",
                 "the database was written by another servelab version",
@@ -341,7 +349,7 @@ class ResultStore:
         self.path.mkdir(parents=True, exist_ok=True)
         document = {
             "id": self.id,
-            "experiment": experiment.model_dump(mode="json"),
+            "experiment": spec_record(experiment),
             "environment": environment,
         }
         _write_atomic(self.path / EXPERIMENT_FILE, json.dumps(document, indent=2))
@@ -351,8 +359,8 @@ class ResultStore:
         if self.database is not None and self.id is not None:
             return self.database.experiment(self.id)
         try:
-            return Experiment.model_validate(self._read_export(self.path)["experiment"])
-        except (ValidationError, KeyError):
+            return experiment_from(self._read_export(self.path)["experiment"])
+        except (ValueError, KeyError):
             raise ServelabError(
                 f"{self.path / EXPERIMENT_FILE} does not hold an experiment this servelab reads",
                 "open it with the servelab version that wrote it",
@@ -374,7 +382,7 @@ class ResultStore:
             raise ServelabError(f"{self.path} was opened read-only", "run a new experiment")
         self.database.add_run(self.id, run)
         with open(self.path / RUNS_FILE, "a") as runs:
-            runs.write(run.model_dump_json() + "\n")
+            runs.write(run_json(run) + "\n")
             runs.flush()
             os.fsync(runs.fileno())
 
@@ -391,8 +399,8 @@ class ResultStore:
                 if not line.strip():
                     continue
                 try:
-                    results.append(RunResult.model_validate_json(line))
-                except ValidationError:
+                    results.append(run_from(line))
+                except ValueError:
                     if not line.endswith("\n"):
                         break  # a run cut off mid-write by a crash: not a finished run
                     raise ServelabError(
