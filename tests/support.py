@@ -193,3 +193,70 @@ class ListSink:
 
     def add(self, run) -> None:
         self.runs.append(run)
+
+
+def fake_load(
+    *,
+    rps: float = 1000.0,
+    duration_s: float | None = None,
+    requests: int | None = None,
+    mean_ms: float = 10.0,
+    p99_ms: float | None = None,
+    codes: dict[str, int] | None = None,
+    driver: str = "oha",
+    **extra,
+):
+    """A LoadMeasurement with consistent figures: ``requests`` (or the sum of ``codes``)
+    served at ``rps``; latencies from ``mean_ms`` (p99 twice it unless given)."""
+    from servelab.results.records import LoadMeasurement
+
+    if codes is None:
+        codes = {"200": requests if requests is not None else max(1, round(rps))}
+    total = requests if requests is not None else sum(codes.values())
+    p99 = p99_ms if p99_ms is not None else 2 * mean_ms
+    fields = dict(
+        driver=driver,
+        requests_total=total,
+        duration_s=duration_s if duration_s is not None else total / rps,
+        rps=rps,
+        latency_mean_ms=mean_ms,
+        latency_p50_ms=mean_ms,
+        latency_p90_ms=max(mean_ms, (mean_ms + p99) / 2),
+        latency_p99_ms=p99,
+        latency_max_ms=max(p99, 1.5 * p99),
+        status_counts=codes,
+        connection_errors={},
+        bytes_received=20 * total,
+    )
+    return LoadMeasurement(**{**fields, **extra})
+
+
+def fake_run(
+    variant: str = "v",
+    workload: str = "w",
+    repetition: int = 1,
+    *,
+    experiment: str = "x",
+    load=None,
+    processes: tuple = (),
+    **extra,
+):
+    """One RunResult as a test needs it (``load`` from ``fake_load`` by default); the
+    one factory the unit tests share."""
+    from servelab.results.records import RunResult
+
+    return RunResult(
+        **{
+            "experiment": experiment,
+            "variant": variant,
+            "workload": workload,
+            "repetition": repetition,
+            "started_at": "2026-11-22T00:00:00+0000",
+            "load": load if load is not None else fake_load(),
+            "processes": processes,
+            "stack_cpus": None,
+            "driver_cpus": None,
+            "warmup_requests": 0,
+            **extra,
+        }
+    )

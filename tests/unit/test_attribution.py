@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from support import fake_load, fake_run
 
 from servelab.config.building import experiment_from_dict
 from servelab.observe.attribution import (
@@ -18,7 +19,7 @@ from servelab.observe.attribution import (
     failure_events,
 )
 from servelab.report.failures import cause_lines, failure_rows, failures_markdown, ramp_rows
-from servelab.results.records import ListenQueue, LoadMeasurement, RunResult
+from servelab.results.records import ListenQueue, RunResult
 
 LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs"
 MANIFEST = json.loads((LOGS / "manifest.json").read_text())
@@ -131,14 +132,9 @@ def test_every_class_explains_itself() -> None:
 
 def result(variant: str, workload: str, codes: dict[str, int], log: dict[str, int],
            p99: float = 10.0) -> RunResult:
-    load = LoadMeasurement(
-        driver="oha", requests_total=sum(codes.values()), duration_s=1.0, rps=1.0,
-        latency_mean_ms=1, latency_p50_ms=1, latency_p90_ms=1, latency_p99_ms=p99,
-        latency_max_ms=p99, status_counts=codes, connection_errors={}, bytes_received=0,
-    )
-    return RunResult(
-        experiment="x", variant=variant, workload=workload, repetition=1, started_at="",
-        load=load, processes=(), stack_cpus=None, driver_cpus=None, warmup_requests=0,
+    return fake_run(
+        variant, workload, load=fake_load(rps=1.0, duration_s=1.0, mean_ms=1, p99_ms=p99,
+                                          codes=codes),
         log_events=log, log_examples={k: f"line of {k}" for k in log}, somaxconn=128,
         listen_backlog=128, namespace="servelab-1-1",
         listen_queue=ListenQueue(address="unix:/x", backlog=128, max_queued=129,

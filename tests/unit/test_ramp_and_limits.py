@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support import fake_load, fake_run
 
 from servelab.config.building import experiment_from_dict
 from servelab.config.load import SloSpec
@@ -20,7 +21,7 @@ from servelab.measure.ramp import (
     slo_problem,
 )
 from servelab.observe.acceptq import parse_ss
-from servelab.results.records import LoadMeasurement, RunResult
+from servelab.results.records import RunResult
 from servelab.studies import StudyOptions, get_study
 from servelab.studies.failures import backlog_estimate_s
 
@@ -28,16 +29,8 @@ from servelab.studies.failures import backlog_estimate_s
 def step(rate: float, *, p99: float = 10.0, codes: dict[str, int] | None = None,
          variant: str = "v", repetition: int = 1) -> RunResult:
     codes = codes if codes is not None else {"200": 100}
-    load = LoadMeasurement(
-        driver="oha", requests_total=sum(codes.values()), duration_s=1.0, rps=rate,
-        latency_mean_ms=p99 / 2, latency_p50_ms=p99 / 2, latency_p90_ms=p99, latency_p99_ms=p99,
-        latency_max_ms=p99, status_counts=codes, connection_errors={}, bytes_received=0,
-    )
-    return RunResult(
-        experiment="ramp", variant=variant, workload=f"rate-{rate:g}", repetition=repetition,
-        started_at="", load=load, processes=(), stack_cpus=None, driver_cpus=None,
-        warmup_requests=0,
-    )
+    load = fake_load(rps=rate, duration_s=1.0, mean_ms=p99 / 2, p99_ms=p99, codes=codes)
+    return fake_run(variant, f"rate-{rate:g}", repetition, experiment="ramp", load=load)
 
 
 def test_rates_additive_multiplicative_and_capped() -> None:

@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from support import fake_run
 
 from servelab.apps import ResolvedApp
 from servelab.config.building import experiment_from_dict
@@ -227,7 +228,7 @@ def _run(variant: str, app_mib: list[int], nginx_mib: int) -> RunResult:
         ProcessUsage(role="app", pid=10 + i, name="x", cpu_s=0, peak_rss_bytes=m << 20)
         for i, m in enumerate(app_mib)
     ]
-    return RunResult.model_construct(variant=variant, workload="w", processes=tuple(procs))
+    return fake_run(variant, processes=tuple(procs))
 
 
 def test_memory_per_worker() -> None:

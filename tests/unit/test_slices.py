@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from support import fake_load
 
 from servelab.config.building import experiment_from_dict
 from servelab.config.experiment import slicing_problem
@@ -27,21 +28,10 @@ from servelab.results.store import spec_hash
 
 
 def measurement(requests: int, duration_s: float, **extra) -> LoadMeasurement:
-    fields = dict(
-        driver="oha",
-        requests_total=requests,
-        duration_s=duration_s,
-        rps=requests / duration_s,
-        latency_mean_ms=99.0,  # deliberately wrong: merged figures come from the latencies
-        latency_p50_ms=99.0,
-        latency_p90_ms=99.0,
-        latency_p99_ms=99.0,
-        latency_max_ms=99.0,
-        status_counts={"200": requests},
-        connection_errors={},
-        bytes_received=10 * requests,
-    )
-    return LoadMeasurement(**{**fields, **extra})
+    # latencies deliberately wrong (99 ms): merged figures come from the latencies
+    return fake_load(rps=requests / duration_s, duration_s=duration_s, requests=requests,
+                     mean_ms=99.0, p99_ms=99.0, latency_max_ms=99.0, latency_p90_ms=99.0,
+                     bytes_received=10 * requests, **extra)
 
 
 def test_a_duration_is_cut_into_equal_slices_and_a_count_into_parts_that_add_up():
