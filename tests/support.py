@@ -105,22 +105,11 @@ class FakeExecutor:
         self.stopped_blocks += 1
 
     def _load(self, rps: float, duration: float):
-        from servelab.results.records import LoadMeasurement
-
         requests = max(1, round(rps * duration))
-        return LoadMeasurement(
-            driver="fake",
-            requests_total=requests,
-            duration_s=duration,
-            rps=requests / duration,
-            latency_mean_ms=1000.0 / rps,
-            latency_p50_ms=1000.0 / rps,
-            latency_p90_ms=1000.0 / rps,
-            latency_p99_ms=2000.0 / rps,
-            latency_max_ms=3000.0 / rps,
-            status_counts={"200": requests},
-            connection_errors={},
-            bytes_received=requests * 10,
+        return fake_load(
+            rps=requests / duration, duration_s=duration, requests=requests, driver="fake",
+            mean_ms=1000.0 / rps, p99_ms=2000.0 / rps, latency_p90_ms=1000.0 / rps,
+            latency_max_ms=3000.0 / rps, bytes_received=requests * 10,
         )
 
     def send(self, stack, workload, load, scratch):
