@@ -11,28 +11,13 @@ from functools import singledispatch
 
 from tabulate import tabulate
 
+from servelab.report import sections as kinds
 from servelab.report.base import (
     CHARTS_DIR,
     HTML_FILE,
     RUNS_CSV_FILE,
     RUNS_JSON_FILE,
     Section,
-    Table,
-)
-from servelab.report.sections import (
-    AnswerSection,
-    ChartsSection,
-    EnvironmentSection,
-    FailuresSection,
-    FilesSection,
-    GlanceSection,
-    MemorySection,
-    MethodSection,
-    RampSection,
-    SeedTablesSection,
-    TimingSection,
-    TitleSection,
-    WarningsSection,
 )
 from servelab.report.tables import SeedTable
 
@@ -63,11 +48,6 @@ def _heading(section: Section, *, about: str = "") -> list[str]:
     return [f"## {section.heading}", "", *([about, ""] if about else [])]
 
 
-def _table_section(section: MemorySection | TimingSection) -> list[str]:
-    table: Table = section.table
-    return [*_heading(section, about=section.about), _table(table.header, table.rows), ""]
-
-
 def seed_table_markdown(table: SeedTable) -> str:
     """A seed table with the seeds' bold header (the difference column stays plain)."""
     header = [h if h in ("", "Difference to baseline") else f"**{h}**" for h in table.header]
@@ -81,12 +61,12 @@ def section_lines(section: Section) -> list[str]:
 
 
 @section_lines.register
-def _title(section: TitleSection) -> list[str]:
+def _title(section: kinds.TitleSection) -> list[str]:
     return [f"# {section.name}", "", section.summary, ""]
 
 
 @section_lines.register
-def _answer(section: AnswerSection) -> list[str]:
+def _answer(section: kinds.AnswerSection) -> list[str]:
     answer = section.answer
     lines = _heading(section)
     if not answer.workloads:
@@ -104,7 +84,7 @@ def _answer(section: AnswerSection) -> list[str]:
 
 
 @section_lines.register
-def _glance(section: GlanceSection) -> list[str]:
+def _glance(section: kinds.GlanceSection) -> list[str]:
     lines = _heading(section)
     for workload in section.workloads:
         lines += [f"### {workload.name}", "", workload.description, ""]
@@ -124,7 +104,7 @@ def _glance(section: GlanceSection) -> list[str]:
 
 
 @section_lines.register
-def _charts(section: ChartsSection) -> list[str]:
+def _charts(section: kinds.ChartsSection) -> list[str]:
     lines = _heading(section)
     for chart in section.charts:
         lines += [f"![{chart.title}]({CHARTS_DIR}/{chart.name}.svg)", ""]
@@ -132,7 +112,7 @@ def _charts(section: ChartsSection) -> list[str]:
 
 
 @section_lines.register
-def _seed_tables(section: SeedTablesSection) -> list[str]:
+def _seed_tables(section: kinds.SeedTablesSection) -> list[str]:
     lines = _heading(section)
     workload = None
     for item in section.tables:
@@ -148,13 +128,13 @@ def _seed_tables(section: SeedTablesSection) -> list[str]:
 
 
 @section_lines.register
-def _ramp(section: RampSection) -> list[str]:
+def _ramp(section: kinds.RampSection) -> list[str]:
     table = section.table
     return [*_heading(section), *_bullets(section.verdicts), _table(table.header, table.rows), ""]
 
 
 @section_lines.register
-def _failures(section: FailuresSection) -> list[str]:
+def _failures(section: kinds.FailuresSection) -> list[str]:
     lines = _heading(section)
     if section.all_succeeded:
         lines += [section.all_succeeded, ""]
@@ -162,12 +142,14 @@ def _failures(section: FailuresSection) -> list[str]:
     return lines + _bullets([*section.causes, *(f"note: {n}" for n in section.notes)])
 
 
-section_lines.register(MemorySection, _table_section)
-section_lines.register(TimingSection, _table_section)
+@section_lines.register
+def _explained_table(section: kinds.ExplainedTableSection) -> list[str]:
+    table = section.table
+    return [*_heading(section, about=section.about), _table(table.header, table.rows), ""]
 
 
 @section_lines.register
-def _warnings(section: WarningsSection) -> list[str]:
+def _warnings(section: kinds.WarningsSection) -> list[str]:
     if not section.warnings:
         return [*_heading(section), "None.", ""]
     lines = []
@@ -179,17 +161,17 @@ def _warnings(section: WarningsSection) -> list[str]:
 
 
 @section_lines.register
-def _method(section: MethodSection) -> list[str]:
+def _method(section: kinds.MethodSection) -> list[str]:
     return [*_heading(section), *_bullets(section.notes)]
 
 
 @section_lines.register
-def _environment(section: EnvironmentSection) -> list[str]:
+def _environment(section: kinds.EnvironmentSection) -> list[str]:
     return [*_heading(section), _table(["", ""], section.rows), ""]
 
 
 @section_lines.register
-def _files(section: FilesSection) -> list[str]:
+def _files(section: kinds.FilesSection) -> list[str]:
     return [
         f"Every run's raw numbers: [{RUNS_JSON_FILE}]({RUNS_JSON_FILE}), "
         f"[{RUNS_CSV_FILE}]({RUNS_CSV_FILE}); the same report as one self-contained page: "

@@ -28,6 +28,11 @@ from servelab.results.records import RunResult
 
 MIB = 2**20
 FRONT_ROLES = ("nginx", "apache")
+ABOUT = (
+    "Peak RSS of every app-server process (master, workers, helpers), summed, "
+    "divided by the workers; mean over all runs of the variant. With mod_wsgi the "
+    "workers are its daemon processes, and Apache's own processes are the front."
+)
 
 
 @dataclass(frozen=True)

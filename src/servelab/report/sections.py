@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from servelab.config.experiment import Experiment
+from servelab.report import memory, timing
 from servelab.report.answer import Answer, answer_intro, build_answer
 from servelab.report.base import (
     ReportInput,
@@ -33,14 +34,12 @@ from servelab.report.failures import (
     ramp_rows,
     ramp_summary_lines,
 )
-from servelab.report.memory import memory_table
 from servelab.report.method import method_notes
 from servelab.report.tables import VariantTable, variant_tables
-from servelab.report.timing import time_per_request_table
 from servelab.results.records import RunResult
 
 if TYPE_CHECKING:
-    from servelab.analysis.analyze import ResultWarning
+    from servelab.analysis.warnings import ResultWarning
     from servelab.report.charts import Chart
 
 
@@ -136,29 +135,26 @@ class FailuresSection(Section):
 
 
 @dataclass(frozen=True)
-class MemorySection(Section):
-    kind = "memory"
-    heading = "Memory per worker"
-    about = (
-        "Peak RSS of every app-server process (master, workers, helpers), summed, "
-        "divided by the workers; mean over all runs of the variant. With mod_wsgi the "
-        "workers are its daemon processes, and Apache's own processes are the front."
-    )
+class ExplainedTableSection(Section):
+    """A table with a paragraph on how to read its figures."""
+
+    about: ClassVar[str]
 
     table: Table
 
 
 @dataclass(frozen=True)
-class TimingSection(Section):
+class MemorySection(ExplainedTableSection):
+    kind = "memory"
+    heading = "Memory per worker"
+    about = memory.ABOUT
+
+
+@dataclass(frozen=True)
+class TimingSection(ExplainedTableSection):
     kind = "timing"
     heading = "Time per request (as ab prints it)"
-    about = (
-        "ab's two figures, mean over runs: concurrency x wall time / requests, and wall "
-        "time / requests (1000 / requests per second); beside them the mean of each "
-        "request's own time."
-    )
-
-    table: Table
+    about = timing.ABOUT
 
 
 @dataclass(frozen=True)
@@ -233,12 +229,12 @@ def report_sections(
         sections.append(ChartsSection(tuple(build_charts(report))))
     sections.append(SeedTablesSection(tuple(variant_tables(analysis, runs))))
     sections += failure_sections(experiment, runs)
-    memory = memory_table(experiment, runs)
-    if memory is not None:
-        sections.append(MemorySection(memory))
-    timing = time_per_request_table(experiment, runs)
-    if timing is not None:
-        sections.append(TimingSection(timing))
+    memory_per_worker = memory.memory_table(experiment, runs)
+    if memory_per_worker is not None:
+        sections.append(MemorySection(memory_per_worker))
+    time_per_request = timing.time_per_request_table(experiment, runs)
+    if time_per_request is not None:
+        sections.append(TimingSection(time_per_request))
     sections += [
         WarningsSection(analysis.all_warnings),
         MethodSection(tuple(method_notes(experiment))),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 from servelab.analysis.analyze import (
     METRIC_BY_KEY,
@@ -53,6 +53,8 @@ ATTRIBUTES: tuple[Attribute, ...] = (
 
 @dataclass(frozen=True)
 class SeedTable:
+    label_columns: ClassVar[int] = 1  # as base.Table: the attribute names the row
+
     workload: str
     variant: str
     description: str

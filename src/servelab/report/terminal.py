@@ -14,30 +14,24 @@ from rich.rule import Rule
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from servelab.report.base import CHARTS_DIR, HTML_FILE, RUNS_CSV_FILE, RUNS_JSON_FILE, Section
-from servelab.report.sections import (
-    AnswerSection,
-    ChartsSection,
-    EnvironmentSection,
-    FailuresSection,
-    FilesSection,
-    GlanceSection,
-    MemorySection,
-    MethodSection,
-    RampSection,
-    SeedTablesSection,
-    TimingSection,
-    TitleSection,
-    WarningsSection,
+from servelab.report import sections as kinds
+from servelab.report.base import (
+    CHARTS_DIR,
+    HTML_FILE,
+    RUNS_CSV_FILE,
+    RUNS_JSON_FILE,
+    Section,
+    Table,
 )
+from servelab.report.tables import SeedTable
 
 VERDICT_COLOURS = {"better": "green", "worse": "red"}
 
 
 def render_terminal(sections: Sequence[Section]) -> Group:
     """Every section as rich renderables, for ``console.print``."""
-    answers = [s for s in sections if isinstance(s, AnswerSection)]
-    ordered = [s for s in sections if not isinstance(s, AnswerSection)] + answers
+    answers = [s for s in sections if isinstance(s, kinds.AnswerSection)]
+    ordered = [s for s in sections if not isinstance(s, kinds.AnswerSection)] + answers
     return Group(*(part for section in ordered for part in section_parts(section)))
 
 
@@ -49,19 +43,16 @@ def _line(text: str, style: str = "") -> Text:
     return Text(text, style=style)
 
 
-def _grid(
-    header: Sequence[str], rows: Sequence[Sequence[str]], labels: int, title: str | None = None
-) -> RichTable:
-    """A table whose first ``labels`` columns name the row (left) and hold figures after.
+def _grid(table: Table | SeedTable, title: str | None = None) -> RichTable:
+    """The table with its label columns on the left and its figures aligned right.
     Every text is plain (``Text``): "[ms]" in a header is a unit, not rich markup."""
-    table = RichTable(title=Text(title) if title else None, title_justify="left")
-    for index, column in enumerate(header):
-        table.add_column(
-            Text(column), justify="left" if index < labels else "right", no_wrap=index < labels
-        )
-    for row in rows:
-        table.add_row(*map(Text, row))
-    return table
+    grid = RichTable(title=Text(title) if title else None, title_justify="left")
+    for index, column in enumerate(table.header):
+        label = index < table.label_columns
+        grid.add_column(Text(column), justify="left" if label else "right", no_wrap=label)
+    for row in table.rows:
+        grid.add_row(*map(Text, row))
+    return grid
 
 
 @singledispatch
@@ -71,12 +62,12 @@ def section_parts(section: Section) -> list[RenderableType]:
 
 
 @section_parts.register
-def _title(section: TitleSection) -> list[RenderableType]:
+def _title(section: kinds.TitleSection) -> list[RenderableType]:
     return [_rule(section.name), _line(section.summary, "dim")]
 
 
 @section_parts.register
-def _answer(section: AnswerSection) -> list[RenderableType]:
+def _answer(section: kinds.AnswerSection) -> list[RenderableType]:
     answer = section.answer
     parts: list[RenderableType] = [_rule(section.heading), _line(section.intro, "dim")]
     if not answer.workloads:
@@ -101,26 +92,21 @@ def _answer(section: AnswerSection) -> list[RenderableType]:
 
 
 @section_parts.register
-def _glance(section: GlanceSection) -> list[RenderableType]:
+def _glance(section: kinds.GlanceSection) -> list[RenderableType]:
     parts: list[RenderableType] = [_rule(section.heading)]
     header = ("Variant", "Requests/s", "p99 [ms]", "Errors", "Verdict on requests/s")
     for workload in section.workloads:
-        rows = [
-            (
-                r.variant + (" (baseline)" if r.is_baseline else ""),
-                r.rps,
-                r.p99_ms,
-                r.errors,
-                r.verdict,
-            )
+        rows = tuple(
+            (r.variant + (" (baseline)" if r.is_baseline else ""), r.rps, r.p99_ms, r.errors,
+             r.verdict)
             for r in workload.rows
-        ]
-        parts.append(_grid(header, rows, 1, f"{workload.name}: {workload.description}"))
+        )
+        parts.append(_grid(Table(header, rows), f"{workload.name}: {workload.description}"))
     return [*parts, _line(section.footnote, "dim")]
 
 
 @section_parts.register
-def _charts(section: ChartsSection) -> list[RenderableType]:
+def _charts(section: kinds.ChartsSection) -> list[RenderableType]:
     return [
         _rule(section.heading),
         *(_line(f"{c.title}: {CHARTS_DIR}/{c.name}.svg") for c in section.charts),
@@ -128,7 +114,7 @@ def _charts(section: ChartsSection) -> list[RenderableType]:
 
 
 @section_parts.register
-def _seed_tables(section: SeedTablesSection) -> list[RenderableType]:
+def _seed_tables(section: kinds.SeedTablesSection) -> list[RenderableType]:
     parts: list[RenderableType] = []
     workload = None
     for item in section.tables:
@@ -138,7 +124,7 @@ def _seed_tables(section: SeedTablesSection) -> list[RenderableType]:
             parts.append(_rule(f"{section.heading}: {workload}"))
         baseline = " (baseline)" if table.is_baseline else ""
         title = f"{table.variant}{baseline}: {table.description}"
-        parts.append(_grid(table.header, table.rows, 1, title))
+        parts.append(_grid(table, title))
         parts += [_line(f"  {line}", "dim") for line in item.spread]
         parts += [
             _line(f"  {v.text}", VERDICT_COLOURS.get(v.kind, "dim")) for v in item.verdicts
@@ -147,42 +133,36 @@ def _seed_tables(section: SeedTablesSection) -> list[RenderableType]:
 
 
 @section_parts.register
-def _ramp(section: RampSection) -> list[RenderableType]:
-    table = section.table
+def _ramp(section: kinds.RampSection) -> list[RenderableType]:
     return [
         _rule(section.heading),
         *(_line(line, "bold") for line in section.verdicts),
-        _grid(table.header, table.rows, table.label_columns),
+        _grid(section.table),
     ]
 
 
 @section_parts.register
-def _failures(section: FailuresSection) -> list[RenderableType]:
-    table = section.table
+def _failures(section: kinds.FailuresSection) -> list[RenderableType]:
     parts: list[RenderableType] = [_rule(section.heading)]
     if section.all_succeeded:
         parts.append(_line(section.all_succeeded, "green"))
-    parts.append(_grid(table.header, table.rows, table.label_columns))
+    parts.append(_grid(section.table))
     parts += [_line(f"- {line}") for line in section.causes]
     parts += [Text.assemble(("note:", "yellow"), f" {note}") for note in section.notes]
     return parts
 
 
-def _explained_table(section: MemorySection | TimingSection) -> list[RenderableType]:
-    table = section.table
+@section_parts.register
+def _explained_table(section: kinds.ExplainedTableSection) -> list[RenderableType]:
     return [
         _rule(section.heading),
         _line(section.about, "dim"),
-        _grid(table.header, table.rows, table.label_columns),
+        _grid(section.table),
     ]
 
 
-section_parts.register(MemorySection, _explained_table)
-section_parts.register(TimingSection, _explained_table)
-
-
 @section_parts.register
-def _warnings(section: WarningsSection) -> list[RenderableType]:
+def _warnings(section: kinds.WarningsSection) -> list[RenderableType]:
     parts: list[RenderableType] = [_rule(section.heading)]
     if not section.warnings:
         parts.append(_line("None.", "green"))
@@ -195,12 +175,12 @@ def _warnings(section: WarningsSection) -> list[RenderableType]:
 
 
 @section_parts.register
-def _method(section: MethodSection) -> list[RenderableType]:
+def _method(section: kinds.MethodSection) -> list[RenderableType]:
     return [_rule(section.heading), *(_line(f"- {note}", "dim") for note in section.notes)]
 
 
 @section_parts.register
-def _environment(section: EnvironmentSection) -> list[RenderableType]:
+def _environment(section: kinds.EnvironmentSection) -> list[RenderableType]:
     table = RichTable(show_header=False)
     table.add_column(style="bold")
     table.add_column()
@@ -210,7 +190,7 @@ def _environment(section: EnvironmentSection) -> list[RenderableType]:
 
 
 @section_parts.register
-def _files(section: FilesSection) -> list[RenderableType]:
+def _files(section: kinds.FilesSection) -> list[RenderableType]:
     return [
         _line(
             f"every run's raw numbers: {RUNS_JSON_FILE}, {RUNS_CSV_FILE}; the whole report as "

@@ -17,6 +17,12 @@ from servelab.config.experiment import Experiment
 from servelab.report.base import Table
 from servelab.results.records import RunResult
 
+ABOUT = (
+    "ab's two figures, mean over runs: concurrency x wall time / requests, and wall "
+    "time / requests (1000 / requests per second); beside them the mean of each "
+    "request's own time."
+)
+
 
 @dataclass(frozen=True)
 class TimePerRequestRow:
