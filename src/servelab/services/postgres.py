@@ -132,96 +132,34 @@ def run_postgres(
     try:
         os.chmod(workdir, 0o700)
         os.chown(workdir, uid, gid)
-        data = workdir / "data"
         env = {
             OWNER_ENV: str(os.getpid()),  # tells whose server this is (see servelab.launch)
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "LC_ALL": "C.UTF-8",
             "HOME": str(workdir),
         }
-        init = subprocess.run(
-            [
-                *prefix,
-                str(bindir / "initdb"),
-                "-D",
-                str(data),
-                "-U",
-                DB_USER,
-                "--auth=trust",
-                "-E",
-                "UTF8",
-                "--no-sync",
-            ],
-            capture_output=True,
-            text=True,
-            cwd=workdir,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            check=False,
-            timeout=120,
-        )
-        if init.returncode != 0:
-            raise StackStartError(
-                f"PostgreSQL's initdb failed (exit code {init.returncode})",
-                "see its output below",
-                detail="\n".join((init.stdout + init.stderr).strip().splitlines()[-15:]),
-            )
+        _initdb(bindir, prefix, workdir, env)
         port = free_port()
         log = workdir / LOG_NAME
         log.touch()
         os.chown(log, uid, gid)
         listen = ",".join(dict.fromkeys(["127.0.0.1", listen_host]))
         inside = namespace.prefix() if namespace is not None else []
+        server_argv = [
+            str(bindir / "postgres"), "-D", str(workdir / "data"), "-p", str(port),
+            "-k", str(workdir), "-c", f"listen_addresses={listen}", "-c", "fsync=off",
+            "-c", "max_connections=200",
+        ]
         process = ManagedProcess(
             "postgres",
-            [
-                *inside,
-                *prefix,
-                str(bindir / "postgres"),
-                "-D",
-                str(data),
-                "-p",
-                str(port),
-                "-k",
-                str(workdir),
-                "-c",
-                f"listen_addresses={listen}",
-                "-c",
-                "fsync=off",
-                "-c",
-                "max_connections=200",
-            ],
+            [*inside, *prefix, *server_argv],
             log_path=log,
             cwd=workdir,
             env=env,
             cpus=cpus,  # where the stack is not (the seed's database was elsewhere)
         ).start()
         _wait_ready(bindir, inside, port, process, startup_timeout_s)
-        created = subprocess.run(
-            [
-                *prefix,
-                str(bindir / "createdb"),
-                "-h",
-                str(workdir),
-                "-p",
-                str(port),
-                "-U",
-                DB_USER,
-                DB_NAME,
-            ],
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=workdir,
-            check=False,
-            timeout=60,
-        )
-        if created.returncode != 0:
-            raise StackStartError(
-                f"creating database {DB_NAME!r} failed: {created.stderr.strip()}",
-                "see PostgreSQL's log",
-                detail=process.log_tail(),
-            )
+        _createdb(bindir, prefix, workdir, port, env, process)
         yield PostgresServer(
             listen_host, port, workdir, DB_NAME, DB_USER, workdir, bindir.parent.name, process
         )
@@ -230,6 +168,43 @@ def run_postgres(
             _stop(process)
         shutil.rmtree(workdir, ignore_errors=True)
         JANITOR.forget("path", workdir)
+
+
+def _initdb(bindir: Path, prefix: list[str], workdir: Path, env: dict[str, str]) -> None:
+    """A new cluster in ``workdir/data``, trusting local connections (loopback only)."""
+    argv = [
+        *prefix, str(bindir / "initdb"), "-D", str(workdir / "data"), "-U", DB_USER,
+        "--auth=trust", "-E", "UTF8", "--no-sync",
+    ]
+    init = subprocess.run(
+        argv, capture_output=True, text=True, cwd=workdir, env=env, stdin=subprocess.DEVNULL,
+        check=False, timeout=120,
+    )
+    if init.returncode != 0:
+        raise StackStartError(
+            f"PostgreSQL's initdb failed (exit code {init.returncode})",
+            "see its output below",
+            detail="\n".join((init.stdout + init.stderr).strip().splitlines()[-15:]),
+        )
+
+
+def _createdb(
+    bindir: Path, prefix: list[str], workdir: Path, port: int, env: dict[str, str],
+    process: ManagedProcess,
+) -> None:
+    argv = [
+        *prefix, str(bindir / "createdb"), "-h", str(workdir), "-p", str(port), "-U", DB_USER,
+        DB_NAME,
+    ]
+    created = subprocess.run(
+        argv, capture_output=True, text=True, env=env, cwd=workdir, check=False, timeout=60
+    )
+    if created.returncode != 0:
+        raise StackStartError(
+            f"creating database {DB_NAME!r} failed: {created.stderr.strip()}",
+            "see PostgreSQL's log",
+            detail=process.log_tail(),
+        )
 
 
 def _wait_ready(
