@@ -315,6 +315,41 @@ def render_deploy_set(
     report: ReportInput, choice: Choice, layout: DeployLayout, *, source: str
 ) -> DeploySet:
     measured = choice.stack
+    check_exportable(measured)
+    stack, adjustments = consistent_stack(measured)
+    check_name(layout.name)
+    unix = stack.proxy.transport == "unix"
+    files = {NGINX_CONF: _nginx_conf(stack, layout, unix, source)}
+    app_files, exec_start, notes = _app_server_files(stack, layout, unix, source)
+    files.update(app_files)
+    context = {
+        "layout": layout,
+        "stack": stack,
+        "measured": measured,
+        "unix": unix,
+        "origin": source,
+        "exec_start": shlex.join(exec_start),
+        "app_env": sorted(stack.app.env.items()),
+        "nginx_binary": NGINX_BINARY,
+        "graceful_timeout_s": GRACEFUL_TIMEOUT_S,
+        "nofile": max(
+            8192, 2 * stack.proxy.worker_connections * stack.proxy.worker_processes + 1024
+        ),
+        "somaxconn": somaxconn_for(stack.server.backlog),
+        "measured_somaxconn": report.environment.get("somaxconn") or "unknown",
+        "min_somaxconn": MIN_SOMAXCONN,
+    }
+    templates = _templates()
+    files[layout.app_unit] = templates.get_template("app.service.j2").render(**context)
+    files[layout.nginx_unit] = templates.get_template("nginx.service.j2").render(**context)
+    files[layout.sysctl_file] = templates.get_template("sysctl.conf.j2").render(**context)
+    deploy = DeploySet(files, choice, stack, tuple(adjustments), layout, tuple(notes))
+    files[README] = render_readme(report, deploy, context, source=source)
+    return deploy
+
+
+def check_exportable(measured: StackSpec) -> None:
+    """SpecError unless servelab can export ``measured`` (nginx + gunicorn or uvicorn)."""
     if measured.proxy.kind != "nginx":
         raise SpecError(
             f"variant {measured.name!r} was measured without nginx in front; servelab exports "
@@ -327,17 +362,15 @@ def render_deploy_set(
             "gunicorn and uvicorn deployments only",
             "choose a gunicorn or uvicorn variant (--variant NAME)",
         )
-    stack, adjustments = consistent_stack(measured)
-    check_name(layout.name)
-    unix = stack.proxy.transport == "unix"
-    origin = source
-    files: dict[str, str] = {}
+
+
+def _nginx_conf(stack: StackSpec, layout: DeployLayout, unix: bool, source: str) -> str:
     upstream = (
         nginx.upstream_address("unix", socket=layout.socket)
         if unix
         else nginx.upstream_address("tcp", port=APP_PORT)
     )
-    files[NGINX_CONF] = nginx.render_nginx_conf(
+    return nginx.render_nginx_conf(
         stack.proxy,
         upstream=upstream,
         stack_name=stack.name,
@@ -349,6 +382,13 @@ def render_deploy_set(
             source=source,
         ),
     )
+
+
+def _app_server_files(
+    stack: StackSpec, layout: DeployLayout, unix: bool, source: str
+) -> tuple[dict[str, str], list[str], list[str]]:
+    """The app server's config files, its command line and notes for the README."""
+    files: dict[str, str] = {}
     notes: list[str] = []
     if stack.server.kind == "gunicorn":
         files[GUNICORN_CONF] = gunicorn.render_gunicorn_conf(
@@ -387,30 +427,7 @@ def render_deploy_set(
                 f"({layout.app_run_dir}, mode 0750, group {layout.socket_group}) is what keeps "
                 "other users out"
             )
-    context = {
-        "layout": layout,
-        "stack": stack,
-        "measured": measured,
-        "unix": unix,
-        "origin": origin,
-        "exec_start": shlex.join(exec_start),
-        "app_env": sorted(stack.app.env.items()),
-        "nginx_binary": NGINX_BINARY,
-        "graceful_timeout_s": GRACEFUL_TIMEOUT_S,
-        "nofile": max(
-            8192, 2 * stack.proxy.worker_connections * stack.proxy.worker_processes + 1024
-        ),
-        "somaxconn": somaxconn_for(stack.server.backlog),
-        "measured_somaxconn": report.environment.get("somaxconn") or "unknown",
-        "min_somaxconn": MIN_SOMAXCONN,
-    }
-    templates = _templates()
-    files[layout.app_unit] = templates.get_template("app.service.j2").render(**context)
-    files[layout.nginx_unit] = templates.get_template("nginx.service.j2").render(**context)
-    files[layout.sysctl_file] = templates.get_template("sysctl.conf.j2").render(**context)
-    deploy = DeploySet(files, choice, stack, tuple(adjustments), layout, tuple(notes))
-    files[README] = render_readme(report, deploy, context, source=source)
-    return deploy
+    return files, exec_start, notes
 
 
 def render_readme(
