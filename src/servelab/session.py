@@ -39,10 +39,11 @@ def render_tables(
     experiment: Experiment,
     runs: Sequence[RunResult],
     *,
+    environment: dict[str, Any] | None = None,
     min_effect_pct: float = 0.0,
 ) -> None:
     """The live report of ``runs`` in the terminal (``servelab results show``)."""
-    sections = live_sections(experiment, {}, runs, min_effect_pct=min_effect_pct)
+    sections = live_sections(experiment, environment or {}, runs, min_effect_pct=min_effect_pct)
     console.print(render_terminal(sections))
 
 

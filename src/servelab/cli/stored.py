@@ -72,7 +72,10 @@ def results_show(
         document = comparisons_document(analysis, precision_pct, min_effect)
         click.echo(json.dumps(document, indent=2))
         return
-    render_tables(out, store.experiment, store.runs(), min_effect_pct=min_effect)
+    render_tables(
+        out, store.experiment, store.runs(), environment=store.environment,
+        min_effect_pct=min_effect,
+    )
 
 
 @results.command("compare")
