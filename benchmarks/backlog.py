@@ -27,7 +27,7 @@ from servelab.host.environment import collect_environment
 from servelab.host.procs import JANITOR
 from servelab.measure import RunnerEvents, run_experiment
 from servelab.observe.attribution import describe_counts
-from servelab.results.records import RunResult
+from servelab.results.records import RunRecord
 from servelab.results.store import ResultStore
 from servelab.studies import StudyOptions
 from servelab.studies.failures import backlog, backlog_estimate_s
@@ -38,7 +38,7 @@ SEED = {
 }
 
 
-def row(run: RunResult) -> list[str]:
+def row(run: RunRecord) -> list[str]:
     load = run.load
     ok = load.ok_responses
     total = load.requests_total

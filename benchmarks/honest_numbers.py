@@ -31,7 +31,7 @@ from servelab.host.cpus import CpuPlan, default_cpu_plan
 from servelab.host.environment import collect_environment
 from servelab.host.procs import JANITOR
 from servelab.measure import run_experiment
-from servelab.results.records import RunResult
+from servelab.results.records import RunRecord
 from servelab.results.store import ResultStore
 from servelab.studies.seeds import SEED_ITEM_BODY, SEED_PROXY, SEED_SERVER
 
@@ -46,7 +46,7 @@ def workload(name: str, path: str, duration: float) -> dict[str, Any]:
     }
 
 
-def run(experiment: Experiment, plan: CpuPlan, root: Path) -> list[RunResult]:
+def run(experiment: Experiment, plan: CpuPlan, root: Path) -> list[RunRecord]:
     store = ResultStore.create(root, experiment, collect_environment())
     with JANITOR.running():
         results = run_experiment(experiment, store, plan)
@@ -54,21 +54,21 @@ def run(experiment: Experiment, plan: CpuPlan, root: Path) -> list[RunResult]:
     return results
 
 
-def app_cpu_us_per_request(runs: list[RunResult]) -> float:
+def app_cpu_us_per_request(runs: list[RunRecord]) -> float:
     per_run = [
         sum(p.cpu_s for p in r.processes if p.role == "app") / r.load.requests_total for r in runs
     ]
     return 1e6 * sum(per_run) / len(per_run)
 
 
-def neighbours(runs: tuple[RunResult, ...]) -> str:
+def neighbours(runs: tuple[RunRecord, ...]) -> str:
     shares = [r.neighbour_cpu_share for r in runs if r.neighbour_cpu_share is not None]
     if not shares:
         return ""
     return f"  others on stack CPU max {100 * max(shares):4.1f} %"
 
 
-def per_run(runs: tuple[RunResult, ...]) -> str:
+def per_run(runs: tuple[RunRecord, ...]) -> str:
     """Each run's requests/s and the stack CPU's speed probe just before it."""
     return "\n".join(
         f"      run {r.repetition}: {r.load.rps:7.0f} req/s, CPU speed "

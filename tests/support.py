@@ -230,11 +230,11 @@ def fake_run(
     processes: tuple = (),
     **extra,
 ):
-    """One RunResult as a test needs it (``load`` from ``fake_load`` by default); the
+    """One RunRecord as a test needs it (``load`` from ``fake_load`` by default); the
     one factory the unit tests share."""
-    from servelab.results.records import RunResult
+    from servelab.results.records import RunRecord
 
-    return RunResult(
+    return RunRecord(
         **{
             "experiment": experiment,
             "variant": variant,

@@ -30,14 +30,14 @@ from servelab.report.base import MARKDOWN_FILE
 from servelab.report.markdown import render_markdown
 from servelab.report.sections import live_sections
 from servelab.report.terminal import render_terminal
-from servelab.results.records import RunResult
+from servelab.results.records import RunRecord
 from servelab.results.store import DB_FILE, Database, ResultStore, spec_hash
 
 
 def render_tables(
     console: Console,
     experiment: Experiment,
-    runs: Sequence[RunResult],
+    runs: Sequence[RunRecord],
     *,
     environment: dict[str, Any] | None = None,
     min_effect_pct: float = 0.0,
@@ -72,7 +72,7 @@ class ExperimentSession:
         out: Console,
         resume: bool = False,
         force: bool = False,
-        measure: Callable[..., list[RunResult]] = run_experiment,
+        measure: Callable[..., list[RunRecord]] = run_experiment,
     ) -> None:
         self.experiment = experiment
         self.cpu_plan = cpu_plan
@@ -83,7 +83,7 @@ class ExperimentSession:
         self.force = force
         self.measure = measure  # tests hand in a runner with a fake executor
 
-    def _open_store(self, environment: dict[str, Any]) -> tuple[ResultStore, list[RunResult]]:
+    def _open_store(self, environment: dict[str, Any]) -> tuple[ResultStore, list[RunRecord]]:
         """A new store, or with --resume the unfinished one of the same experiment."""
         if not self.resume:
             return ResultStore.create(self.out_dir, self.experiment, environment), []
@@ -157,7 +157,7 @@ class ExperimentSession:
                 f"{launch.stack.name}: {workload.name}",
             )
 
-        def on_result(result: RunResult) -> None:
+        def on_result(result: RunRecord) -> None:
             runs.append(result)
             report = render_markdown(live_sections(experiment, environment, runs))
             (store.path / MARKDOWN_FILE).write_text(report)

@@ -33,7 +33,7 @@ from servelab.host.netns import NamespaceError, network_namespace, servelab_name
 from servelab.host.procs import JANITOR
 from servelab.launch import OWNER_ENV, launch_stack
 from servelab.measure import run_experiment
-from servelab.results.records import RunResult
+from servelab.results.records import RunRecord
 from servelab.results.store import ResultStore
 
 ROOT = os.geteuid() == 0 and shutil.which("ip") is not None
@@ -65,7 +65,7 @@ def sleepy(sleep_s: float) -> dict[str, Any]:
 SYNC_ONE = {"kind": "gunicorn", "worker_class": "sync", "workers": 1, "backlog": 1024}
 
 
-def run(tmp_path: Path, data: dict[str, Any]) -> dict[str, RunResult]:
+def run(tmp_path: Path, data: dict[str, Any]) -> dict[str, RunRecord]:
     experiment = experiment_from_dict({"repetitions": 1, "warmup": {"requests": 0}, **data})
     with JANITOR.running():
         store = ResultStore.create(tmp_path, experiment, {})
@@ -189,7 +189,7 @@ def test_keepalive_mismatch_gives_502_and_the_fix_none(tmp_path: Path):
     assert all(not r.log_events.get("upstream_reset") for r in fixed)
 
 
-def run_all(tmp_path: Path, workloads: list[dict[str, Any]]) -> list[RunResult]:
+def run_all(tmp_path: Path, workloads: list[dict[str, Any]]) -> list[RunRecord]:
     server = {"kind": "gunicorn", "worker_class": "uvicorn", "workers": 1, "backlog": 2048,
               "keepalive_s": 1}
     proxy = {"transport": "unix", "upstream_keepalive": 128, "upstream_keepalive_timeout_s": 60}

@@ -25,7 +25,7 @@ from servelab.fronts.registry import get_front
 from servelab.observe.attribution import classify_line, classify_lines, source_of
 from servelab.observe.metrics import _role
 from servelab.report.memory import memory_markdown, memory_rows
-from servelab.results.records import ProcessUsage, RunResult
+from servelab.results.records import ProcessUsage, RunRecord
 from servelab.servers import mod_wsgi
 from servelab.servers.registry import get_server
 
@@ -413,8 +413,8 @@ def test_memory_counts_mod_wsgi_daemons_as_workers_and_apache_as_front() -> None
         _usage("app", 2, 32), _usage("app", 3, 30),
     )
     runs = [
-        RunResult.model_construct(variant="mod_wsgi", workload="w", processes=procs),
-        RunResult.model_construct(
+        RunRecord.model_construct(variant="mod_wsgi", workload="w", processes=procs),
+        RunRecord.model_construct(
             variant="nginx-gunicorn", workload="w",
             processes=(ProcessUsage(role="nginx", pid=1, name="nginx", cpu_s=0,
                                     peak_rss_bytes=5 << 20), _usage("app", 2, 40)),

@@ -19,7 +19,7 @@ from servelab.observe.attribution import (
     failure_events,
 )
 from servelab.report.failures import cause_lines, failure_rows, failures_markdown, ramp_rows
-from servelab.results.records import ListenQueue, RunResult
+from servelab.results.records import ListenQueue, RunRecord
 
 LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs"
 MANIFEST = json.loads((LOGS / "manifest.json").read_text())
@@ -131,7 +131,7 @@ def test_every_class_explains_itself() -> None:
 
 
 def result(variant: str, workload: str, codes: dict[str, int], log: dict[str, int],
-           p99: float = 10.0) -> RunResult:
+           p99: float = 10.0) -> RunRecord:
     return fake_run(
         variant, workload, load=fake_load(rps=1.0, duration_s=1.0, mean_ms=1, p99_ms=p99,
                                           codes=codes),

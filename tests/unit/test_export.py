@@ -16,7 +16,7 @@ from servelab.export import export_result, validate
 from servelab.export.choose import Choice, NoClearWinnerError, choose_variant, rank
 from servelab.export.deploy import DeployLayout, consistent_stack, render_deploy_set
 from servelab.report.base import ReportInput
-from servelab.results.records import RunResult
+from servelab.results.records import RunRecord
 from servelab.results.store import ResultStore
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "results"
@@ -56,7 +56,7 @@ def test_a_variant_with_failed_requests_is_never_best() -> None:
     for run in report.runs:
         if run.variant == "gthread-2x4-unix-keepalive" and run.repetition == 2:
             load_ = run.load.model_copy(update={"status_counts": {"200": 100, "502": 3}})
-            run = RunResult.model_validate({**run.model_dump(), "load": load_.model_dump()})
+            run = RunRecord.model_validate({**run.model_dump(), "load": load_.model_dump()})
         runs.append(run)
     broken = ReportInput.build(report.experiment, report.environment, runs)
     choice = choose_variant(broken, "best")
@@ -266,7 +266,7 @@ def test_an_export_that_fails_its_check_writes_nothing(tmp_path: Path) -> None:
     )
     experiment = report.experiment.model_copy(update={"baseline": broken})
     runs = [
-        RunResult.model_validate({**r.model_dump(), "variant": broken.name}) for r in report.runs
+        RunRecord.model_validate({**r.model_dump(), "variant": broken.name}) for r in report.runs
     ]
     bad = ReportInput.build(experiment, report.environment, runs)
     out = tmp_path / "deploy"

@@ -10,7 +10,7 @@ from test_tables_store import EXPERIMENT, RUNS
 from servelab.config.building import experiment_from_dict
 from servelab.errors import ServelabError
 from servelab.results.formats import FORMAT_KEY, RUN, SPEC, RecordFormat, run_from, run_json
-from servelab.results.records import RunResult
+from servelab.results.records import RunRecord
 from servelab.results.store import (
     DB_FILE,
     EXPERIMENT_FILE,
@@ -78,7 +78,7 @@ def test_every_record_is_stored_with_its_format_and_reads_back(tmp_path: Path):
     database.close()
     assert resolve_result("1", tmp_path).runs() == RUNS
     assert resolve_result("1", tmp_path).experiment == EXPERIMENT
-    copy = ResultStore(store.path)  # the export directory alone
+    copy = ResultStore(store.path)  # the experiment directory alone
     assert copy.runs() == RUNS and copy.experiment == EXPERIMENT
 
 
@@ -125,4 +125,4 @@ def test_upgrades_run_in_order_from_the_format_a_record_was_written_in():
 def test_a_stored_run_reads_back_as_the_same_record():
     run = RUNS[0].model_copy(update={"notes": ("ü: not ASCII",), "log_events": {"x": 1}})
     assert run_from(run_json(run)) == run
-    assert isinstance(run_from(run_json(run)), RunResult)
+    assert isinstance(run_from(run_json(run)), RunRecord)

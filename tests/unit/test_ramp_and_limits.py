@@ -21,13 +21,13 @@ from servelab.measure.ramp import (
     slo_problem,
 )
 from servelab.observe.acceptq import parse_ss
-from servelab.results.records import RunResult
+from servelab.results.records import RunRecord
 from servelab.studies import StudyOptions, get_study
 from servelab.studies.failures import backlog_estimate_s
 
 
 def step(rate: float, *, p99: float = 10.0, codes: dict[str, int] | None = None,
-         variant: str = "v", repetition: int = 1) -> RunResult:
+         variant: str = "v", repetition: int = 1) -> RunRecord:
     codes = codes if codes is not None else {"200": 100}
     load = fake_load(rps=rate, duration_s=1.0, mean_ms=p99 / 2, p99_ms=p99, codes=codes)
     return fake_run(variant, f"rate-{rate:g}", repetition, experiment="ramp", load=load)

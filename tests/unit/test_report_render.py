@@ -40,7 +40,7 @@ from servelab.report.sections import (
     report_sections,
 )
 from servelab.report.terminal import render_terminal
-from servelab.results.records import RunResult
+from servelab.results.records import RunRecord
 from servelab.results.store import ResultStore
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "results"
@@ -278,7 +278,7 @@ def test_classified_log_lines_are_shown_when_runs_have_them(ramp: ReportInput) -
         data = run.model_dump()
         if run.variant == "tcp" and run.workload == "rate-4000":
             data["log_events"] = {"read_timeout": 20, "backlog_overflow": 3}
-        runs.append(RunResult.model_validate(data))
+        runs.append(RunRecord.model_validate(data))
     report = ReportInput.build(ramp.experiment, ramp.environment, runs)
     assert log_events(runs[-1]) in ({}, {"read_timeout": 20, "backlog_overflow": 3})
     report_parts = report_sections(report)

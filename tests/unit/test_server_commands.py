@@ -15,7 +15,7 @@ from servelab.config.stack import ProxySpec, ServerSpec, StackSpec
 from servelab.errors import SpecError
 from servelab.fronts import nginx
 from servelab.report.memory import memory_markdown, memory_rows
-from servelab.results.records import ProcessUsage, RunResult
+from servelab.results.records import ProcessUsage, RunRecord
 from servelab.servers import granian, hypercorn, installed, uwsgi
 from servelab.studies import StudyOptions, get_study
 
@@ -220,7 +220,7 @@ def test_server_shootout_study() -> None:
     assert len(exp.workloads) == 4
 
 
-def _run(variant: str, app_mib: list[int], nginx_mib: int) -> RunResult:
+def _run(variant: str, app_mib: list[int], nginx_mib: int) -> RunRecord:
     procs = [
         ProcessUsage(role="nginx", pid=1, name="nginx", cpu_s=0, peak_rss_bytes=nginx_mib << 20)
     ]

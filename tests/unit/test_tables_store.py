@@ -9,7 +9,7 @@ from servelab.measure.plan import plan_launches
 from servelab.report.markdown import render_markdown, seed_table_markdown
 from servelab.report.sections import live_sections
 from servelab.report.tables import seed_tables
-from servelab.results.records import LoadMeasurement, ProcessUsage, RunResult
+from servelab.results.records import LoadMeasurement, ProcessUsage, RunRecord
 from servelab.results.store import (
     DB_FILE,
     RUNS_FILE,
@@ -30,7 +30,7 @@ EXPERIMENT = experiment_from_dict(
 )
 
 
-def run(variant: str, repetition: int, rps: float, mean_ms: float, errors: int = 0) -> RunResult:
+def run(variant: str, repetition: int, rps: float, mean_ms: float, errors: int = 0) -> RunRecord:
     load = LoadMeasurement(
         driver="oha",
         requests_total=5000,
@@ -45,7 +45,7 @@ def run(variant: str, repetition: int, rps: float, mean_ms: float, errors: int =
         connection_errors={},
         bytes_received=100_000,
     )
-    return RunResult(
+    return RunRecord(
         experiment="port-vs-socket",
         variant=variant,
         workload="sync-small",
@@ -147,7 +147,7 @@ def test_a_run_is_never_stored_twice(tmp_path: Path):
     assert (store.path / RUNS_FILE).read_text().count("\n") == 1
 
 
-def test_copied_export_directory_opens_read_only(tmp_path: Path):
+def test_copied_experiment_directory_opens_read_only(tmp_path: Path):
     store = ResultStore.create(tmp_path / "a", EXPERIMENT, {})
     for result in RUNS:
         store.add(result)

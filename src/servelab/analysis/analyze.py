@@ -25,7 +25,7 @@ from servelab.analysis.stats import (
 from servelab.analysis.warnings import MACHINE_SPEED_SLICED_HINT, ResultWarning, WarningKind
 from servelab.config.experiment import Experiment
 from servelab.host.cpus import CpuPlan
-from servelab.results.records import RunResult, SliceFigures
+from servelab.results.records import RunRecord, SliceFigures
 
 UNSTABLE_CV = 0.10  # pyperf warns from a standard deviation of 10 % of the mean
 DRIVER_SATURATED = 0.90  # share of its CPUs the load driver may use before it is the bottleneck
@@ -43,7 +43,7 @@ UNEVEN_WORKERS = 1.5
 UNEVEN_MIN_CPU_S = 0.2
 
 
-def worker_split(run: RunResult) -> tuple[float, float] | None:
+def worker_split(run: RunRecord) -> tuple[float, float] | None:
     """CPU seconds of the run's busiest and least busy app worker (processes of role
     "app" that did at least 2 % of the app's work: a master that only supervises is
     left out, and so, for want of the worker count, is a worker that did nothing);
@@ -62,7 +62,7 @@ class Metric:
     label: str
     unit: str
     higher_is_better: bool
-    value: Callable[[RunResult], float] = field(repr=False, compare=False)
+    value: Callable[[RunRecord], float] = field(repr=False, compare=False)
     # The same figure for one slice, and whether it is compared as a ratio (log scale).
     per_slice: Callable[[SliceFigures], float] = field(repr=False, compare=False)
     log_scale: bool = True
@@ -147,7 +147,7 @@ class VariantAnalysis:
     variant: str
     description: str
     is_baseline: bool
-    runs: tuple[RunResult, ...]
+    runs: tuple[RunRecord, ...]
     metrics: dict[str, MetricSummary]
     comparisons: dict[str, Comparison]  # empty for the baseline
     warnings: tuple[ResultWarning, ...]
@@ -171,7 +171,7 @@ class ExperimentAnalysis:
         return self.warnings + tuple(w for v in self.variants for w in v.warnings)
 
 
-def _summaries(runs: Sequence[RunResult]) -> dict[str, MetricSummary]:
+def _summaries(runs: Sequence[RunRecord]) -> dict[str, MetricSummary]:
     summaries = {}
     for metric in METRICS:
         values = tuple(metric.value(r) for r in runs)
@@ -182,7 +182,7 @@ def _summaries(runs: Sequence[RunResult]) -> dict[str, MetricSummary]:
 
 
 def _variant_warnings(
-    runs: Sequence[RunResult],
+    runs: Sequence[RunRecord],
     metrics: dict[str, MetricSummary],
     precision_pct: float,
     variant: str,
@@ -283,7 +283,7 @@ def _variant_warnings(
 
 def analyze(
     experiment: Experiment,
-    runs: Sequence[RunResult],
+    runs: Sequence[RunRecord],
     *,
     alpha: float = 0.05,
     min_effect_pct: float = 0.0,
@@ -390,8 +390,8 @@ def verdict_line(metric: Metric, comparison: Comparison) -> str:
 
 
 def compare_rounds(
-    baseline: Sequence[RunResult],
-    variant: Sequence[RunResult],
+    baseline: Sequence[RunRecord],
+    variant: Sequence[RunRecord],
     metric: Metric,
     *,
     alpha: float = 0.05,
@@ -416,7 +416,7 @@ def compare_rounds(
 
 
 def compare_variants(
-    runs: Sequence[RunResult],
+    runs: Sequence[RunRecord],
     baseline: str,
     variant: str,
     metric: Metric,
@@ -441,12 +441,12 @@ def compare_variants(
     )
 
 
-def is_sliced(runs: Sequence[RunResult]) -> bool:
+def is_sliced(runs: Sequence[RunRecord]) -> bool:
     """True when every run kept its slices' figures (interleaved measurement)."""
     return bool(runs) and all(r.slice_figures for r in runs)
 
 
-def slice_design(runs: Sequence[RunResult], metric: Metric, log_scale: bool) -> dict[str, Cells]:
+def slice_design(runs: Sequence[RunRecord], metric: Metric, log_scale: bool) -> dict[str, Cells]:
     """variant -> start -> pass -> the metric of that slice (in the analysed scale)."""
     design: dict[str, dict[int, dict[int, float]]] = {}
     for run in runs:
@@ -457,7 +457,7 @@ def slice_design(runs: Sequence[RunResult], metric: Metric, log_scale: bool) -> 
 
 
 def compare_starts(
-    runs: Sequence[RunResult],
+    runs: Sequence[RunRecord],
     baseline: str,
     variant: str,
     metric: Metric,
@@ -605,7 +605,7 @@ def clarity(
 
 
 def compare_results(
-    first: Sequence[RunResult], second: Sequence[RunResult], *, min_effect_pct: float = 0.0
+    first: Sequence[RunRecord], second: Sequence[RunRecord], *, min_effect_pct: float = 0.0
 ) -> dict[tuple[str, str], dict[str, Comparison]]:
     """For every (workload, variant) in both result sets: ``second`` against ``first``."""
     keys = sorted(

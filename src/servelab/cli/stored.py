@@ -25,7 +25,7 @@ def results_list(results_dir: Path) -> None:
 
     rows = Database(results_dir / DB_FILE).list_experiments()
     table = Table(title=f"results in {results_dir / DB_FILE}", title_justify="left")
-    for column in ("id", "name", "started", "runs", "state", "machine", "export"):
+    for column in ("id", "name", "started", "runs", "state", "machine", "directory"):
         table.add_column(column)
     for row in rows:
         state = "finished" if row.finished_at else "unfinished (--resume)"
@@ -36,7 +36,7 @@ def results_list(results_dir: Path) -> None:
             f"{row.runs}/{row.planned}",
             state,
             row.hostname,
-            row.export_dir,
+            row.experiment_dir,
         )
     out.print(table)
 

@@ -14,7 +14,7 @@ from servelab.load.registry import get_driver
 from servelab.measure.executor import Groups, HostExecutor, beside_the_driver
 from servelab.measure.plan import Launch, plan_launches, run_key
 from servelab.measure.runner import Runner, RunnerEvents
-from servelab.results.records import RunResult
+from servelab.results.records import RunRecord
 
 __all__ = ["Launch", "Runner", "RunnerEvents", "plan_launches", "run_experiment", "run_key"]
 
@@ -25,9 +25,9 @@ def run_experiment(
     cpu_plan: CpuPlan,
     *,
     events: RunnerEvents | None = None,
-    previous: Sequence[RunResult] = (),
+    previous: Sequence[RunRecord] = (),
     driver: LoadDriver | None = None,
-) -> list[RunResult]:
+) -> list[RunRecord]:
     """Measure every (variant, workload, repetition) not in ``previous`` on this machine;
     store each result in ``store`` as soon as it is finished."""
     driver = driver or get_driver(experiment.driver)

@@ -28,7 +28,7 @@ from servelab.config.building import describe_validation_error, experiment_from_
 from servelab.config.experiment import Experiment
 from servelab.config.load import LoadSpec, SloSpec
 from servelab.errors import SpecError
-from servelab.results.records import RunResult
+from servelab.results.records import RunRecord
 from servelab.servers.registry import SERVER_KINDS, get_server
 
 MAX_STEPS = 40
@@ -133,12 +133,12 @@ def ramp_workloads(plan: RampPlan, request: dict[str, Any]) -> list[dict[str, An
     ]
 
 
-def error_ratio(result: RunResult) -> float:
+def error_ratio(result: RunRecord) -> float:
     load = result.load
     return load.errors / load.requests_total if load.requests_total else 1.0
 
 
-def slo_problem(result: RunResult, slo: SloSpec) -> str | None:
+def slo_problem(result: RunRecord, slo: SloSpec) -> str | None:
     """Why ``result`` breaks ``slo`` (None when it meets it)."""
     load = result.load
     if load.requests_total == 0:
@@ -152,7 +152,7 @@ def slo_problem(result: RunResult, slo: SloSpec) -> str | None:
 
 
 def ramp_should_stop(
-    results: Sequence[RunResult], variant: str, repetition: int, slo: SloSpec | None
+    results: Sequence[RunRecord], variant: str, repetition: int, slo: SloSpec | None
 ) -> bool:
     """After a step of one launch: should the ramp stop here?
 
@@ -170,7 +170,7 @@ def ramp_should_stop(
     return seen_502 or len(steps) - 1 - broke >= slo.extra_steps
 
 
-def status_count(result: RunResult, code: str) -> int:
+def status_count(result: RunRecord, code: str) -> int:
     return result.load.status_counts.get(code, 0)
 
 
@@ -178,7 +178,7 @@ def status_count(result: RunResult, code: str) -> int:
 class RampVerdict:
     variant: str
     repetition: int
-    steps: tuple[RunResult, ...]  # in rate order
+    steps: tuple[RunRecord, ...]  # in rate order
     sustainable_rate: float | None  # highest rate meeting the SLO before the first break
     broke_at: float | None  # first rate that broke it
     broke_because: str | None
@@ -201,7 +201,7 @@ class RampVerdict:
         return f"highest sustainable rate {sustainable}; {broke}; {first}"
 
 
-def rate_of(result: RunResult) -> float | None:
+def rate_of(result: RunRecord) -> float | None:
     if not result.workload.startswith(STEP_PREFIX):
         return None
     try:
@@ -210,9 +210,9 @@ def rate_of(result: RunResult) -> float | None:
         return None
 
 
-def ramp_verdicts(runs: Sequence[RunResult], slo: SloSpec) -> list[RampVerdict]:
+def ramp_verdicts(runs: Sequence[RunRecord], slo: SloSpec) -> list[RampVerdict]:
     """One verdict per (variant, repetition) of a ramp experiment."""
-    groups: dict[tuple[str, int], list[RunResult]] = {}
+    groups: dict[tuple[str, int], list[RunRecord]] = {}
     for run in runs:
         if rate_of(run) is not None:
             groups.setdefault((run.variant, run.repetition), []).append(run)

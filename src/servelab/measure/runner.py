@@ -46,7 +46,7 @@ from servelab.measure.slices import (
     weighted_share,
 )
 from servelab.measure.stopping import NextRound, Outlook, PrecisionRule, RoundsSoFar, SloStop
-from servelab.results.records import RunResult
+from servelab.results.records import RunRecord
 
 
 @dataclass
@@ -55,7 +55,7 @@ class RunnerEvents:
 
     on_launch: Callable[[Launch], None] = lambda launch: None
     on_measure: Callable[[Launch, Workload], None] = lambda launch, workload: None
-    on_result: Callable[[RunResult], None] = lambda result: None
+    on_result: Callable[[RunRecord], None] = lambda result: None
     # A sliced run's slice k of K is about to be measured.
     on_slice: Callable[[Launch, Workload, int, int], None] = lambda launch, workload, k, n: None
     # The stopping rule decided: another round (its plan), or stop (None, with the
@@ -78,12 +78,12 @@ class Runner:
     """One experiment's measurement: the shared state every strategy needs."""
 
     experiment: Experiment
-    sink: Any  # has add(RunResult); servelab.results.store.ResultStore
+    sink: Any  # has add(RunRecord); servelab.results.store.ResultStore
     executor: Executor
     events: RunnerEvents = field(default_factory=RunnerEvents)
-    previous: Sequence[RunResult] = ()  # runs already stored (resume)
+    previous: Sequence[RunRecord] = ()  # runs already stored (resume)
     clock: Callable[[], float] = time.monotonic
-    results: list[RunResult] = field(default_factory=list)
+    results: list[RunRecord] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.done: set[RunKey] = {
@@ -92,10 +92,10 @@ class Runner:
         self.slo_stop = SloStop(self.experiment.slo)
 
     @property
-    def all_runs(self) -> list[RunResult]:
+    def all_runs(self) -> list[RunRecord]:
         return [*self.previous, *self.results]
 
-    def run(self) -> list[RunResult]:
+    def run(self) -> list[RunRecord]:
         if self.experiment.slices > 1:
             self._interleaved()
         else:
@@ -103,7 +103,7 @@ class Runner:
         return self.results
 
     # -- shared steps -------------------------------------------------------------
-    def _keep(self, result: RunResult) -> None:
+    def _keep(self, result: RunRecord) -> None:
         """A finished run: stored at once (never lost), then reported."""
         self.sink.add(result)
         self.results.append(result)
@@ -132,7 +132,7 @@ class Runner:
         warmup_rps: Sequence[tuple[int, float]],
         speed: float | None,
         passes: Sequence[int] = (),
-    ) -> RunResult:
+    ) -> RunRecord:
         """The run's record from its one window, or from its slices merged."""
         durations = [w.load.duration_s for w in windows]
         cpu_plan = self.executor.cpu_plan
@@ -140,7 +140,7 @@ class Runner:
             slice_figures(w.load, w.usage, number, w.started)
             for w, number in zip(windows, passes, strict=True)
         ) if passes else ()
-        return RunResult(
+        return RunRecord(
             experiment=self.experiment.name,
             variant=launch.stack.name,
             workload=workload.name,

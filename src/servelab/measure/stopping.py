@@ -15,7 +15,7 @@ from servelab.analysis.nested import variance_components
 from servelab.config.experiment import Experiment
 from servelab.config.load import SloSpec
 from servelab.measure.ramp import ramp_should_stop
-from servelab.results.records import RunResult
+from servelab.results.records import RunRecord
 
 # A later round measures each start for at most this many times the spec's slices.
 MAX_PASS_FACTOR = 4
@@ -27,7 +27,7 @@ class SloStop:
 
     slo: SloSpec | None
 
-    def stops(self, runs: Sequence[RunResult], launch) -> bool:
+    def stops(self, runs: Sequence[RunRecord], launch) -> bool:
         return ramp_should_stop(runs, launch.stack.name, launch.repetition, self.slo)
 
 
@@ -94,11 +94,11 @@ class PrecisionRule:
         self.passes = experiment.slices
         self.outlook: Outlook | None = None
 
-    def _assess(self, runs: Sequence[RunResult]):
+    def _assess(self, runs: Sequence[RunRecord]):
         analysis = analyze(self.experiment, runs, min_effect_pct=self.stopping.min_effect_pct)
         return clarity(analysis, self.stopping.precision_pct, self.stopping.min_effect_pct)
 
-    def _passes_for(self, runs: Sequence[RunResult], workloads: Sequence[str]) -> int:
+    def _passes_for(self, runs: Sequence[RunRecord], workloads: Sequence[str]) -> int:
         """Double the passes when, in the unclear workloads, the slices are the noisier part."""
         metric = answer_metric(self.experiment)
         slices_dominate = False
@@ -112,7 +112,7 @@ class PrecisionRule:
         return self.passes
 
     def next_round(
-        self, runs: Sequence[RunResult], elapsed_s: float, rounds: RoundsSoFar
+        self, runs: Sequence[RunRecord], elapsed_s: float, rounds: RoundsSoFar
     ) -> NextRound | None:
         found = self._assess(runs)
         unclear = [c for c in found if not c.clear]

@@ -55,7 +55,7 @@ class RunObserver:
             self.events = self.cursor.events()
 
     def result_fields(self) -> dict[str, Any]:
-        """Keyword arguments for ``RunResult``: log events, placement, listen queue."""
+        """Keyword arguments for ``RunRecord``: log events, placement, listen queue."""
         placement = self.stack.placement
         notes = [placement.note] if placement.note else []
         if self.sampler is not None and self.sampler.error:

@@ -20,7 +20,7 @@ from servelab.config.experiment import Experiment
 from servelab.config.stack import StackSpec
 from servelab.errors import ServelabError
 from servelab.host.environment import describe_environment
-from servelab.results.records import RunResult
+from servelab.results.records import RunRecord
 
 # File names inside a report directory, shared by the renderers that link to each other.
 CHARTS_DIR = "charts"
@@ -50,17 +50,17 @@ def stack_knobs(stack: StackSpec, *, with_app: bool = False) -> dict[str, Any]:
     return _flatten(stack.model_dump(mode="json", exclude=exclude))
 
 
-def log_events(run: RunResult) -> dict[str, int]:
+def log_events(run: RunRecord) -> dict[str, int]:
     """The run's classified proxy/app log lines ("backlog overflow": 3), if recorded.
 
-    ``log_events`` is added to RunResult by the failure-attribution work; older
+    ``log_events`` is added to RunRecord by the failure-attribution work; older
     results have none, which is the same as no classified line.
     """
     events = getattr(run, "log_events", None)
     return dict(events) if isinstance(events, Mapping) else {}
 
 
-def failure_breakdown(runs: Sequence[RunResult]) -> dict[str, int]:
+def failure_breakdown(runs: Sequence[RunRecord]) -> dict[str, int]:
     """Failed requests of ``runs`` by cause, summed: HTTP codes, connection errors by kind.
 
     Keys: ``"HTTP 502"``, ``"connection: timeout"``. Log events are separate
@@ -77,7 +77,7 @@ def failure_breakdown(runs: Sequence[RunResult]) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
-def log_breakdown(runs: Sequence[RunResult]) -> dict[str, int]:
+def log_breakdown(runs: Sequence[RunRecord]) -> dict[str, int]:
     """Classified log lines of ``runs``, summed by kind."""
     counts: dict[str, int] = {}
     for run in runs:
@@ -93,7 +93,7 @@ class ReportInput:
 
     experiment: Experiment
     environment: Mapping[str, Any]
-    runs: tuple[RunResult, ...]
+    runs: tuple[RunRecord, ...]
     analysis: ExperimentAnalysis
 
     @classmethod
@@ -101,7 +101,7 @@ class ReportInput:
         cls,
         experiment: Experiment,
         environment: Mapping[str, Any],
-        runs: Sequence[RunResult],
+        runs: Sequence[RunRecord],
         *,
         source: str = "the result",
         min_effect_pct: float = 0.0,

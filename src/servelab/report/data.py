@@ -15,7 +15,7 @@ import json
 from typing import Any
 
 from servelab.report.base import ReportInput, log_events
-from servelab.results.records import RunResult
+from servelab.results.records import RunRecord
 
 FIXED_COLUMNS = (
     "experiment",
@@ -56,7 +56,7 @@ def runs_json(report: ReportInput) -> str:
     return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
 
 
-def _row(run: RunResult) -> dict[str, Any]:
+def _row(run: RunRecord) -> dict[str, Any]:
     load = run.load
     row: dict[str, Any] = {
         "experiment": run.experiment,
@@ -90,7 +90,7 @@ def _row(run: RunResult) -> dict[str, Any]:
     return row
 
 
-def _slice_rows(run: RunResult) -> list[dict[str, Any]]:
+def _slice_rows(run: RunRecord) -> list[dict[str, Any]]:
     """One row per slice of a sliced run, after the run's own row (``slice_pass`` set)."""
     return [
         {

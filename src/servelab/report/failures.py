@@ -14,10 +14,10 @@ from servelab.config.experiment import Experiment
 from servelab.measure.ramp import ramp_verdicts, rate_of, slo_problem
 from servelab.observe.attribution import EVENT_BY_KEY, describe_counts
 from servelab.report.base import Table
-from servelab.results.records import RunResult
+from servelab.results.records import RunRecord
 
 
-def describe_statuses(runs: Sequence[RunResult]) -> str:
+def describe_statuses(runs: Sequence[RunRecord]) -> str:
     """'200 x134, 502 x66' (HTTP codes) then 'timeout x3' (no answer), summed over ``runs``."""
     codes: Counter[str] = Counter()
     errors: Counter[str] = Counter()
@@ -29,14 +29,14 @@ def describe_statuses(runs: Sequence[RunResult]) -> str:
     return ", ".join(parts) or "-"
 
 
-def _events(runs: Sequence[RunResult]) -> Counter[str]:
+def _events(runs: Sequence[RunRecord]) -> Counter[str]:
     total: Counter[str] = Counter()
     for run in runs:
         total.update(run.log_events)
     return total
 
 
-def _queue(runs: Sequence[RunResult], app_backlog: int | None = None) -> str:
+def _queue(runs: Sequence[RunRecord], app_backlog: int | None = None) -> str:
     """'min(1024, 128) = 128, max 129 waiting': the effective backlog (app backlog,
     somaxconn), as ss measured it, and the longest queue seen."""
     queues = [r.listen_queue for r in runs if r.listen_queue is not None]
@@ -52,7 +52,7 @@ def _queue(runs: Sequence[RunResult], app_backlog: int | None = None) -> str:
 
 
 def _row(
-    workload: str, variant: str, mine: Sequence[RunResult], app_backlog: int | None = None
+    workload: str, variant: str, mine: Sequence[RunRecord], app_backlog: int | None = None
 ) -> tuple[str, ...]:
     requests = sum(r.load.requests_total for r in mine)
     failed = sum(r.load.errors for r in mine)
@@ -71,7 +71,7 @@ def _row(
     )
 
 
-def failure_rows(experiment: Experiment, runs: Sequence[RunResult]) -> Table:
+def failure_rows(experiment: Experiment, runs: Sequence[RunRecord]) -> Table:
     """One row per (workload, variant), summed over its repetitions; with several
     workloads (or a ramp), one "(all)" row per variant."""
     rows = []
@@ -100,7 +100,7 @@ def failure_rows(experiment: Experiment, runs: Sequence[RunResult]) -> Table:
     return Table(header, tuple(rows), label_columns=2)
 
 
-def cause_lines(runs: Sequence[RunResult]) -> list[str]:
+def cause_lines(runs: Sequence[RunRecord]) -> list[str]:
     """One line per event class seen: count, what it means, the fix, and a real log line."""
     counts = _events(runs)
     examples: dict[str, str] = {}
@@ -124,7 +124,7 @@ def short_line(line: str, limit: int = 200) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
-def placement_notes(runs: Sequence[RunResult]) -> list[str]:
+def placement_notes(runs: Sequence[RunRecord]) -> list[str]:
     notes: list[str] = []
     for run in runs:
         for note in run.notes:
@@ -133,7 +133,7 @@ def placement_notes(runs: Sequence[RunResult]) -> list[str]:
     return notes
 
 
-def ramp_rows(experiment: Experiment, runs: Sequence[RunResult]) -> Table | None:
+def ramp_rows(experiment: Experiment, runs: Sequence[RunRecord]) -> Table | None:
     """The ramp's steps (rate order) with the SLO verdict of each; None if not a ramp."""
     if experiment.slo is None:
         return None
@@ -164,7 +164,7 @@ def ramp_rows(experiment: Experiment, runs: Sequence[RunResult]) -> Table | None
     return Table(header, tuple(rows), label_columns=2)
 
 
-def ramp_summary_lines(experiment: Experiment, runs: Sequence[RunResult]) -> list[str]:
+def ramp_summary_lines(experiment: Experiment, runs: Sequence[RunRecord]) -> list[str]:
     if experiment.slo is None:
         return []
     return [
@@ -173,7 +173,7 @@ def ramp_summary_lines(experiment: Experiment, runs: Sequence[RunResult]) -> lis
     ]
 
 
-def failures_markdown(experiment: Experiment, runs: Sequence[RunResult]) -> list[str]:
+def failures_markdown(experiment: Experiment, runs: Sequence[RunRecord]) -> list[str]:
     """The ramp and failures sections of ``runs`` as markdown lines (none without runs)."""
     # Imported here: the sections and the markdown renderer are built on this module.
     from servelab.report.markdown import section_lines

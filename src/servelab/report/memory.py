@@ -1,6 +1,6 @@
 """Memory per worker of each variant's app server, for experiments that compare servers.
 
-A run records every stack process's peak RSS (RunResult.processes). The app
+A run records every stack process's peak RSS (RunRecord.processes). The app
 server's share is its processes' sum (master, workers and any helper) divided
 by the configured workers, so a server whose master or helpers are heavy pays
 for them per worker. Shared pages (forked workers share their parent's) are
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from servelab.analysis.stats import summarize
 from servelab.config.experiment import Experiment
 from servelab.report.base import Table
-from servelab.results.records import RunResult
+from servelab.results.records import RunRecord
 
 MIB = 2**20
 FRONT_ROLES = ("nginx", "apache")
@@ -53,7 +53,7 @@ class MemoryRow:
         return self.front_mib
 
 
-def memory_rows(experiment: Experiment, runs: Sequence[RunResult]) -> list[MemoryRow]:
+def memory_rows(experiment: Experiment, runs: Sequence[RunRecord]) -> list[MemoryRow]:
     rows = []
     for stack in experiment.stacks:
         mine = [r for r in runs if r.variant == stack.name]
@@ -85,7 +85,7 @@ def compares_servers(experiment: Experiment) -> bool:
     return len({(s.server.kind, s.proxy.kind) for s in experiment.stacks}) > 1
 
 
-def memory_table(experiment: Experiment, runs: Sequence[RunResult]) -> Table | None:
+def memory_table(experiment: Experiment, runs: Sequence[RunRecord]) -> Table | None:
     """Memory per worker of each variant with runs; None unless the experiment compares
     app servers or fronts."""
     rows = memory_rows(experiment, runs) if compares_servers(experiment) else []
@@ -108,7 +108,7 @@ def memory_table(experiment: Experiment, runs: Sequence[RunResult]) -> Table | N
     )
 
 
-def memory_markdown(experiment: Experiment, runs: Sequence[RunResult]) -> list[str]:
+def memory_markdown(experiment: Experiment, runs: Sequence[RunRecord]) -> list[str]:
     """The "Memory per worker" section as markdown lines, or none (see memory_table)."""
     # Imported here: the sections and the markdown renderer are built on this module.
     from servelab.report.markdown import section_lines

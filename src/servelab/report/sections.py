@@ -36,7 +36,7 @@ from servelab.report.failures import (
 )
 from servelab.report.method import method_notes
 from servelab.report.tables import VariantTable, variant_tables
-from servelab.results.records import RunResult
+from servelab.results.records import RunRecord
 
 if TYPE_CHECKING:
     from servelab.analysis.warnings import ResultWarning
@@ -249,7 +249,7 @@ def report_sections(
 def live_sections(
     experiment: Experiment,
     environment: Mapping[str, Any],
-    runs: Sequence[RunResult],
+    runs: Sequence[RunRecord],
     *,
     min_effect_pct: float = 0.0,
     outlook: Sequence[str] = (),
@@ -272,7 +272,7 @@ def glance_section(report: ReportInput) -> GlanceSection:
     return GlanceSection(workloads, tuple(sorted(tests)))
 
 
-def failure_sections(experiment: Experiment, runs: Sequence[RunResult]) -> list[Section]:
+def failure_sections(experiment: Experiment, runs: Sequence[RunRecord]) -> list[Section]:
     """A ramp's steps (experiments with an SLO), then every failure beside its causes."""
     if not runs:
         return []

@@ -21,13 +21,13 @@ from servelab.analysis.analyze import (
 from servelab.analysis.stats import percent_change, summarize
 from servelab.config.experiment import Experiment
 from servelab.observe.attribution import failure_events
-from servelab.results.records import RunResult
+from servelab.results.records import RunRecord
 
 
 @dataclass(frozen=True)
 class Attribute:
     label: str
-    value: Callable[[RunResult], float]
+    value: Callable[[RunRecord], float]
     digits: int
     difference: str  # "percent", "ms" or "count"
 
@@ -76,7 +76,7 @@ def _difference(kind: str, baseline: float, value: float, digits: int) -> str:
     return f"{value - baseline:+.0f}"
 
 
-def seed_tables(experiment: Experiment, runs: Sequence[RunResult]) -> list[SeedTable]:
+def seed_tables(experiment: Experiment, runs: Sequence[RunRecord]) -> list[SeedTable]:
     """Tables for every (workload, variant) that has at least one run."""
     tables = []
     for workload in experiment.workloads:
@@ -144,7 +144,7 @@ class VariantTable:
     verdicts: tuple[Verdict, ...]
 
 
-def variant_tables(analysis: ExperimentAnalysis, runs: Sequence[RunResult]) -> list[VariantTable]:
+def variant_tables(analysis: ExperimentAnalysis, runs: Sequence[RunRecord]) -> list[VariantTable]:
     """Every seed table of ``runs`` (report/tables.py), with its spread and verdicts."""
     found = {(v.workload, v.variant): v for v in analysis.variants}
     tables = []
@@ -161,7 +161,7 @@ def variant_tables(analysis: ExperimentAnalysis, runs: Sequence[RunResult]) -> l
     return tables
 
 
-def experiment_markdown(experiment: Experiment, runs: Sequence[RunResult]) -> str:
+def experiment_markdown(experiment: Experiment, runs: Sequence[RunRecord]) -> str:
     """The live report of ``runs`` as markdown, without the machine they were measured on."""
     # Imported here: the sections and the markdown renderer are built on this module.
     from servelab.report.markdown import render_markdown

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from servelab.analysis.stats import summarize
 from servelab.config.experiment import Experiment
 from servelab.report.base import Table
-from servelab.results.records import RunResult
+from servelab.results.records import RunRecord
 
 ABOUT = (
     "ab's two figures, mean over runs: concurrency x wall time / requests, and wall "
@@ -36,7 +36,7 @@ class TimePerRequestRow:
 
 
 def time_per_request_rows(
-    experiment: Experiment, runs: Sequence[RunResult]
+    experiment: Experiment, runs: Sequence[RunRecord]
 ) -> list[TimePerRequestRow]:
     rows = []
     for workload in experiment.workloads:
@@ -65,7 +65,7 @@ def time_per_request_rows(
     return rows
 
 
-def time_per_request_table(experiment: Experiment, runs: Sequence[RunResult]) -> Table | None:
+def time_per_request_table(experiment: Experiment, runs: Sequence[RunRecord]) -> Table | None:
     """ab's figures per (workload, variant); None unless the experiment is driven by ab."""
     rows = time_per_request_rows(experiment, runs) if experiment.driver == "ab" else []
     if not rows:

@@ -24,7 +24,7 @@ from typing import Any
 
 from servelab.config.experiment import Experiment
 from servelab.errors import ServelabError
-from servelab.results.records import RunResult
+from servelab.results.records import RunRecord
 
 FORMAT_KEY = "record_format"
 
@@ -78,12 +78,12 @@ def experiment_from(stored: Any) -> Experiment:
     return Experiment.model_validate(SPEC.current(stored))
 
 
-def run_json(run: RunResult) -> str:
+def run_json(run: RunRecord) -> str:
     """One run as stored: a line of JSON."""
     record = RUN.stamped(run.model_dump(mode="json"))
     return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
 
 
-def run_from(text: str) -> RunResult:
+def run_from(text: str) -> RunRecord:
     """A stored run (ValueError for text that is not one)."""
-    return RunResult.model_validate(RUN.current(json.loads(text)))
+    return RunRecord.model_validate(RUN.current(json.loads(text)))

@@ -107,7 +107,7 @@ class SliceFigures(Record):
         return sum(self.errors.values())
 
 
-class RunResult(Record):
+class RunRecord(Record):
     experiment: str
     variant: str
     workload: str

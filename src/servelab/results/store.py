@@ -1,13 +1,13 @@
 """The results store: an SQLite database of experiments and runs, plus a
-readable export directory per experiment.
+readable experiment directory per experiment.
 
 - ``<root>/servelab.db``: every experiment (spec, environment, spec hash) and
-  every finished run (the full RunResult record), one transaction per run, so
+  every finished run (the full RunRecord record), one transaction per run, so
   a crash — even SIGKILL — leaves either the whole run or none of it. A run
   is unique per (experiment, variant, workload, repetition): resuming can
   never duplicate one.
 - ``<root>/<id>-<name>/``: ``experiment.json``, ``runs.jsonl`` and the reports,
-  rewritten after every run for people and other tools. A copied export
+  rewritten after every run for people and other tools. A copied experiment
   directory can be opened on its own (read-only).
 """
 
@@ -28,7 +28,7 @@ from typing import Any
 from servelab.config.experiment import Experiment
 from servelab.errors import ServelabError
 from servelab.results.formats import experiment_from, run_from, run_json, spec_record
-from servelab.results.records import RunResult
+from servelab.results.records import RunRecord
 
 DB_FILE = "servelab.db"
 EXPERIMENT_FILE = "experiment.json"
@@ -44,7 +44,7 @@ CREATE TABLE experiments (
     spec_json TEXT NOT NULL,
     spec_hash TEXT NOT NULL,
     environment_json TEXT NOT NULL,
-    export_dir TEXT NOT NULL,
+    export_dir TEXT NOT NULL,  -- the experiment directory (named so in older databases)
     finished_at TEXT
 );
 CREATE TABLE runs (
@@ -110,7 +110,7 @@ class ExperimentRow:
     runs: int
     planned: int
     hostname: str
-    export_dir: str
+    experiment_dir: str
 
 
 class Database:
@@ -175,7 +175,7 @@ class Database:
 
     # -- experiments ------------------------------------------------------
     def create_experiment(
-        self, experiment: Experiment, environment: dict[str, Any], export_root: Path
+        self, experiment: Experiment, environment: dict[str, Any], results_root: Path
     ) -> int:
         with self.transaction() as conn:
             cursor = conn.execute(
@@ -190,10 +190,10 @@ class Database:
                 ),
             )
             experiment_id = int(cursor.lastrowid or 0)
-            export_dir = export_root / f"{experiment_id}-{_slug(experiment.name)}"
+            experiment_dir = results_root / f"{experiment_id}-{_slug(experiment.name)}"
             conn.execute(
                 "UPDATE experiments SET export_dir = ? WHERE id = ?",
-                (str(export_dir.resolve()), experiment_id),
+                (str(experiment_dir.resolve()), experiment_id),
             )
         return experiment_id
 
@@ -218,7 +218,7 @@ class Database:
     def environment(self, experiment_id: int) -> dict[str, Any]:
         return json.loads(self._row(experiment_id)["environment_json"])
 
-    def export_dir(self, experiment_id: int) -> Path:
+    def experiment_dir(self, experiment_id: int) -> Path:
         return Path(self._row(experiment_id)["export_dir"])
 
     def mark_finished(self, experiment_id: int) -> None:
@@ -246,17 +246,17 @@ class Database:
             "LEFT JOIN runs r ON r.experiment_id = e.id GROUP BY e.id ORDER BY e.id"
         ).fetchall()
         listed = []
-        for id_, name, created, finished, n_runs, spec_json, env_json, export_dir in rows:
+        for id_, name, created, finished, n_runs, spec_json, env_json, experiment_dir in rows:
             spec = experiment_from(json.loads(spec_json))
             planned = len(spec.stacks) * len(spec.workloads) * spec.repetitions
             host = json.loads(env_json).get("hostname", "?")
             listed.append(
-                ExperimentRow(id_, name, created, finished, n_runs, planned, host, export_dir)
+                ExperimentRow(id_, name, created, finished, n_runs, planned, host, experiment_dir)
             )
         return listed
 
     # -- runs ---------------------------------------------------------------
-    def add_run(self, experiment_id: int, run: RunResult) -> None:
+    def add_run(self, experiment_id: int, run: RunRecord) -> None:
         try:
             with self.transaction() as conn:
                 conn.execute(
@@ -279,7 +279,7 @@ class Database:
                 "this is a bug in servelab's resume logic; please report it",
             ) from None
 
-    def runs(self, experiment_id: int) -> list[RunResult]:
+    def runs(self, experiment_id: int) -> list[RunRecord]:
         rows = self.conn.execute(
             "SELECT record_json FROM runs WHERE experiment_id = ? ORDER BY id", (experiment_id,)
         ).fetchall()
@@ -293,12 +293,12 @@ class Database:
 
 
 class ResultStore:
-    """One experiment's results: in the database, mirrored to its export directory."""
+    """One experiment's results: in the database, mirrored to its experiment directory."""
 
     def __init__(
         self, path: Path, database: Database | None = None, experiment_id: int | None = None
     ) -> None:
-        self.path = path  # the export directory
+        self.path = path  # the experiment directory
         self.database = database
         self.id = experiment_id
 
@@ -306,32 +306,32 @@ class ResultStore:
     def create(cls, root: Path, experiment: Experiment, environment: dict[str, Any]) -> ResultStore:
         database = Database(root / DB_FILE, create=True)
         experiment_id = database.create_experiment(experiment, environment, root)
-        store = cls(database.export_dir(experiment_id), database, experiment_id)
-        store._write_export_header(experiment, environment)
+        store = cls(database.experiment_dir(experiment_id), database, experiment_id)
+        store._write_mirror_header(experiment, environment)
         (store.path / RUNS_FILE).touch()
         return store
 
     @classmethod
     def from_database(cls, database: Database, experiment_id: int) -> ResultStore:
         database.experiment(experiment_id)  # raises for an unknown id
-        return cls(database.export_dir(experiment_id), database, experiment_id)
+        return cls(database.experiment_dir(experiment_id), database, experiment_id)
 
     @classmethod
     def open(cls, path: Path) -> ResultStore:
-        """An export directory: backed by its database when that is still beside it."""
-        document = cls._read_export(path)
+        """An experiment directory: backed by its database when that is still beside it."""
+        document = cls._read_mirror(path)
         experiment_id = document.get("id")
         db_path = path.parent / DB_FILE
         if isinstance(experiment_id, int) and db_path.exists():
             database = Database(db_path)
             with contextlib.suppress(ServelabError):
-                if database.export_dir(experiment_id) == path.resolve():
+                if database.experiment_dir(experiment_id) == path.resolve():
                     return cls(path, database, experiment_id)
             database.close()
         return cls(path)
 
     @staticmethod
-    def _read_export(path: Path) -> dict[str, Any]:
+    def _read_mirror(path: Path) -> dict[str, Any]:
         if not (path / EXPERIMENT_FILE).is_file():
             raise ServelabError(
                 f"{path} is not a servelab results directory (no {EXPERIMENT_FILE})",
@@ -342,10 +342,10 @@ class ResultStore:
         except (OSError, json.JSONDecodeError) as exc:
             raise ServelabError(
                 f"{path / EXPERIMENT_FILE} is unreadable ({exc})",
-                "the export is damaged; open the result by id instead",
+                "the experiment directory is damaged; open the result by id instead",
             ) from None
 
-    def _write_export_header(self, experiment: Experiment, environment: dict[str, Any]) -> None:
+    def _write_mirror_header(self, experiment: Experiment, environment: dict[str, Any]) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
         document = {
             "id": self.id,
@@ -359,7 +359,7 @@ class ResultStore:
         if self.database is not None and self.id is not None:
             return self.database.experiment(self.id)
         try:
-            return experiment_from(self._read_export(self.path)["experiment"])
+            return experiment_from(self._read_mirror(self.path)["experiment"])
         except (ValueError, KeyError):
             raise ServelabError(
                 f"{self.path / EXPERIMENT_FILE} does not hold an experiment this servelab reads",
@@ -370,14 +370,14 @@ class ResultStore:
     def environment(self) -> dict[str, Any]:
         if self.database is not None and self.id is not None:
             return self.database.environment(self.id)
-        return self._read_export(self.path).get("environment", {})
+        return self._read_mirror(self.path).get("environment", {})
 
     @property
     def label(self) -> str:
         return f"#{self.id} ({self.path})" if self.id is not None else str(self.path)
 
-    def add(self, run: RunResult) -> None:
-        """Store one finished run: the database first (atomic), then the export file."""
+    def add(self, run: RunRecord) -> None:
+        """Store one finished run: the database first (atomic), then its directory's files."""
         if self.database is None or self.id is None:
             raise ServelabError(f"{self.path} was opened read-only", "run a new experiment")
         self.database.add_run(self.id, run)
@@ -390,7 +390,7 @@ class ResultStore:
         if self.database is not None and self.id is not None:
             self.database.mark_finished(self.id)
 
-    def runs(self) -> list[RunResult]:
+    def runs(self) -> list[RunRecord]:
         if self.database is not None and self.id is not None:
             return self.database.runs(self.id)
         results = []
@@ -405,13 +405,13 @@ class ResultStore:
                         break  # a run cut off mid-write by a crash: not a finished run
                     raise ServelabError(
                         f"{self.path / RUNS_FILE} line {number} is not a servelab run record",
-                        "the export is damaged; open the result by id instead",
+                        "the experiment directory is damaged; open the result by id instead",
                     ) from None
         return results
 
 
 def resolve_result(ref: str, root: Path) -> ResultStore:
-    """RESULT as users type it: an id in ``root``'s database, or an export directory."""
+    """RESULT as users type it: an id in ``root``'s database, or an experiment directory."""
     if ref.isdigit():
         return ResultStore.from_database(Database(root / DB_FILE), int(ref))
     path = Path(ref)
