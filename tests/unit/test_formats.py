@@ -9,7 +9,15 @@ from test_tables_store import EXPERIMENT, RUNS
 
 from servelab.config.building import experiment_from_dict
 from servelab.errors import ServelabError
-from servelab.results.formats import FORMAT_KEY, RUN, SPEC, RecordFormat, run_from, run_json
+from servelab.results.formats import (
+    FORMAT_KEY,
+    RUN,
+    SPEC,
+    RecordFormat,
+    experiment_from,
+    run_from,
+    run_json,
+)
 from servelab.results.records import RunRecord
 from servelab.results.store import (
     DB_FILE,
@@ -126,3 +134,16 @@ def test_a_stored_run_reads_back_as_the_same_record():
     run = RUNS[0].model_copy(update={"notes": ("ü: not ASCII",), "log_events": {"x": 1}})
     assert run_from(run_json(run)) == run
     assert isinstance(run_from(run_json(run)), RunRecord)
+
+
+def test_format_1_specs_name_the_random_orders_seed_seed_and_keep_their_hash():
+    shuffled = EXPERIMENT.model_copy(update={"order": "random", "order_seed": 7})
+    old = shuffled.model_dump(mode="json")
+    old["seed"] = old.pop("order_seed")  # how format 1 stored it
+    assert SPEC.number == 2
+    upgraded = SPEC.current({FORMAT_KEY: 1, **old})
+    assert "seed" not in upgraded and upgraded["order_seed"] == 7
+    assert experiment_from({FORMAT_KEY: 1, **old}) == shuffled
+    # The seed is still part of what is measured (the fixtures' pinned hashes above show
+    # the rename left every stored hash as it was).
+    assert spec_hash(shuffled) != spec_hash(shuffled.model_copy(update={"order_seed": 8}))

@@ -183,7 +183,7 @@ def test_plan_is_interleaved_and_random_order_is_reproducible():
         (3, "tcp"),
         (3, "unix"),
     ]
-    shuffled = EXPERIMENT.model_copy(update={"order": "random", "seed": 7})
+    shuffled = EXPERIMENT.model_copy(update={"order": "random", "order_seed": 7})
     first, second = plan_launches(shuffled), plan_launches(shuffled)
     assert first == second
     assert sorted((p.repetition, p.stack.name) for p in first) == sorted(

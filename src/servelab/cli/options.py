@@ -94,7 +94,9 @@ _run_options = [
         default=None,
         help="Run order of the variants in each round (default interleaved).",
     ),
-    click.option("--seed", type=int, default=None, help="Seed of the random order."),
+    click.option(
+        "--order-seed", type=int, default=None, help="Seed of the random order (--order random)."
+    ),
     click.option(
         "--slices",
         type=click.IntRange(min=1),
@@ -139,7 +141,7 @@ _run_options = [
 def run_options(func):
     """Add the measuring options to a command, handed to it as one ``run`` (RunOptions)."""
     names = ("stack_cpus", "driver_cpus", "no_pin", "stack_cpu_quota", "no_cpu_priority",
-             "results_dir", "legacy_out", "resume", "allow_other_machine", "order", "seed",
+             "results_dir", "legacy_out", "resume", "allow_other_machine", "order", "order_seed",
              "slices", "side_by_side", "precision_pct", "budget", "min_effect_pct")
 
     @functools.wraps(func)
@@ -155,7 +157,7 @@ def run_options(func):
             resume=given["resume"],
             allow_other_machine=given["allow_other_machine"],
             order=given["order"],
-            seed=given["seed"],
+            order_seed=given["order_seed"],
             slices=given["slices"],
             side_by_side=given["side_by_side"],
             precision_pct=given["precision_pct"],

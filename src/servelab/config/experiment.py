@@ -93,7 +93,7 @@ class Experiment(Model):
     warmup: WarmupSpec = Field(default_factory=WarmupSpec)
     driver: Literal[DRIVER_NAMES] = DEFAULT_DRIVER
     order: Literal["interleaved", "random"] = "interleaved"
-    seed: int = 0
+    order_seed: int = 0  # the random order's seed (``order = "random"``)
     # Set for ramps: each launch measures its workloads in order (rising rates) and
     # stops at the first one that breaks this SLO.
     slo: SloSpec | None = None

@@ -38,7 +38,7 @@ class RunOptions:
     allow_other_machine: bool = False
     # Overrides of the experiment's own order, slicing and stopping (None: keep its own).
     order: str | None = None
-    seed: int | None = None
+    order_seed: int | None = None
     slices: int | None = None
     side_by_side: bool | None = None
     precision_pct: float | None = None
@@ -56,7 +56,7 @@ class RunOptions:
     def apply(self, experiment: Experiment) -> Experiment:
         """``experiment`` with this run's order, slicing and stopping overrides (checked)."""
         return with_stopping(
-            with_order(experiment, self.order, self.seed, self.slices, self.side_by_side),
+            with_order(experiment, self.order, self.order_seed, self.slices, self.side_by_side),
             self.precision_pct, self.budget_s, self.min_effect_pct,
         )
 
@@ -64,7 +64,7 @@ class RunOptions:
 def with_order(
     experiment: Experiment,
     order: str | None,
-    seed: int | None,
+    order_seed: int | None,
     slices: int | None = None,
     side_by_side: bool | None = None,
 ) -> Experiment:
@@ -77,8 +77,8 @@ def with_order(
             update["slices"] = default_slices(data)
     if order is not None:
         update["order"] = order
-    if seed is not None:
-        update["seed"] = seed
+    if order_seed is not None:
+        update["order_seed"] = order_seed
     if slices is not None:
         update["slices"] = slices
         if slices == 1:  # runs in one piece, in turn: nothing side by side, no extra rounds

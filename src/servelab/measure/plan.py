@@ -39,7 +39,7 @@ def plan_launches(experiment: Experiment, rounds: Sequence[int] | None = None) -
     Side by side, each round starts with the next variant (rotated by the round's
     number): measured, the stack started second read ~1 % faster in requests per CPU
     second in 19 of 24 A/A comparisons, so no variant may always go first."""
-    rng = random.Random(experiment.seed)
+    rng = random.Random(experiment.order_seed)
     plan = []
     for repetition in rounds or range(1, experiment.repetitions + 1):
         round_ = list(experiment.stacks)

@@ -193,7 +193,7 @@ class Runner:
     # -- interleaved, adaptive ----------------------------------------------------------
     def _interleaved(self) -> None:
         experiment = self.experiment
-        rng = random.Random(experiment.seed) if experiment.order == "random" else None
+        rng = random.Random(experiment.order_seed) if experiment.order == "random" else None
         started = self.clock()
         pending = [
             launch

@@ -66,7 +66,16 @@ class RecordFormat:
         return record
 
 
-SPEC = RecordFormat("experiment")
+def _order_seed(record: Record) -> Record:
+    """Format 1 -> 2: the random order's ``seed`` is ``order_seed`` ("seed" means the
+    source articles)."""
+    record = dict(record)
+    if "seed" in record:
+        record["order_seed"] = record.pop("seed")
+    return record
+
+
+SPEC = RecordFormat("experiment", upgrades=(_order_seed,))
 RUN = RecordFormat("run")
 
 

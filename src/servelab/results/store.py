@@ -72,9 +72,15 @@ ADDED_SINCE_HASHING: tuple[tuple[tuple[str, ...], Any], ...] = (
 )
 
 
+# Fields renamed since hashing began: hashed under their first name.
+RENAMED_SINCE_HASHING = {"order_seed": "seed"}
+
+
 def spec_hash(experiment: Experiment) -> str:
     """A fingerprint of what an experiment measures (resume refuses a changed spec)."""
     spec = experiment.model_dump(mode="json")
+    for name, first in RENAMED_SINCE_HASHING.items():
+        spec[first] = spec.pop(name)
     # How long to keep measuring is not what is measured: a resume may change it.
     spec.pop("stopping", None)
     for (*tables, key), before in ADDED_SINCE_HASHING:
