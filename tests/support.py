@@ -249,3 +249,48 @@ def fake_run(
             **extra,
         }
     )
+
+
+def seed_run(
+    variant: str, repetition: int, rps: float, mean_ms: float, errors: int = 0
+):
+    """One run of the port-vs-socket seed: 5000 requests at ``rps``, ``errors`` of them
+    502, the app using 2.5 CPU s and 50 MiB."""
+    from servelab.results.records import ProcessUsage
+
+    codes = {"200": 5000 - errors, **({"502": errors} if errors else {})}
+    load = fake_load(
+        rps=rps, requests=5000, mean_ms=mean_ms, p99_ms=mean_ms * 2, codes=codes,
+        latency_p90_ms=mean_ms * 1.2, latency_max_ms=mean_ms * 3, bytes_received=100_000,
+    )
+    app = ProcessUsage(role="app", pid=1, name="gunicorn", cpu_s=2.5, peak_rss_bytes=50 * 2**20)
+    return fake_run(
+        variant, "sync-small", repetition, experiment="port-vs-socket", load=load,
+        processes=(app,), stack_cpus="0", driver_cpus="1", warmup_requests=200,
+    )
+
+
+def _port_vs_socket():
+    from servelab.config.building import experiment_from_dict
+
+    return experiment_from_dict(
+        {
+            "name": "port-vs-socket",
+            "baseline": {"name": "tcp"},
+            "variants": [{"name": "unix", "proxy": {"transport": "unix"}}],
+            "workloads": [{"name": "sync-small", "load": {"requests": 100}}],
+            "repetitions": 3,
+        }
+    )
+
+
+PORT_VS_SOCKET = _port_vs_socket()
+# The seed's own figures (nginx_port_socket.md, sync small): port then socket.
+PORT_VS_SOCKET_RUNS = [
+    seed_run("tcp", 1, 1375.63, 72.694),
+    seed_run("tcp", 2, 1349.77, 74.087),
+    seed_run("tcp", 3, 1305.75, 76.584),
+    seed_run("unix", 1, 1321.34, 75.681),
+    seed_run("unix", 2, 1357.39, 73.671),
+    seed_run("unix", 3, 1367.66, 73.118, errors=2),
+]

@@ -1,7 +1,7 @@
 """The apache-vs-nginx study's plan and the ab "Time per request" section."""
 
 import pytest
-from test_tables_store import run
+from support import seed_run as run
 
 from servelab.config.building import experiment_from_dict
 from servelab.errors import SpecError

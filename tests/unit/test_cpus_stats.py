@@ -131,7 +131,7 @@ def test_paired_test_edge_cases():
 
 
 def test_rounds_are_paired_from_three_matching_rounds_only():
-    from test_tables_store import run
+    from support import seed_run as run
 
     from servelab.analysis.analyze import METRIC_BY_KEY, compare_rounds
 

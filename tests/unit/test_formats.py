@@ -5,7 +5,8 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from test_tables_store import EXPERIMENT, RUNS
+from support import PORT_VS_SOCKET as EXPERIMENT
+from support import PORT_VS_SOCKET_RUNS as RUNS
 
 from servelab.config.building import experiment_from_dict
 from servelab.errors import ServelabError

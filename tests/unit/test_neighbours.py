@@ -3,7 +3,8 @@
 import os
 
 import pytest
-from test_tables_store import EXPERIMENT, run
+from support import PORT_VS_SOCKET as EXPERIMENT
+from support import seed_run as run
 
 from servelab.analysis.analyze import analyze
 from servelab.analysis.warnings import WarningKind

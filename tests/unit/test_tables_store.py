@@ -2,14 +2,13 @@ import shutil
 from pathlib import Path
 
 import pytest
+from support import PORT_VS_SOCKET, PORT_VS_SOCKET_RUNS
 
-from servelab.config.building import experiment_from_dict
 from servelab.errors import ServelabError
 from servelab.measure.plan import plan_launches
 from servelab.report.markdown import render_markdown, seed_table_markdown
 from servelab.report.sections import live_sections
 from servelab.report.tables import seed_tables
-from servelab.results.records import LoadMeasurement, ProcessUsage, RunRecord
 from servelab.results.store import (
     DB_FILE,
     RUNS_FILE,
@@ -19,57 +18,7 @@ from servelab.results.store import (
     spec_hash,
 )
 
-EXPERIMENT = experiment_from_dict(
-    {
-        "name": "port-vs-socket",
-        "baseline": {"name": "tcp"},
-        "variants": [{"name": "unix", "proxy": {"transport": "unix"}}],
-        "workloads": [{"name": "sync-small", "load": {"requests": 100}}],
-        "repetitions": 3,
-    }
-)
-
-
-def run(variant: str, repetition: int, rps: float, mean_ms: float, errors: int = 0) -> RunRecord:
-    load = LoadMeasurement(
-        driver="oha",
-        requests_total=5000,
-        duration_s=5000 / rps,
-        rps=rps,
-        latency_mean_ms=mean_ms,
-        latency_p50_ms=mean_ms,
-        latency_p90_ms=mean_ms * 1.2,
-        latency_p99_ms=mean_ms * 2,
-        latency_max_ms=mean_ms * 3,
-        status_counts={"200": 5000 - errors, **({"502": errors} if errors else {})},
-        connection_errors={},
-        bytes_received=100_000,
-    )
-    return RunRecord(
-        experiment="port-vs-socket",
-        variant=variant,
-        workload="sync-small",
-        repetition=repetition,
-        started_at="2026-11-22T00:00:00+0000",
-        load=load,
-        processes=(
-            ProcessUsage(role="app", pid=1, name="gunicorn", cpu_s=2.5, peak_rss_bytes=50 * 2**20),
-        ),
-        stack_cpus="0",
-        driver_cpus="1",
-        warmup_requests=200,
-    )
-
-
-# The seed's own figures (nginx_port_socket.md, sync small): port then socket.
-RUNS = [
-    run("tcp", 1, 1375.63, 72.694),
-    run("tcp", 2, 1349.77, 74.087),
-    run("tcp", 3, 1305.75, 76.584),
-    run("unix", 1, 1321.34, 75.681),
-    run("unix", 2, 1357.39, 73.671),
-    run("unix", 3, 1367.66, 73.118, errors=2),
-]
+EXPERIMENT, RUNS = PORT_VS_SOCKET, PORT_VS_SOCKET_RUNS
 
 
 def test_seed_table_reproduces_the_seed_averages_and_difference():
