@@ -294,3 +294,26 @@ PORT_VS_SOCKET_RUNS = [
     seed_run("unix", 2, 1357.39, 73.671),
     seed_run("unix", 3, 1367.66, 73.118, errors=2),
 ]
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None):
+    """``servelab ARGS`` in-process (click's CliRunner), as the shell would see it:
+    ``returncode``, ``stdout``, ``stderr``. ``env`` overrides variables; ``cwd`` is
+    where it runs."""
+    import os
+    from types import SimpleNamespace
+
+    from click.testing import CliRunner
+
+    from servelab.cli import cli
+
+    before = os.getcwd()
+    if cwd is not None:
+        os.chdir(cwd)
+    try:
+        result = CliRunner().invoke(cli, list(args), env=env, catch_exceptions=False)
+    finally:
+        os.chdir(before)
+    return SimpleNamespace(
+        returncode=result.exit_code, stdout=result.stdout, stderr=result.stderr
+    )

@@ -1,23 +1,11 @@
 """Bad input: one line naming the problem and the fix, an exit code, no traceback."""
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from support import run_cli
 
-
-def servelab(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None):
-    return subprocess.run(
-        [sys.executable, "-m", "servelab", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-        cwd=cwd,
-        check=False,
-    )
+servelab = run_cli  # in-process, as the shell sees it
 
 
 @pytest.mark.parametrize(
@@ -62,7 +50,7 @@ def test_bad_knob_in_experiment_file(tmp_path):
 
 
 def test_missing_load_driver_is_named_with_the_fix(tmp_path):
-    env = {**os.environ, "PATH": "/usr/bin:/bin", "SERVELAB_CACHE": str(tmp_path / "empty")}
+    env = {"PATH": "/usr/bin:/bin", "SERVELAB_CACHE": str(tmp_path / "empty")}
     done = servelab("study", "quick", "--out", str(tmp_path / "out"), env=env)
     assert done.returncode == 3
     assert "oha is not installed" in done.stderr

@@ -9,6 +9,7 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+from support import run_cli
 
 from servelab.config.stack import StackSpec
 from servelab.errors import ServelabError, SpecError
@@ -285,11 +286,7 @@ def test_a_non_empty_output_directory_is_not_overwritten(tmp_path: Path) -> None
 # --------------------------------------------------------------------------- CLI
 
 
-def servelab(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "servelab", *args],
-        capture_output=True, text=True, timeout=120, cwd=cwd, check=False,
-    )
+servelab = run_cli  # in-process, as the shell sees it
 
 
 @pytest.mark.parametrize(

@@ -5,10 +5,8 @@ None of these starts a server: the input is refused before anything runs.
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
+from support import run_cli
 
 
 @pytest.mark.parametrize(
@@ -35,10 +33,7 @@ import pytest
     ],
 )
 def test_bad_failure_study_input(args: list[str], message: str) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "servelab", *args],
-        capture_output=True, text=True, timeout=60, check=False,
-    )
+    done = run_cli(*args)
     assert done.returncode == 2, done.stderr
     assert message in done.stderr
     assert "Traceback" not in done.stderr

@@ -16,7 +16,28 @@ from servelab.cli.options import console, out
 from servelab.errors import ServelabError
 
 
-@click.group()
+class ServelabGroup(click.Group):
+    """A user's mistake (a ServelabError) ends as one line and its exit code, never a
+    traceback; here rather than in ``main`` so that in-process callers (click's
+    CliRunner) see what the shell sees."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except ServelabError as exc:
+            print_error(exc)
+            ctx.exit(exc.exit_code)
+
+
+def print_error(exc: ServelabError) -> None:
+    # escape: a message naming a TOML table ("[database]") is text, not rich markup.
+    line = escape(exc.one_line())
+    console.print(f"[bold red]servelab: error:[/bold red] {line}", highlight=False)
+    if exc.detail:
+        console.print(exc.detail, highlight=False, markup=False)
+
+
+@click.group(cls=ServelabGroup)
 @click.version_option(package_name="servelab")
 def cli() -> None:
     """Measure how to serve a Python web app on this machine."""
@@ -47,7 +68,7 @@ def main() -> None:
     """Entry point: user errors are one line and an exit code, never a traceback."""
     signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     try:
-        cli.main(standalone_mode=False)
+        code = cli.main(standalone_mode=False)
     except (click.exceptions.Abort, KeyboardInterrupt):
         # click turns Ctrl-C (and our SIGTERM) into Abort; context managers have stopped
         # every process by the time it gets here.
@@ -56,11 +77,7 @@ def main() -> None:
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
-    except ServelabError as exc:
-        # escape: a message naming a TOML table ("[database]") is text, not rich markup.
-        console.print(
-            f"[bold red]servelab: error:[/bold red] {escape(exc.one_line())}", highlight=False
-        )
-        if exc.detail:
-            console.print(exc.detail, highlight=False, markup=False)
+    except ServelabError as exc:  # raised outside a command (e.g. while parsing)
+        print_error(exc)
         sys.exit(exc.exit_code)
+    sys.exit(code if isinstance(code, int) else 0)
