@@ -1,0 +1,65 @@
+"""The commands over stored results: bad input, --overwrite, results by id."""
+
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from support import run_cli
+
+from servelab.results.store import ResultStore
+
+RESULTS = Path(__file__).resolve().parents[2] / "fixtures" / "results"
+SLEEPY = RESULTS / "sleepy-workers"
+QUICK = RESULTS / "quick"
+servelab = run_cli  # in-process, as the shell sees it
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["report", "no-such-result"], "no result 'no-such-result'"),
+        (["report", "17"], "no result #17: there is no results database at"),
+        (["export", str(SLEEPY), "--variant", "fastest"], "no variant 'fastest' in"),
+        (["export", str(QUICK)], "no clear winner in"),
+        (["export", str(SLEEPY), "--name", "Web App"], "is not usable as a user"),
+    ],
+)
+def test_bad_input_is_one_clear_line(args: list[str], message: str, tmp_path: Path) -> None:
+    done = servelab(*args, "--out", str(tmp_path / "out"), cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    first = done.stderr.splitlines()[0]
+    assert message in first and "(fix: " in first
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_cli_refuses_a_non_empty_out_and_writes_with_overwrite(tmp_path: Path) -> None:
+    out = tmp_path / "report"
+    out.mkdir()
+    (out / "report.md").write_text("mine")
+    done = servelab("report", str(SLEEPY), "--out", str(out))
+    assert done.returncode == 2 and "exists and is not empty" in done.stderr
+    assert (out / "report.md").read_text() == "mine"
+    done = servelab("report", str(SLEEPY), "--out", str(out), "--overwrite")
+    assert done.returncode == 0, done.stderr
+    assert (out / "report.md").read_text().startswith("# sleepy-workers")
+    assert (out / "report.html").is_file() and (out / "charts" / "rps.png").is_file()
+
+
+def test_report_and_export_by_result_id(tmp_path: Path) -> None:
+    """RESULT as an id of the results database, stored the way `servelab run` stores it."""
+    source = ResultStore.open(SLEEPY)
+    root = tmp_path / "results"
+    store = ResultStore.create(root, source.experiment, source.environment)
+    for run in source.runs():
+        store.add(run)
+    done = servelab("report", str(store.id), "--results", str(root))
+    assert done.returncode == 0, done.stderr
+    assert (store.path / "report" / "report.html").is_file()
+    done = servelab("export", str(store.id), "--results", str(root), "--no-check")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("gthread-2x4-unix-keepalive: the best variant")
+    readme = (store.path / "export" / "README.md").read_text()
+    assert f"from #{store.id} ({store.path})" in readme
