@@ -23,7 +23,7 @@ from servelab.config.run import RunOptions
 from servelab.errors import SpecError
 from servelab.host.netns import check_somaxconn
 from servelab.load.registry import DEFAULT_DRIVER, DRIVER_NAMES
-from servelab.servers.registry import SERVER_KINDS, standalone_servers
+from servelab.servers.registry import DEFAULT_SERVER, standalone_servers
 from servelab.studies import StudyOptions, all_studies, get_study
 
 
@@ -163,7 +163,7 @@ def run(file: Path, user: UserInput, run: RunOptions) -> None:
 @click.option("--path", default="/", show_default=True)
 @click.option("--body", help="Request body (e.g. JSON).")
 @click.option(
-    "--server", type=click.Choice(standalone_servers()), default=SERVER_KINDS[0],
+    "--server", type=click.Choice(standalone_servers()), default=DEFAULT_SERVER,
     help="The app server (behind nginx).",
 )
 @click.option("--worker-class", type=click.Choice(["sync", "gthread", "uvicorn"]))

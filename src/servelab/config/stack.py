@@ -12,8 +12,8 @@ from servelab.config.base import (
     NonNegativeInt,
     PositiveInt,
 )
-from servelab.fronts.registry import FRONT_KINDS, get_front
-from servelab.servers.registry import SERVER_KINDS, get_server
+from servelab.fronts.registry import DEFAULT_FRONT, FRONT_KINDS, get_front
+from servelab.servers.registry import DEFAULT_SERVER, SERVER_KINDS, get_server
 
 
 class AppSpec(Model):
@@ -25,20 +25,18 @@ class AppSpec(Model):
 
 
 class ServerSpec(Model):
-    """The app server and its knobs. Defaults follow the seeds' gunicorn config.
+    """The app server and its knobs. Defaults follow the seeds' config.
 
-    ``mod_wsgi``: Apache runs the (WSGI) app itself, in mod_wsgi daemon mode
-    (``workers`` daemon processes of ``threads`` threads; ``backlog`` is the
-    daemons' listen-backlog, ``timeout_s`` their request-timeout); it needs
-    proxy kind ``apache``.
+    Which of the optional knobs a server honours, and what each means for it, its
+    module in ``servelab.servers`` says (``AppServer.knobs``, ``command``); giving a
+    server a knob it lacks is an error naming the servers that have it.
     """
 
-    kind: Literal[SERVER_KINDS] = "gunicorn"
-    worker_class: Literal["uvicorn", "sync", "gthread"] = "uvicorn"
+    kind: Literal[SERVER_KINDS] = DEFAULT_SERVER
+    worker_class: Literal["uvicorn", "sync", "gthread"] = "uvicorn"  # the worker's kind
     workers: PositiveInt = 2
-    # gunicorn and uWSGI: threads per worker; granian: runtime threads per worker.
-    threads: PositiveInt = 1
-    # granian only: the threads that run a WSGI app's (or ASGI sync) code, per worker.
+    threads: PositiveInt = 1  # per worker (for some servers: its I/O threads)
+    # The threads that run the app's blocking code, per worker (where they are separate).
     blocking_threads: PositiveInt | None = None
     backlog: PositiveInt = 2048
     keepalive_s: PositiveInt = 5
@@ -66,7 +64,7 @@ class ProxySpec(Model):
     (APACHE_KNOBS) unset with nginx.
     """
 
-    kind: Literal[FRONT_KINDS] = "nginx"
+    kind: Literal[FRONT_KINDS] = DEFAULT_FRONT
     transport: Literal["tcp", "unix"] = "tcp"
     # How nginx talks to the app server: HTTP (proxy_pass), or, to uWSGI only,
     # the uwsgi protocol (uwsgi_pass) or FastCGI (fastcgi_pass).

@@ -17,6 +17,7 @@ FRONTS: dict[str, str] = {
 }
 FRONT_KINDS = tuple(FRONTS)
 NO_FRONT = "none"
+DEFAULT_FRONT = "nginx"
 # The fronts that run a process of their own (and have a version to record).
 PROCESS_FRONTS = tuple(kind for kind in FRONTS if kind != NO_FRONT)
 

@@ -28,8 +28,9 @@ from servelab.config.building import describe_validation_error, experiment_from_
 from servelab.config.experiment import Experiment
 from servelab.config.load import LoadSpec, SloSpec
 from servelab.errors import SpecError
+from servelab.load.registry import DEFAULT_DRIVER
 from servelab.results.records import RunRecord
-from servelab.servers.registry import SERVER_KINDS, get_server
+from servelab.servers.registry import DEFAULT_SERVER, get_server
 
 MAX_STEPS = 40
 MAX_STEP_S = 120.0
@@ -258,7 +259,7 @@ def ramp_experiment(
         "variants": list(variants),
         "workloads": ramp_workloads(plan, request),
         "repetitions": repetitions,
-        "driver": "oha",
+        "driver": DEFAULT_DRIVER,  # needs the open model
         "warmup": {"requests": 0},
         "slo": slo.model_dump(),
     }
@@ -278,7 +279,7 @@ class RampOptions:
     method: str = "GET"
     path: str = "/"
     body: str | None = None
-    server: str = SERVER_KINDS[0]
+    server: str = DEFAULT_SERVER
     worker_class: str | None = None  # default: sync for WSGI apps, uvicorn for ASGI
     workers: int = 2
     transport: str = "unix"

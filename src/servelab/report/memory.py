@@ -23,11 +23,12 @@ from dataclasses import dataclass
 
 from servelab.analysis.stats import summarize
 from servelab.config.experiment import Experiment
+from servelab.fronts.registry import DEFAULT_FRONT, PROCESS_FRONTS
 from servelab.report.base import Table
 from servelab.results.records import RunRecord
 
 MIB = 2**20
-FRONT_ROLES = ("nginx", "apache")
+FRONT_ROLES = PROCESS_FRONTS  # a front process role is its kind
 ABOUT = (
     "Peak RSS of every app-server process (master, workers, helpers), summed, "
     "divided by the workers; mean over all runs of the variant. With mod_wsgi the "
@@ -45,7 +46,7 @@ class MemoryRow:
     per_worker_mib: float
     largest_mib: float  # the biggest single app-server process
     front_mib: float  # the front's processes (nginx, or Apache's parent and children)
-    front: str = "nginx"
+    front: str = DEFAULT_FRONT
 
     @property
     def nginx_mib(self) -> float:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from servelab.analysis.stats import summarize
 from servelab.config.experiment import Experiment
+from servelab.load.registry import capabilities
 from servelab.report.base import Table
 from servelab.results.records import RunRecord
 
@@ -66,8 +67,9 @@ def time_per_request_rows(
 
 
 def time_per_request_table(experiment: Experiment, runs: Sequence[RunRecord]) -> Table | None:
-    """ab's figures per (workload, variant); None unless the experiment is driven by ab."""
-    rows = time_per_request_rows(experiment, runs) if experiment.driver == "ab" else []
+    """ab's figures per (workload, variant); None unless its driver prints them."""
+    prints_them = "time_per_request" in capabilities(experiment.driver)
+    rows = time_per_request_rows(experiment, runs) if prints_them else []
     if not rows:
         return None
     return Table(

@@ -19,6 +19,7 @@ SERVERS: dict[str, str] = {
     "mod_wsgi": "servelab.servers.mod_wsgi:ModWsgi",
 }
 SERVER_KINDS = tuple(SERVERS)
+DEFAULT_SERVER = SERVER_KINDS[0]
 
 
 @cache

@@ -8,7 +8,9 @@ from servelab.apps import ResolvedApp
 from servelab.config.building import experiment_from_dict
 from servelab.config.stack import ProxySpec, ServerSpec, StackSpec
 from servelab.errors import SpecError
+from servelab.fronts.registry import FRONT_KINDS
 from servelab.servers import granian, hypercorn, installed, uwsgi
+from servelab.servers.registry import SERVER_KINDS, get_server
 
 ASGI = ResolvedApp("servelab.apps.seed_fastapi:app", "asgi", None, is_factory=False)
 
@@ -96,3 +98,16 @@ def test_export_refuses_the_new_servers_clearly() -> None:
     choice = Choice(stack=stack, how="named", reason="", candidates=())
     with pytest.raises(SpecError, match="runs granian; servelab exports gunicorn and uvicorn"):
         render_deploy_set(None, choice, None, source="t")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("kind", SERVER_KINDS)
+def test_every_registered_server_is_what_its_line_says(kind: str) -> None:
+    from servelab.servers.base import OPTIONAL_KNOBS, AppServer
+
+    server = get_server(kind)
+    assert isinstance(server, AppServer) and server.kind == kind
+    assert server.knobs <= set(OPTIONAL_KNOBS) and server.interfaces <= {"asgi", "wsgi"}
+    assert server.packages, "doctor and the environment record need its package"
+    if server.inside_front is not None:
+        assert server.inside_front in FRONT_KINDS
+    assert server.describe(ServerSpec(kind=kind)).startswith(kind)
