@@ -80,4 +80,4 @@ def test_kinds_are_named_only_where_they_live() -> None:
 
 def test_few_modules_at_the_top_level() -> None:
     top = sorted(p.name for p in SRC.glob("*.py"))
-    assert top == ["__init__.py", "__main__.py", "api.py", "errors.py", "session.py"]
+    assert top == ["__init__.py", "__main__.py", "api.py", "errors.py", "registry.py", "session.py"]

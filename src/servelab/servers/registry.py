@@ -1,32 +1,28 @@
-"""Every app server servelab can launch: kind -> "module:Class", imported when first used
-(as uvicorn's ``HTTP_PROTOCOLS``). Adding a server is one module and one line here."""
+"""Every app server servelab can launch; adding a server is one module and one line here."""
 
 from __future__ import annotations
 
-import importlib
-from functools import cache
 from typing import TYPE_CHECKING
+
+from servelab.registry import Registry
 
 if TYPE_CHECKING:
     from servelab.servers.base import AppServer
 
-SERVERS: dict[str, str] = {
-    "gunicorn": "servelab.servers.gunicorn:Gunicorn",
-    "uvicorn": "servelab.servers.uvicorn:Uvicorn",
-    "granian": "servelab.servers.granian:Granian",
-    "hypercorn": "servelab.servers.hypercorn:Hypercorn",
-    "uwsgi": "servelab.servers.uwsgi:UWsgi",
-    "mod_wsgi": "servelab.servers.mod_wsgi:ModWsgi",
-}
-SERVER_KINDS = tuple(SERVERS)
+SERVERS: Registry[AppServer] = Registry(
+    "app server",
+    {
+        "gunicorn": "servelab.servers.gunicorn:Gunicorn",
+        "uvicorn": "servelab.servers.uvicorn:Uvicorn",
+        "granian": "servelab.servers.granian:Granian",
+        "hypercorn": "servelab.servers.hypercorn:Hypercorn",
+        "uwsgi": "servelab.servers.uwsgi:UWsgi",
+        "mod_wsgi": "servelab.servers.mod_wsgi:ModWsgi",
+    },
+)
+SERVER_KINDS = SERVERS.names
 DEFAULT_SERVER = SERVER_KINDS[0]
-
-
-@cache
-def get_server(kind: str) -> AppServer:
-    """The server of ``kind`` (KeyError for an unknown kind: spec validation says which)."""
-    module, _, name = SERVERS[kind].partition(":")
-    return getattr(importlib.import_module(module), name)()
+get_server = SERVERS.get
 
 
 def standalone_servers() -> tuple[str, ...]:
