@@ -317,3 +317,19 @@ def run_cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = No
     return SimpleNamespace(
         returncode=result.exit_code, stdout=result.stdout, stderr=result.stderr
     )
+
+
+def markdown_lines(sections) -> list[str]:
+    """``sections`` as the markdown report writes them, line by line."""
+    from servelab.report.markdown import section_lines
+
+    return [line for section in sections for line in section_lines(section)]
+
+
+def memory_lines(experiment, runs) -> list[str]:
+    """The "Memory per worker" section of ``runs`` as markdown lines (none when absent)."""
+    from servelab.report.memory import memory_table
+    from servelab.report.sections import MemorySection
+
+    table = memory_table(experiment, runs)
+    return markdown_lines([MemorySection(table)]) if table else []

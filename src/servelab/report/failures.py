@@ -171,13 +171,3 @@ def ramp_summary_lines(experiment: Experiment, runs: Sequence[RunRecord]) -> lis
         f"{v.variant} run {v.repetition}: {v.summary()}"
         for v in ramp_verdicts(runs, experiment.slo)
     ]
-
-
-def failures_markdown(experiment: Experiment, runs: Sequence[RunRecord]) -> list[str]:
-    """The ramp and failures sections of ``runs`` as markdown lines (none without runs)."""
-    # Imported here: the sections and the markdown renderer are built on this module.
-    from servelab.report.markdown import section_lines
-    from servelab.report.sections import failure_sections
-
-    sections = failure_sections(experiment, runs)
-    return [line for section in sections for line in section_lines(section)]

@@ -107,13 +107,3 @@ def memory_table(experiment: Experiment, runs: Sequence[RunRecord]) -> Table | N
         ),
         label_columns=2,
     )
-
-
-def memory_markdown(experiment: Experiment, runs: Sequence[RunRecord]) -> list[str]:
-    """The "Memory per worker" section as markdown lines, or none (see memory_table)."""
-    # Imported here: the sections and the markdown renderer are built on this module.
-    from servelab.report.markdown import section_lines
-    from servelab.report.sections import MemorySection
-
-    table = memory_table(experiment, runs)
-    return section_lines(MemorySection(table)) if table else []

@@ -159,12 +159,3 @@ def variant_tables(analysis: ExperimentAnalysis, runs: Sequence[RunRecord]) -> l
         )
         tables.append(VariantTable(table, spread, verdicts))
     return tables
-
-
-def experiment_markdown(experiment: Experiment, runs: Sequence[RunRecord]) -> str:
-    """The live report of ``runs`` as markdown, without the machine they were measured on."""
-    # Imported here: the sections and the markdown renderer are built on this module.
-    from servelab.report.markdown import render_markdown
-    from servelab.report.sections import live_sections
-
-    return render_markdown(live_sections(experiment, {}, runs))

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
+from support import memory_lines
 
 from servelab.config.building import experiment_from_dict
 from servelab.config.experiment import Experiment
@@ -20,7 +21,7 @@ from servelab.errors import MissingToolError, SpecError, StackStartError
 from servelab.fronts import apache
 from servelab.fronts.registry import get_front
 from servelab.observe.attribution import classify_line, classify_lines, source_of
-from servelab.report.memory import memory_markdown, memory_rows
+from servelab.report.memory import memory_rows
 from servelab.results.records import ProcessUsage, RunRecord
 from servelab.servers.registry import get_server
 
@@ -323,7 +324,7 @@ def test_memory_counts_mod_wsgi_daemons_as_workers_and_apache_as_front() -> None
     assert (wsgi.app_processes, wsgi.app_mib, wsgi.per_worker_mib) == (2, 62, 31)
     assert (wsgi.front, wsgi.front_mib, wsgi.nginx_mib) == ("apache", 19, 19)
     assert rows["nginx-gunicorn"].front_mib == 5
-    text = "\n".join(memory_markdown(exp, runs))  # same app, different fronts: shown
+    text = "\n".join(memory_lines(exp, runs))  # same app, different fronts: shown
     assert "| Front [MiB]" in text and "| apache " in text
 
 

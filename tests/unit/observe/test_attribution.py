@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from support import fake_load, fake_run
+from support import fake_load, fake_run, markdown_lines
 
 from servelab.config.building import experiment_from_dict
 from servelab.observe.attribution import (
@@ -18,7 +18,8 @@ from servelab.observe.attribution import (
     describe_counts,
     failure_events,
 )
-from servelab.report.failures import cause_lines, failure_rows, failures_markdown, ramp_rows
+from servelab.report.failures import cause_lines, failure_rows, ramp_rows
+from servelab.report.sections import failure_sections
 from servelab.results.records import ListenQueue, RunRecord
 
 LOGS = Path(__file__).resolve().parents[2] / "fixtures" / "logs"
@@ -160,7 +161,7 @@ def test_failure_section_puts_status_counts_beside_log_causes() -> None:
     (line,) = cause_lines(runs)
     assert line.startswith("backlog_overflow x67: nginx could not connect")
     assert 'e.g. "line of backlog_overflow"' in line
-    text = "\n".join(failures_markdown(experiment, runs))
+    text = "\n".join(markdown_lines(failure_sections(experiment, runs)))
     assert "## Failures and their causes" in text and "502 x67" in text
     assert ramp_rows(experiment, runs) is None
 
@@ -177,5 +178,5 @@ def test_ramp_table_marks_the_breaking_step() -> None:
     rows = ramp_rows(experiment, runs)
     assert rows is not None
     assert [r[-1] for r in rows.rows] == ["ok", "broken: error ratio 25.0% > 1.0%"]
-    text = "\n".join(failures_markdown(experiment, runs))
+    text = "\n".join(markdown_lines(failure_sections(experiment, runs)))
     assert "highest sustainable rate 10 req/s" in text and "first 502 at 20 req/s" in text

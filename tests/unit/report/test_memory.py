@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from support import fake_run
+from support import fake_run, memory_lines
 
-from servelab.report.memory import memory_markdown, memory_rows
+from servelab.report.memory import memory_rows
 from servelab.results.records import ProcessUsage, RunRecord
 from servelab.studies import StudyOptions, get_study
 
@@ -35,10 +35,10 @@ def test_memory_per_worker() -> None:
     assert gunicorn.per_worker_mib == pytest.approx(76.0)
     assert gunicorn.largest_mib == pytest.approx(61.0)
     assert gunicorn.nginx_mib == pytest.approx(5.0)
-    text = "\n".join(memory_markdown(exp, runs))
+    text = "\n".join(memory_lines(exp, runs))
     assert "## Memory per worker" in text and "| granian " in text
 
 
 def test_memory_section_only_when_servers_differ() -> None:
     exp = get_study("port-vs-socket").build(StudyOptions(requests=10))
-    assert memory_markdown(exp, [_run("nginx-tcp", [10, 20], 3)]) == []
+    assert memory_lines(exp, [_run("nginx-tcp", [10, 20], 3)]) == []

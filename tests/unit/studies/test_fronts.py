@@ -5,7 +5,8 @@ from support import seed_run as run
 
 from servelab.config.building import experiment_from_dict
 from servelab.errors import SpecError
-from servelab.report.tables import experiment_markdown
+from servelab.report.markdown import render_markdown
+from servelab.report.sections import live_sections
 from servelab.report.timing import time_per_request_rows
 from servelab.studies import StudyOptions, get_study
 
@@ -69,14 +70,15 @@ def test_time_per_request_is_what_ab_prints():
     assert row.mean_ms == pytest.approx(20 * (0.8 + 1.0) / 2)
     assert row.latency_ms == pytest.approx((15.5 + 19.0) / 2)
     assert row.failed == 3
-    report = experiment_markdown(AB_EXPERIMENT, runs)
+    report = render_markdown(live_sections(AB_EXPERIMENT, {}, runs))
     assert "## Time per request (as ab prints it)" in report
     assert "| sync-small | tcp" in report
 
 
 def test_no_ab_section_for_other_drivers():
     oha = AB_EXPERIMENT.model_copy(update={"driver": "oha"})
-    assert "as ab prints it" not in experiment_markdown(oha, [run("tcp", 1, 1250.0, 15.5)])
+    oha_report = render_markdown(live_sections(oha, {}, [run("tcp", 1, 1250.0, 15.5)]))
+    assert "as ab prints it" not in oha_report
 
 
 def test_the_apache_mpms_example_file_is_valid():
