@@ -23,8 +23,9 @@ from servelab.host.cgroups import quota_unavailable_reason
 from servelab.host.cpus import CpuPlan
 from servelab.host.environment import collect_environment, machine_differences
 from servelab.host.procs import JANITOR
+from servelab.load.base import LoadDriver
 from servelab.load.registry import get_driver
-from servelab.measure import Launch, RunnerEvents, run_experiment, run_key
+from servelab.measure import Launch, RunnerEvents, run_experiment
 from servelab.measure.stopping import NextRound, Outlook
 from servelab.report.base import MARKDOWN_FILE
 from servelab.report.markdown import render_markdown
@@ -83,6 +84,20 @@ class ExperimentSession:
         self.force = force
         self.measure = measure  # tests hand in a runner with a fake executor
 
+    def _environment(self, driver: LoadDriver) -> dict[str, Any]:
+        """The machine's facts, with the driver's version and where things run."""
+        environment = collect_environment()
+        environment["driver_version"] = driver.version()
+        if self.cpu_plan.cpu_priority and quota_unavailable_reason() is not None:
+            self.cpu_plan = replace(self.cpu_plan, cpu_priority=False)  # not root: say so
+        environment["cpu_plan"] = {
+            "stack": self.cpu_plan.stack,
+            "driver": self.cpu_plan.driver,
+            "stack_quota": self.cpu_plan.stack_quota,
+            "cpu_priority": self.cpu_plan.cpu_priority,
+        }
+        return environment
+
     def _open_store(self, environment: dict[str, Any]) -> tuple[ResultStore, list[RunRecord]]:
         """A new store, or with --resume the unfinished one of the same experiment."""
         if not self.resume:
@@ -113,92 +128,26 @@ class ExperimentSession:
         experiment = self.experiment
         driver = get_driver(experiment.driver)
         driver.executable()
-        environment = collect_environment()
-        environment["driver_version"] = driver.version()
-        if self.cpu_plan.cpu_priority and quota_unavailable_reason() is not None:
-            self.cpu_plan = replace(self.cpu_plan, cpu_priority=False)  # not root: say so
-        environment["cpu_plan"] = {
-            "stack": self.cpu_plan.stack,
-            "driver": self.cpu_plan.driver,
-            "stack_quota": self.cpu_plan.stack_quota,
-            "cpu_priority": self.cpu_plan.cpu_priority,
-        }
+        environment = self._environment(driver)
         store, runs = self._open_store(environment)
-        done = {run_key(r.variant, r.workload, r.repetition) for r in runs}
         total = len(experiment.stacks) * len(experiment.workloads) * experiment.repetitions
         self.console.print(
             f"[bold]{experiment.name}[/bold] {store.label}: {len(experiment.stacks)} variants x "
             f"{len(experiment.workloads)} workloads x {experiment.repetitions} repetitions = "
             f"{total} runs; {self.cpu_plan.describe()}"
         )
-        if done:
-            self.console.print(f"resuming: {len(done)} runs already stored are kept")
-        progress = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=self.console,
-            transient=True,
-        )
-        task = progress.add_task("starting", total=total, completed=len(done))
-
-        def on_launch(launch: Launch) -> None:
-            progress.update(
-                task,
-                description=f"run {launch.repetition}/{experiment.repetitions} "
-                f"{launch.stack.name}: starting stack",
-            )
-
-        def on_measure(launch: Launch, workload: Workload) -> None:
-            progress.update(
-                task,
-                description=f"run {launch.repetition}/{experiment.repetitions} "
-                f"{launch.stack.name}: {workload.name}",
-            )
+        if runs:
+            self.console.print(f"resuming: {len(runs)} runs already stored are kept")
+        live = LiveProgress(experiment, self.console, total, done=len(runs))
 
         def on_result(result: RunRecord) -> None:
             runs.append(result)
             report = render_markdown(live_sections(experiment, environment, runs))
             (store.path / MARKDOWN_FILE).write_text(report)
-            load = result.load
-            errors = f"[red]{load.errors} errors[/red]" if load.errors else "0 errors"
-            progress.console.print(
-                f"  {result.variant} / {result.workload} #{result.repetition}: "
-                f"{load.rps:,.1f} req/s, mean {load.latency_mean_ms:.1f} ms, "
-                f"p99 {load.latency_p99_ms:.1f} ms, {errors}",
-                highlight=False,
-            )
-            progress.advance(task)
+            live.show(result)
 
-        state: dict[str, Outlook | None] = {"outlook": None}
-
-        def on_round(plan: NextRound | None, outlook: Outlook | None) -> None:
-            if plan is None:
-                state["outlook"] = outlook
-                return
-            added = len(experiment.stacks) * len(plan.workloads)
-            progress.update(task, total=(progress.tasks[0].total or 0) + added)
-            progress.console.print(
-                f"  not clear yet: {', '.join(plan.workloads)}; another round of starts "
-                f"({plan.passes} passes, ~{plan.expected_s:.0f} s)",
-                highlight=False,
-            )
-
-        def on_slice(launch: Launch, workload: Workload, k: int, n: int) -> None:
-            progress.update(
-                task,
-                description=f"slice {k}/{n}: run {launch.repetition}/{experiment.repetitions} "
-                f"{launch.stack.name}: {workload.name}",
-            )
-
-        events = RunnerEvents(
-            on_launch=on_launch,
-            on_measure=on_measure,
-            on_result=on_result,
-            on_slice=on_slice,
-            on_round=on_round,
-        )
+        progress = live.progress
+        events = live.events(on_result)
         try:
             with JANITOR.running(), progress:
                 self.measure(
@@ -214,10 +163,72 @@ class ExperimentSession:
                 self.console.print(f"{len(runs)} of {total} runs kept in {store.label}")
         store.mark_finished()
         # The live report once more, now with what the stopping rule said; the answer last.
-        sections = live_sections(
-            experiment, environment, runs, outlook=outlook_lines(state["outlook"])
-        )
+        sections = live_sections(experiment, environment, runs, outlook=outlook_lines(live.outlook))
         (store.path / MARKDOWN_FILE).write_text(render_markdown(sections))
         self.out.print(render_terminal(sections))
         self.out.print(f"result {store.label}; report: {store.path / MARKDOWN_FILE}")
         return store
+
+
+class LiveProgress:
+    """The progress bar of a session and the runner's events that move it."""
+
+    def __init__(self, experiment: Experiment, console: Console, total: int, done: int) -> None:
+        self.experiment = experiment
+        self.progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        )
+        self.task = self.progress.add_task("starting", total=total, completed=done)
+        self.outlook: Outlook | None = None  # what the stopping rule said at the end
+
+    def events(self, on_result: Callable[[RunRecord], None]) -> RunnerEvents:
+        return RunnerEvents(
+            on_launch=self._launching,
+            on_measure=self._measuring,
+            on_result=on_result,
+            on_slice=self._slicing,
+            on_round=self._round,
+        )
+
+    def show(self, result: RunRecord) -> None:
+        """One finished run's line above the bar."""
+        load = result.load
+        errors = f"[red]{load.errors} errors[/red]" if load.errors else "0 errors"
+        self.progress.console.print(
+            f"  {result.variant} / {result.workload} #{result.repetition}: "
+            f"{load.rps:,.1f} req/s, mean {load.latency_mean_ms:.1f} ms, "
+            f"p99 {load.latency_p99_ms:.1f} ms, {errors}",
+            highlight=False,
+        )
+        self.progress.advance(self.task)
+
+    def _describe(self, launch: Launch, doing: str) -> None:
+        run = f"run {launch.repetition}/{self.experiment.repetitions} {launch.stack.name}"
+        self.progress.update(self.task, description=f"{run}: {doing}")
+
+    def _launching(self, launch: Launch) -> None:
+        self._describe(launch, "starting stack")
+
+    def _measuring(self, launch: Launch, workload: Workload) -> None:
+        self._describe(launch, workload.name)
+
+    def _slicing(self, launch: Launch, workload: Workload, k: int, n: int) -> None:
+        run = f"run {launch.repetition}/{self.experiment.repetitions} {launch.stack.name}"
+        self.progress.update(self.task, description=f"slice {k}/{n}: {run}: {workload.name}")
+
+    def _round(self, plan: NextRound | None, outlook: Outlook | None) -> None:
+        if plan is None:
+            self.outlook = outlook
+            return
+        added = len(self.experiment.stacks) * len(plan.workloads)
+        self.progress.update(self.task, total=(self.progress.tasks[0].total or 0) + added)
+        self.progress.console.print(
+            f"  not clear yet: {', '.join(plan.workloads)}; another round of starts "
+            f"({plan.passes} passes, ~{plan.expected_s:.0f} s)",
+            highlight=False,
+        )
