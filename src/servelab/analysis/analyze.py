@@ -21,6 +21,7 @@ from servelab.analysis.stats import (
     percent_change,
     runs_needed,
     summarize,
+    verdict,
 )
 from servelab.analysis.warnings import MACHINE_SPEED_SLICED_HINT, ResultWarning, WarningKind
 from servelab.config.experiment import Experiment
@@ -531,30 +532,11 @@ def compare_starts(
     )
     if effect.p_value is None:
         return result(pct, interval, None, "no difference", f"{where}: identical")
-    p = effect.p_value
-    if p >= alpha:
-        return result(
-            pct, interval, p, "no significant difference", f"{where}, p = {p:.3g}", effect
-        )
-    if pct is not None and abs(pct) < min_effect_pct:
-        return result(
-            pct,
-            interval,
-            p,
-            "no significant difference",
-            f"{where}, p = {p:.3g}, but |{pct:.2f} %| is below the minimum effect "
-            f"of {min_effect_pct} %",
-            effect,
-        )
-    improved = (effect.estimate > 0) == metric.higher_is_better
-    return result(
-        pct,
-        interval,
-        p,
-        "better" if improved else "worse",
-        f"{where}, p = {p:.3g} < {alpha}",
-        effect,
+    said, why = verdict(
+        effect.p_value, pct, effect.estimate, higher_is_better=metric.higher_is_better,
+        alpha=alpha, min_effect_pct=min_effect_pct,
     )
+    return result(pct, interval, effect.p_value, said, f"{where}, {why}", effect)
 
 
 @dataclass(frozen=True)

@@ -197,16 +197,25 @@ def compare_paired(
     return _verdict(result, interval, p, pct, difference, higher_is_better, alpha, min_effect_pct)
 
 
-def _verdict(result, interval, p, pct, difference, higher_is_better, alpha, min_effect_pct):
-    """better / worse / no significant difference, from a computed test."""
+def verdict(
+    p: float, pct: float | None, difference: float, *, higher_is_better: bool, alpha: float,
+    min_effect_pct: float,
+) -> tuple[str, str]:
+    """better / worse / no significant difference from a computed test, and why."""
     if p >= alpha:
-        return result(interval, p, "no significant difference", f"p = {p:.3g} >= {alpha}")
+        return "no significant difference", f"p = {p:.3g} >= {alpha}"
     if pct is not None and abs(pct) < min_effect_pct:
-        return result(
-            interval,
-            p,
+        return (
             "no significant difference",
             f"p = {p:.3g}, but |{pct:.2f} %| is below the minimum effect of {min_effect_pct} %",
         )
     improved = (difference > 0) == higher_is_better
-    return result(interval, p, "better" if improved else "worse", f"p = {p:.3g} < {alpha}")
+    return ("better" if improved else "worse"), f"p = {p:.3g} < {alpha}"
+
+
+def _verdict(result, interval, p, pct, difference, higher_is_better, alpha, min_effect_pct):
+    said, why = verdict(
+        p, pct, difference, higher_is_better=higher_is_better, alpha=alpha,
+        min_effect_pct=min_effect_pct,
+    )
+    return result(interval, p, said, why)
