@@ -10,6 +10,7 @@ import math
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from servelab.analysis.nested import Cells, compare_design, starts_needed, transform
 from servelab.analysis.stats import (
@@ -182,6 +183,118 @@ def _summaries(runs: Sequence[RunRecord]) -> dict[str, MetricSummary]:
     return summaries
 
 
+@dataclass(frozen=True)
+class _Runs:
+    """One variant's runs of one workload, as the warning checks read them."""
+
+    runs: Sequence[RunRecord]
+    rps: MetricSummary
+    precision_pct: float
+    variant: str
+    workload: str
+
+    @property
+    def by_design(self) -> bool:
+        # Sliced runs are compared pass by pass: the spread between their whole-run
+        # figures is the machine's drift, which the design takes out; the answer says
+        # what is unclear.
+        return is_sliced(self.runs)
+
+    def warn(self, kind: WarningKind, message: str, **figures: Any) -> ResultWarning:
+        return kind.warn(message, self.variant, self.workload, **figures)
+
+
+def _unstable(c: _Runs) -> ResultWarning | None:
+    s = c.rps.summary
+    if s.n > 1 and s.cv >= UNSTABLE_CV and not c.by_design:
+        return c.warn(
+            WarningKind.UNSTABLE,
+            f"requests/s varies by {100 * s.cv:.1f} % (std dev / mean) over {s.n} runs "
+            f"(min {s.minimum:.0f}, max {s.maximum:.0f})",
+        )
+    return None
+
+
+def _errors(c: _Runs) -> ResultWarning | None:
+    errors = sum(r.load.errors for r in c.runs)
+    if not errors:
+        return None
+    kinds: dict[str, int] = {}
+    for run in c.runs:
+        for code, n in run.load.status_counts.items():
+            if code[0] not in "23":
+                kinds[code] = kinds.get(code, 0) + n
+        for kind, n in run.load.connection_errors.items():
+            kinds[kind] = kinds.get(kind, 0) + n
+    detail = ", ".join(f"{k}: {n}" for k, n in sorted(kinds.items()))
+    total = sum(r.load.requests_total for r in c.runs)
+    return c.warn(WarningKind.ERRORS, f"{errors} of {total} requests failed ({detail})")
+
+
+def _driver_saturated(c: _Runs) -> ResultWarning | None:
+    for run in c.runs:
+        n_cpus = len(run.driver_cpus.split(",")) if run.driver_cpus else None
+        if n_cpus and run.load.duration_s > 0:
+            share = run.load.driver_cpu_s / run.load.duration_s / n_cpus
+            if share >= DRIVER_SATURATED:
+                return c.warn(
+                    WarningKind.DRIVER_SATURATED,
+                    f"the load driver used {100 * share:.0f} % of its CPU in run "
+                    f"{run.repetition}: the stack may be faster than measured",
+                )
+    return None
+
+
+def _uneven_workers(c: _Runs) -> ResultWarning | None:
+    uneven = [(run, split) for run in c.runs if (split := worker_split(run)) is not None]
+    worst = max(uneven, key=lambda pair: pair[1][0] / pair[1][1], default=None)
+    if worst is None:
+        return None
+    run, (busiest, idlest) = worst
+    if busiest < UNEVEN_MIN_CPU_S or busiest < UNEVEN_WORKERS * idlest:
+        return None  # too little work says nothing; or even enough
+    return c.warn(
+        WarningKind.UNEVEN_WORKERS,
+        f"in run {run.repetition} the app's busiest worker used {busiest:.2f} CPU s, "
+        f"its least busy {idlest:.2f}: requests spread unevenly over the workers "
+        "(e.g. upstream keepalive connections held by one), a difference between "
+        "stack starts that more starts average out",
+    )
+
+
+def _neighbours(c: _Runs) -> ResultWarning | None:
+    shares = [r.neighbour_cpu_share for r in c.runs if r.neighbour_cpu_share is not None]
+    if not shares or max(shares) < NEIGHBOURS_SHARE:
+        return None
+    worst = max(shares)
+    run = next(r for r in c.runs if r.neighbour_cpu_share == worst)
+    return c.warn(
+        WarningKind.NEIGHBOURS,
+        f"other processes and the hypervisor (steal) took {100 * worst:.0f} % of the "
+        f"stack's CPUs in run {run.repetition} (mean over runs "
+        f"{100 * sum(shares) / len(shares):.0f} %): that run measured the machine's other "
+        "work too",
+    )
+
+
+def _too_few_runs(c: _Runs) -> ResultWarning | None:
+    needed = None if c.by_design else runs_needed(c.rps.values, c.precision_pct)
+    if needed is None or needed <= c.rps.summary.n:
+        return None
+    return c.warn(
+        WarningKind.TOO_FEW_RUNS,
+        f"a ±{c.precision_pct:g} % answer on requests/s needs about {needed} runs; "
+        f"this has {c.rps.summary.n}",
+        needed=needed,
+    )
+
+
+# Each variant's checks, in the order their warnings are listed.
+_VARIANT_CHECKS = (
+    _unstable, _errors, _driver_saturated, _uneven_workers, _neighbours, _too_few_runs
+)
+
+
 def _variant_warnings(
     runs: Sequence[RunRecord],
     metrics: dict[str, MetricSummary],
@@ -189,97 +302,8 @@ def _variant_warnings(
     variant: str,
     workload: str,
 ) -> list[ResultWarning]:
-    warnings = []
-    rps = metrics["rps"]
-    # Sliced runs are compared pass by pass: the spread between their whole-run figures is
-    # the machine's drift, which the design takes out; the answer says what is unclear.
-    by_design = is_sliced(runs)
-    if rps.summary.n > 1 and rps.summary.cv >= UNSTABLE_CV and not by_design:
-        warnings.append(
-            WarningKind.UNSTABLE.warn(
-                f"requests/s varies by {100 * rps.summary.cv:.1f} % (std dev / mean) over "
-                f"{rps.summary.n} runs "
-                f"(min {rps.summary.minimum:.0f}, max {rps.summary.maximum:.0f})",
-                variant,
-                workload,
-            )
-        )
-    errors = sum(r.load.errors for r in runs)
-    if errors:
-        kinds: dict[str, int] = {}
-        for run in runs:
-            for code, n in run.load.status_counts.items():
-                if code[0] not in "23":
-                    kinds[code] = kinds.get(code, 0) + n
-            for kind, n in run.load.connection_errors.items():
-                kinds[kind] = kinds.get(kind, 0) + n
-        detail = ", ".join(f"{k}: {n}" for k, n in sorted(kinds.items()))
-        total = sum(r.load.requests_total for r in runs)
-        warnings.append(
-            WarningKind.ERRORS.warn(
-                f"{errors} of {total} requests failed ({detail})",
-                variant,
-                workload,
-            )
-        )
-    for run in runs:
-        n_cpus = len(run.driver_cpus.split(",")) if run.driver_cpus else None
-        if n_cpus and run.load.duration_s > 0:
-            share = run.load.driver_cpu_s / run.load.duration_s / n_cpus
-            if share >= DRIVER_SATURATED:
-                warnings.append(
-                    WarningKind.DRIVER_SATURATED.warn(
-                        f"the load driver used {100 * share:.0f} % of its CPU in run "
-                        f"{run.repetition}: the stack may be faster than measured",
-                        variant,
-                        workload,
-                    )
-                )
-                break
-    uneven = [(run, split) for run in runs if (split := worker_split(run)) is not None]
-    worst_split = max(uneven, key=lambda pair: pair[1][0] / pair[1][1], default=None)
-    if (
-        worst_split is not None
-        and worst_split[1][0] >= UNEVEN_MIN_CPU_S  # too little work says nothing
-        and worst_split[1][0] >= UNEVEN_WORKERS * worst_split[1][1]
-    ):
-        run, (busiest, idlest) = worst_split
-        warnings.append(
-            WarningKind.UNEVEN_WORKERS.warn(
-                f"in run {run.repetition} the app's busiest worker used {busiest:.2f} CPU s, "
-                f"its least busy {idlest:.2f}: requests spread unevenly over the workers "
-                "(e.g. upstream keepalive connections held by one), a difference between "
-                "stack starts that more starts average out",
-                variant,
-                workload,
-            )
-        )
-    shares = [r.neighbour_cpu_share for r in runs if r.neighbour_cpu_share is not None]
-    if shares and max(shares) >= NEIGHBOURS_SHARE:
-        worst = max(shares)
-        run = next(r for r in runs if r.neighbour_cpu_share == worst)
-        warnings.append(
-            WarningKind.NEIGHBOURS.warn(
-                f"other processes and the hypervisor (steal) took {100 * worst:.0f} % of the "
-                f"stack's CPUs in run "
-                f"{run.repetition} (mean over runs {100 * sum(shares) / len(shares):.0f} %): "
-                "that run measured the machine's other work too",
-                variant,
-                workload,
-            )
-        )
-    needed = None if by_design else runs_needed(rps.values, precision_pct)
-    if needed is not None and needed > rps.summary.n:
-        warnings.append(
-            WarningKind.TOO_FEW_RUNS.warn(
-                f"a ±{precision_pct:g} % answer on requests/s needs about {needed} runs; "
-                f"this has {rps.summary.n}",
-                variant,
-                workload,
-                needed=needed,
-            )
-        )
-    return warnings
+    checked = _Runs(runs, metrics["rps"], precision_pct, variant, workload)
+    return [w for check in _VARIANT_CHECKS if (w := check(checked)) is not None]
 
 
 def analyze(
