@@ -352,6 +352,14 @@ def analyze(
                     ),
                 )
             )
+    warnings = _experiment_warnings(experiment, runs, variants)
+    return ExperimentAnalysis(experiment, tuple(variants), tuple(warnings))
+
+
+def _experiment_warnings(
+    experiment: Experiment, runs: Sequence[RunRecord], variants: Sequence[VariantAnalysis]
+) -> list[ResultWarning]:
+    """The warnings about the whole experiment: the load model, the machine, the CPUs."""
     warnings = []
     if any(w.load.model == "closed" for w in experiment.workloads):
         warnings.append(
@@ -393,7 +401,7 @@ def analyze(
         warnings.append(
             WarningKind.SHARED_CPUS.warn("the load driver and the stack shared CPUs in some runs")
         )
-    return ExperimentAnalysis(experiment, tuple(variants), tuple(warnings))
+    return warnings
 
 
 def verdict_line(metric: Metric, comparison: Comparison) -> str:
