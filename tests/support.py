@@ -38,6 +38,7 @@ class FakeDriver:
     """Stands in for a load driver: every load is possible."""
 
     name = "fake"
+    keep_latencies = False
 
     def unsupported(self, request, load):
         return None

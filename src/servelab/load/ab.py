@@ -41,7 +41,7 @@ from pathlib import Path
 from servelab.config.load import LoadSpec, RequestSpec
 from servelab.host.doctor import Check, check_program
 from servelab.host.paths import require_program
-from servelab.load.base import program_output
+from servelab.load.base import LoadDriver, program_output
 from servelab.results.records import LoadMeasurement
 
 # With -t alone ab stops after 50000 requests. A duration-only run therefore
@@ -57,7 +57,7 @@ LATENCY_KEYS = ("mean", "p50", "p90", "p99", "max")
 INSTALL_FIX = "apt-get install apache2-utils (needed only for --driver ab)"
 
 
-class AbDriver:
+class AbDriver(LoadDriver):
     name = "ab"
     capabilities = frozenset({"request_count", "time_per_request"})
 

@@ -13,9 +13,10 @@ import os
 import signal
 import subprocess
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Any, ClassVar
 
 from servelab.config.load import LoadSpec, RequestSpec
 from servelab.errors import LoadDriverError, SpecError
@@ -70,33 +71,47 @@ def needed_capabilities(request: RequestSpec, load: LoadSpec) -> set[str]:
     return needed
 
 
-class LoadDriver(Protocol):
-    name: str
-    capabilities: frozenset[str]  # of CAPABILITIES
+class LoadDriver(ABC):
+    """One load generator: its command line and output format, and what it can do."""
 
+    name: ClassVar[str]
+    capabilities: ClassVar[frozenset[str]] = frozenset()  # of CAPABILITIES
+    # Set by the runner for runs measured in slices (needs the "latencies" capability).
+    keep_latencies: bool = False
+
+    @abstractmethod
     def executable(self) -> str:
         """Path of the program; raises MissingToolError with the install fix."""
-        ...
 
+    @abstractmethod
     def version(self) -> str: ...
 
+    @abstractmethod
     def doctor_checks(self) -> list[Check]:
         """Is it installed (and how to install it)?"""
-        ...
 
     def unsupported(self, request: RequestSpec, load: LoadSpec) -> str | None:
-        """Why this driver cannot generate ``load`` (None when it can)."""
-        ...
+        """Why this driver cannot generate ``load``, beyond a missing capability (None
+        when it can)."""
+        return None
 
+    @abstractmethod
     def command(
         self, url: str, request: RequestSpec, load: LoadSpec, body_path: Path | None, workdir: Path
     ) -> list[str]:
         """The full argv, starting with ``self.executable()``."""
-        ...
 
+    @abstractmethod
     def parse(self, stdout: str, stderr: str, load: LoadSpec) -> LoadMeasurement:
         """Read the driver's output; driver_cpu_s / peak RSS are filled in by run_load."""
-        ...
+
+    def extra_measurements(self, workdir: Path, load: LoadSpec) -> dict[str, Any]:
+        """Fields of the measurement read from files the run left in ``workdir``."""
+        return {}
+
+    def latencies_ms(self, workdir: Path) -> Sequence[float]:
+        """Every answered request's latency of the last run (with ``keep_latencies``)."""
+        return ()
 
 
 def run_load(
@@ -164,10 +179,9 @@ def run_load(
             f"check that {driver.name}'s version is supported (servelab doctor)",
             detail=stdout[-2000:],
         ) from None
-    extra = getattr(driver, "extra_measurements", None)  # e.g. oha's slow-request count
     return measured.model_copy(
         update={
-            **(extra(workdir, load) if extra is not None else {}),
+            **driver.extra_measurements(workdir, load),  # e.g. oha's slow-request count
             "driver_cpu_s": rusage.ru_utime + rusage.ru_stime,
             # ru_maxrss would also count servelab's own memory: Linux carries the
             # high-water mark over from the forked parent across exec.

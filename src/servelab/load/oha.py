@@ -49,7 +49,7 @@ from servelab.config.load import LoadSpec, RequestSpec
 from servelab.errors import LoadDriverError
 from servelab.host.doctor import SETUP_FIX, Check, check_program
 from servelab.host.paths import cache_dir, require_program
-from servelab.load.base import program_output
+from servelab.load.base import LoadDriver, program_output
 from servelab.results.records import LoadMeasurement
 
 # Failure message substrings (lower case) -> kind; checked in this order.
@@ -120,7 +120,7 @@ def _flags_of(program: str) -> OhaFlags:
     return OhaFlags(program_output([program, "--help"], "oha --help", "oha"))
 
 
-class OhaDriver:
+class OhaDriver(LoadDriver):
     name = "oha"
     capabilities = frozenset(
         {"request_count", "open_model", "bursts", "slow_ms", "request_mix", "latencies"}
@@ -161,9 +161,6 @@ class OhaDriver:
         text = program_output([self.executable(), "--version"], "oha --version", "oha").strip()
         first = text.splitlines()[0] if text else "unknown"
         return first.removeprefix("oha ").strip()
-
-    def unsupported(self, request: RequestSpec, load: LoadSpec) -> str | None:
-        return None
 
     def command(
         self, url: str, request: RequestSpec, load: LoadSpec, body_path: Path | None, workdir: Path

@@ -35,7 +35,7 @@ from servelab.config.load import LoadSpec, RequestSpec
 from servelab.errors import LoadDriverError
 from servelab.host.doctor import Check, check_program
 from servelab.host.paths import require_program
-from servelab.load.base import program_output
+from servelab.load.base import LoadDriver, program_output
 from servelab.results.records import LoadMeasurement
 
 SCRIPT_NAME = "wrk_report.lua"
@@ -55,7 +55,7 @@ def usable_cpus() -> int:
 INSTALL_FIX = "apt-get install wrk (needed only for --driver wrk)"
 
 
-class WrkDriver:
+class WrkDriver(LoadDriver):
     name = "wrk"
     capabilities: frozenset[str] = frozenset()
 

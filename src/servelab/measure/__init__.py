@@ -39,7 +39,7 @@ def run_experiment(
                 "per-request latencies to merge)",
                 "use the oha driver, or pass --slices 1",
             )
-        driver.keep_latencies = True  # type: ignore[attr-defined]
+        driver.keep_latencies = True
     favoured = cpu_plan.cpu_priority
     with (
         beside_the_driver(cpu_plan),

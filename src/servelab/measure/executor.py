@@ -206,8 +206,7 @@ class HostExecutor:
                 cpus=self.cpu_plan.driver,
                 prefix=self._prefix(stack),
             )
-        keep = getattr(self.driver, "keep_latencies", False)
-        latencies = self.driver.latencies_ms(workdir) if keep else ()  # type: ignore[attr-defined]
+        latencies = self.driver.latencies_ms(workdir) if self.driver.keep_latencies else ()
         return Window(
             started=started,
             load=measured,

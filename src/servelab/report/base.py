@@ -51,13 +51,9 @@ def stack_knobs(stack: StackSpec, *, with_app: bool = False) -> dict[str, Any]:
 
 
 def log_events(run: RunRecord) -> dict[str, int]:
-    """The run's classified proxy/app log lines ("backlog overflow": 3), if recorded.
-
-    ``log_events`` is added to RunRecord by the failure-attribution work; older
-    results have none, which is the same as no classified line.
-    """
-    events = getattr(run, "log_events", None)
-    return dict(events) if isinstance(events, Mapping) else {}
+    """The run's classified proxy/app log lines ("backlog overflow": 3); a record from
+    before log attribution reads with none, the same as no classified line."""
+    return dict(run.log_events)
 
 
 def failure_breakdown(runs: Sequence[RunRecord]) -> dict[str, int]:

@@ -513,10 +513,10 @@ def plan_charts(report: ReportInput) -> list[PlannedChart]:
         )
     ramp = ramp_points(report)
     if ramp:
-        slo = getattr(report.experiment, "slo", None)  # a ramp's SLO, where it has one
+        slo = report.experiment.slo  # a ramp's SLO, where it has one
         limits = {
-            "p99_limit_ms": getattr(slo, "p99_ms", None),
-            "max_error_ratio": getattr(slo, "max_error_ratio", None),
+            "p99_limit_ms": slo.p99_ms if slo else None,
+            "max_error_ratio": slo.max_error_ratio if slo else None,
         }
         plan.append(PlannedChart("ramp", RAMP_TITLE, lambda: ramp_chart(ramp, **limits)))
     plan.append(PlannedChart("errors", "Errors and their causes", lambda: errors_chart(report)))
