@@ -2,8 +2,8 @@
 registry and the studies that choose it; everything else asks the registries.
 
 The exceptions are the same word in another vocabulary (a gunicorn worker class named
-uvicorn, the uwsgi protocol) and the export's deploy sets (gunicorn and uvicorn only,
-until export has a per-server hook)."""
+uvicorn, the uwsgi protocol) and the export's front (deploy sets are nginx's only; the
+app server's part comes from its module, ``AppServer.deploy``)."""
 
 from __future__ import annotations
 
@@ -30,10 +30,7 @@ EXCEPTIONS = {
     ("servers/mod_wsgi.py", "apache"): "mod_wsgi runs inside Apache (inside_front)",
     ("host/procs.py", "ab"): "open(..., 'ab'): a file mode",
     ("launch/templates/__init__.py", "nginx"): "the Jinja filter quoting nginx strings",
-    ("export/deploy.py", "gunicorn"): "deploy sets: gunicorn and uvicorn only (no hook yet)",
-    ("export/deploy.py", "uvicorn"): "deploy sets: gunicorn and uvicorn only (no hook yet)",
-    ("export/deploy.py", "nginx"): "deploy sets: behind nginx only",
-    ("export/validate.py", "gunicorn"): "gunicorn --check-config on the exported config",
+    ("export/deploy.py", "nginx"): "deploy sets: behind nginx only (no front hook yet)",
     ("export/validate.py", "nginx"): "nginx -t and the staged nginx",
 }
 

@@ -1,11 +1,11 @@
 """``servelab export``: the measured stack as files that boot on a real machine.
 
 ``choose`` picks the variant (by name, or the measured best), ``deploy``
-renders its nginx.conf, gunicorn.conf.py (or uvicorn command line), systemd
-units, sysctl snippet and a README that justifies each choice with the
-numbers, and ``validate`` checks them with the real tools (nginx -t,
-gunicorn --check-config) and can boot them with their paths moved into a
-temporary directory.
+renders its nginx.conf, the app server's part (its config and command line, from its
+module's ``AppServer.deploy``), systemd units, sysctl snippet and a README that
+justifies each choice with the numbers, and ``validate`` checks them with the real
+tools (nginx -t, and the server's own check, e.g. gunicorn --check-config) and can
+boot them with their paths moved into a temporary directory.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from servelab.export.choose import BEST, Choice, choose_variant
 from servelab.export.deploy import DeployLayout, DeploySet, check_name, render_deploy_set
 from servelab.report.base import ReportInput
 from servelab.results.outdir import staged_output
+from servelab.servers.registry import get_server
 
 __all__ = ["BEST", "DeployLayout", "ExportOutcome", "export_result"]
 
@@ -41,7 +42,7 @@ def export_result(
     check: bool = True,
 ) -> ExportOutcome:
     """Choose ``variant`` (or "best"), render its deployable set, check it with nginx -t
-    and gunicorn --check-config, and only then write it into ``out_dir``."""
+    and the server's own check, and only then write it into ``out_dir``."""
     from servelab.export.validate import check_export
 
     layout = DeployLayout(check_name(name), listen)
@@ -50,7 +51,8 @@ def export_result(
     with staged_output(out_dir, force=force) as staging:
         for file_name, text in deploy.files.items():
             (staging / file_name).write_text(text)
-        checks = tuple(check_export(staging, layout)) if check else ()
+        server = get_server(deploy.stack.server.kind)
+        checks = tuple(check_export(staging, layout, server)) if check else ()
     return ExportOutcome(
         choice, deploy, tuple(out_dir / file_name for file_name in deploy.files), checks
     )

@@ -1,6 +1,6 @@
 """Render the deployable set of files for one measured stack.
 
-The nginx.conf and gunicorn.conf.py come from the very templates servelab
+The nginx.conf and the app server's config come from the very templates servelab
 measured with (``servelab.launch``, in their deploy mode), so what is exported
 is what was measured, with three kinds of changes, each listed in the README:
 
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import re
 import shlex
-import sys
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -27,7 +26,7 @@ from typing import Any
 import jinja2
 
 from servelab.analysis.analyze import METRIC_BY_KEY, VariantAnalysis, compare_variants
-from servelab.apps import BUILTIN_APPS, resolve_app
+from servelab.apps import BUILTIN_APPS
 from servelab.config.stack import StackSpec
 from servelab.errors import SpecError
 from servelab.export.choose import Choice
@@ -39,7 +38,8 @@ from servelab.report.base import (
     stack_knobs,
     summary_rows,
 )
-from servelab.servers import gunicorn, uvicorn
+from servelab.servers.base import DeployTarget, ServerDeploy
+from servelab.servers.registry import SERVER_KINDS, get_server
 
 NGINX_BINARY = "/usr/sbin/nginx"  # Debian's
 DEFAULT_NAME = "webapp"
@@ -52,7 +52,6 @@ MIN_SOMAXCONN = 4096  # Linux's default since 5.4: never lower it
 _NAME = re.compile(r"[a-z][a-z0-9-]{0,30}")
 
 NGINX_CONF = "nginx.conf"
-GUNICORN_CONF = "gunicorn.conf.py"
 README = "README.md"
 
 
@@ -151,14 +150,14 @@ def consistent_stack(stack: StackSpec) -> tuple[StackSpec, list[Adjustment]]:
     """``stack`` with its timeouts made consistent for production, and what changed."""
     server, proxy = stack.server, stack.proxy
     adjustments: list[Adjustment] = []
-    if server.kind == "gunicorn" and server.timeout_s >= proxy.timeout_s:
+    if get_server(server.kind).ends_slow_requests and server.timeout_s >= proxy.timeout_s:
         new = server.timeout_s + 5
         adjustments.append(
             Adjustment(
                 "nginx proxy_connect/read/send_timeout",
                 f"{proxy.timeout_s} s",
                 f"{new} s",
-                f"gunicorn's timeout is {server.timeout_s} s: the app must give up (and log "
+                f"{server.kind}'s timeout is {server.timeout_s} s: the app must give up (and log "
                 "it) before nginx answers 504 for a request the app is still working on",
             )
         )
@@ -273,26 +272,8 @@ def _templates() -> jinja2.Environment:
 
 
 def _app_target(stack: StackSpec) -> str:
-    """The app as gunicorn/uvicorn load it (no import here: it was measured)."""
+    """The app as the server loads it (no import here: it was measured)."""
     return BUILTIN_APPS.get(stack.app.ref.strip(), stack.app.ref.strip())
-
-
-def uvicorn_command_line(stack: StackSpec, layout: DeployLayout) -> list[str]:
-    """The measured uvicorn command, with the target machine's interpreter and places."""
-    app = resolve_app(stack.app)  # tells ASGI from WSGI, which decides a flag
-    socket = layout.socket if stack.proxy.transport == "unix" else None
-    port = None if socket else APP_PORT
-    argv = uvicorn.uvicorn_command(stack.server, app, port=port, socket=socket)
-    if argv[0] != sys.executable:
-        raise AssertionError("uvicorn_command no longer starts with the interpreter")
-    argv[0] = str(layout.venv / "bin" / "python")
-    for flag, value in (
-        ("--timeout-graceful-shutdown", str(GRACEFUL_TIMEOUT_S)),
-        ("--app-dir", str(layout.app_dir)),
-    ):
-        if flag in argv:
-            argv[argv.index(flag) + 1] = value
-    return argv
 
 
 @dataclass(frozen=True)
@@ -320,15 +301,16 @@ def render_deploy_set(
     check_name(layout.name)
     unix = stack.proxy.transport == "unix"
     files = {NGINX_CONF: _nginx_conf(stack, layout, unix, source)}
-    app_files, exec_start, notes = _app_server_files(stack, layout, unix, source)
-    files.update(app_files)
+    server = _server_deploy(stack, layout, unix, source)
+    files.update(server.files)
     context = {
         "layout": layout,
         "stack": stack,
+        "server": server,
         "measured": measured,
         "unix": unix,
         "origin": source,
-        "exec_start": shlex.join(exec_start),
+        "exec_start": shlex.join(server.exec_start),
         "app_env": sorted(stack.app.env.items()),
         "nginx_binary": NGINX_BINARY,
         "graceful_timeout_s": GRACEFUL_TIMEOUT_S,
@@ -343,24 +325,26 @@ def render_deploy_set(
     files[layout.app_unit] = templates.get_template("app.service.j2").render(**context)
     files[layout.nginx_unit] = templates.get_template("nginx.service.j2").render(**context)
     files[layout.sysctl_file] = templates.get_template("sysctl.conf.j2").render(**context)
-    deploy = DeploySet(files, choice, stack, tuple(adjustments), layout, tuple(notes))
+    deploy = DeploySet(files, choice, stack, tuple(adjustments), layout, server.notes)
     files[README] = render_readme(report, deploy, context, source=source)
     return deploy
 
 
 def check_exportable(measured: StackSpec) -> None:
-    """SpecError unless servelab can export ``measured`` (nginx + gunicorn or uvicorn)."""
+    """SpecError unless servelab can export ``measured`` (nginx + a server whose module
+    can deploy itself)."""
     if measured.proxy.kind != "nginx":
         raise SpecError(
             f"variant {measured.name!r} was measured without nginx in front; servelab exports "
             "nginx + app server sets",
             "choose a variant measured behind nginx (--variant NAME)",
         )
-    if measured.server.kind not in ("gunicorn", "uvicorn"):
+    if not get_server(measured.server.kind).exportable:
+        able = " and ".join(k for k in SERVER_KINDS if get_server(k).exportable)
         raise SpecError(
             f"variant {measured.name!r} runs {measured.server.kind}; servelab exports "
-            "gunicorn and uvicorn deployments only",
-            "choose a gunicorn or uvicorn variant (--variant NAME)",
+            f"{able} deployments only",
+            f"choose a variant that runs {able.replace(' and ', ' or ')} (--variant NAME)",
         )
 
 
@@ -384,50 +368,26 @@ def _nginx_conf(stack: StackSpec, layout: DeployLayout, unix: bool, source: str)
     )
 
 
-def _app_server_files(
+def _server_deploy(
     stack: StackSpec, layout: DeployLayout, unix: bool, source: str
-) -> tuple[dict[str, str], list[str], list[str]]:
-    """The app server's config files, its command line and notes for the README."""
-    files: dict[str, str] = {}
-    notes: list[str] = []
-    if stack.server.kind == "gunicorn":
-        files[GUNICORN_CONF] = gunicorn.render_gunicorn_conf(
-            stack.server,
-            bind=gunicorn.bind_address(
-                socket=layout.socket if unix else None, port=None if unix else APP_PORT
-            ),
-            errorlog="-",
-            stack_name=stack.name,
-            deploy=gunicorn.GunicornDeploy(
-                app=_app_target(stack),
-                proc_name=layout.name,
-                umask=SOCKET_UMASK if unix else None,
-                graceful_timeout_s=GRACEFUL_TIMEOUT_S,
-                source=source,
-            ),
-        )
-        exec_start = [
-            str(layout.venv / "bin" / "gunicorn"), "-c", str(layout.conf_dir / GUNICORN_CONF)
-        ]
-        if stack.server.worker_class == "sync" and stack.proxy.upstream_keepalive:
-            notes.append(
-                "gunicorn's sync worker closes every connection after its response, so "
-                "nginx's upstream keepalive pool stays empty with it; the setting is kept as "
-                "measured"
-            )
-    else:
-        exec_start = uvicorn_command_line(stack, layout)
-        notes.append(
-            "uvicorn has no request timeout (it never kills a busy worker); nginx's "
-            f"{stack.proxy.timeout_s} s proxy timeouts are the only limit"
-        )
-        if unix:
-            notes.append(
-                "uvicorn makes its socket file rw for everyone; the socket's directory "
-                f"({layout.app_run_dir}, mode 0750, group {layout.socket_group}) is what keeps "
-                "other users out"
-            )
-    return files, exec_start, notes
+) -> ServerDeploy:
+    """The app server's part: its config files, command line and notes (from its module)."""
+    target = DeployTarget(
+        app=_app_target(stack),
+        name=layout.name,
+        socket=layout.socket if unix else None,
+        port=None if unix else APP_PORT,
+        venv=layout.venv,
+        conf_dir=layout.conf_dir,
+        app_dir=layout.app_dir,
+        graceful_timeout_s=GRACEFUL_TIMEOUT_S,
+        socket_umask=SOCKET_UMASK if unix else None,
+        socket_group=layout.socket_group if unix else None,
+        source=source,
+    )
+    deploy = get_server(stack.server.kind).deploy(stack, target)
+    assert deploy is not None, "check_exportable lets only exportable servers through"
+    return deploy
 
 
 def render_readme(
@@ -471,5 +431,4 @@ def render_readme(
         runs=len(report.runs),
         repetitions=report.experiment.repetitions,
         files=deploy.files,
-        conf_names={"nginx": NGINX_CONF, "gunicorn": GUNICORN_CONF},
     )

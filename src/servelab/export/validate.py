@@ -5,8 +5,8 @@ The exported files name the target machine's places (/etc/NAME, /run/NAME,
 private directory with every such path moved under it, loopback ports that
 are free right now, and nginx's workers as a user that can reach the staged
 socket; the rest of each file is left exactly as exported. The staged copy
-is then checked (``nginx -t``, ``gunicorn --check-config``, which also
-imports the app) or booted: the app server from the unit's own ExecStart
+is then checked (``nginx -t``, and the app server's own check, e.g. ``gunicorn
+--check-config``, which also imports the app) or booted: the app server from the unit's own ExecStart
 line and environment, nginx in front, and a real request through both.
 """
 
@@ -17,7 +17,6 @@ import pwd
 import re
 import shlex
 import shutil
-import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -28,11 +27,12 @@ from pathlib import Path
 from servelab.apps import app_environment
 from servelab.config.load import RequestSpec
 from servelab.errors import ServelabError, StackStartError
-from servelab.export.deploy import APP_PORT, GUNICORN_CONF, NGINX_CONF, DeployLayout
+from servelab.export.deploy import APP_PORT, NGINX_CONF, README, DeployLayout
 from servelab.fronts import nginx
 from servelab.host.procs import ManagedProcess, free_port
 from servelab.launch import OWNER_ENV
 from servelab.launch.readiness import wait_listening, wait_ready
+from servelab.servers.base import AppServer
 
 CHECK_TIMEOUT_S = 60.0
 _USER_LINE = re.compile(r"^(\s*)user\s+([^;\s]+)[^;]*;", re.MULTILINE)
@@ -45,7 +45,7 @@ class StagedDeploy:
 
     root: Path
     nginx_conf: Path
-    gunicorn_conf: Path | None
+    conf_dir: Path  # where the units expect the configs (nginx's and the app server's)
     app_argv: list[str]
     app_env: dict[str, str]
     app_cwd: Path
@@ -87,10 +87,10 @@ def stage(export_dir: Path, layout: DeployLayout, root: Path, *, for_boot: bool)
     nginx_conf = conf_dir / NGINX_CONF
     nginx_conf.write_text(conf)
 
-    gunicorn_conf = None
-    if (export_dir / GUNICORN_CONF).exists():
-        gunicorn_conf = conf_dir / GUNICORN_CONF
-        gunicorn_conf.write_text(move((export_dir / GUNICORN_CONF).read_text()))
+    not_configs = {NGINX_CONF, README, layout.app_unit, layout.nginx_unit, layout.sysctl_file}
+    for path in export_dir.iterdir():  # the app server's config files, places moved
+        if path.name not in not_configs:
+            (conf_dir / path.name).write_text(move(path.read_text()))
 
     unit = (export_dir / layout.app_unit).read_text()
     argv = shlex.split(move(_unit_values(unit, "ExecStart")[0]))
@@ -110,7 +110,7 @@ def stage(export_dir: Path, layout: DeployLayout, root: Path, *, for_boot: bool)
         moved[layout.app_run_dir] / layout.socket.name if unix else ("127.0.0.1", app_port)
     )
     return StagedDeploy(
-        root, nginx_conf, gunicorn_conf, argv, app_env, cwd, address,
+        root, nginx_conf, conf_dir, argv, app_env, cwd, address,
         f"http://127.0.0.1:{listen_port}",
     )
 
@@ -130,10 +130,10 @@ def _runnable_here(argv: list[str], layout: DeployLayout, moved: dict[Path, Path
     """The unit's command with the target's venv replaced by this Python."""
     venv_bin = moved[layout.venv] / "bin"
     program = Path(argv[0])
-    if program == venv_bin / "gunicorn":
-        return [sys.executable, "-m", "gunicorn", *argv[1:]]
     if program == venv_bin / "python":
         return [sys.executable, *argv[1:]]
+    if program.parent == venv_bin:  # a server's console script, as ``python -m`` here
+        return [sys.executable, "-m", program.name, *argv[1:]]
     raise ServelabError(
         f"the exported unit runs {argv[0]}, not a program of its venv",
         "this is a servelab bug; please report it",
@@ -152,42 +152,15 @@ def check_nginx(staged: StagedDeploy) -> None:
         ) from None
 
 
-def check_gunicorn(staged: StagedDeploy) -> None:
-    """``gunicorn --check-config`` on the staged gunicorn.conf.py; it also imports the app."""
-    if staged.gunicorn_conf is None:
-        return
-    argv = [sys.executable, "-m", "gunicorn", "--check-config", "-c", str(staged.gunicorn_conf)]
-    try:
-        done = subprocess.run(
-            argv, capture_output=True, text=True, errors="replace", cwd=staged.app_cwd,
-            env=staged.app_env, stdin=subprocess.DEVNULL, timeout=CHECK_TIMEOUT_S,
-        )
-    except subprocess.TimeoutExpired:
-        raise ServelabError(
-            f"gunicorn --check-config took more than {CHECK_TIMEOUT_S:g} s",
-            "check that the app imports quickly",
-        ) from None
-    if done.returncode != 0:
-        output = (done.stderr + done.stdout).strip()
-        last = output.splitlines()[-1] if output else f"exit code {done.returncode}"
-        raise ServelabError(
-            f"the exported gunicorn.conf.py fails gunicorn --check-config: {last}",
-            "if the app is not installed here, pass --no-check; else see gunicorn's output",
-            detail="\n".join(output.splitlines()[-20:]),
-        )
-
-
-def check_export(export_dir: Path, layout: DeployLayout) -> list[str]:
+def check_export(export_dir: Path, layout: DeployLayout, server: AppServer) -> list[str]:
     """Run every check on an exported set; what was checked, one line each."""
     root = Path(tempfile.mkdtemp(prefix="servelab-check-", dir="/tmp"))
     try:
         staged = stage(export_dir, layout, root, for_boot=False)
         check_nginx(staged)
         checks = ["nginx -t accepts nginx.conf"]
-        if staged.gunicorn_conf is not None:
-            check_gunicorn(staged)
-            checks.append("gunicorn --check-config accepts gunicorn.conf.py and loads the app")
-        return checks
+        checked = server.check_deploy(staged.conf_dir, staged.app_cwd, staged.app_env)
+        return [*checks, checked] if checked else checks
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

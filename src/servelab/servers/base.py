@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
 from servelab.apps import ResolvedApp
-from servelab.config.stack import ServerSpec
+from servelab.config.stack import ServerSpec, StackSpec
 from servelab.errors import SpecError
 from servelab.host.doctor import Check, package_check
 from servelab.host.environment import package_version
@@ -46,6 +47,39 @@ class Command:
     log_name: str
 
 
+@dataclass(frozen=True)
+class DeployTarget:
+    """Where a deployed app server runs on the target machine (``servelab export``)."""
+
+    app: str  # the app as measured: "package.module:attr", a factory as measured too
+    name: str  # the deployment's name (process title)
+    socket: Path | None  # where it listens: a unix socket, or 127.0.0.1:port
+    port: int | None
+    venv: Path
+    conf_dir: Path  # where its config files go
+    app_dir: Path
+    graceful_timeout_s: int
+    socket_umask: int | None  # for a unix socket: only owner and group may connect
+    socket_group: str | None  # the group that may connect to the socket (with nginx in it)
+    source: str  # named in the files' header comments
+
+
+@dataclass(frozen=True)
+class ServerDeploy:
+    """A server's part of a deployable set, and what the README says about it."""
+
+    exec_start: list[str]  # the systemd unit's command line
+    summary: str  # "gunicorn with the `gthread` worker, 2 workers × 4 threads"
+    timeout: str  # how long a request may run, and who ends it
+    packages: tuple[str, ...]  # what to pip install into the target's venv
+    files: dict[str, str] = field(default_factory=dict)  # config files for conf_dir
+    file_roles: dict[str, str] = field(default_factory=dict)  # file -> what it is (README)
+    notify: bool = False  # tells systemd it is ready (sd_notify: Type=notify)
+    app_named_in: str = "the unit's `ExecStart`"
+    umask_also_in: str = ""  # where, besides the unit, the socket's umask is set
+    notes: tuple[str, ...] = ()
+
+
 class AppServer(ABC):
     """One app server: its knobs, its checks, its command line."""
 
@@ -58,6 +92,9 @@ class AppServer(ABC):
     # Set for a server that runs inside its front (mod_wsgi: in Apache); None: its own
     # processes, which a front (or the load driver) connects to.
     inside_front: ClassVar[str | None] = None
+    # It ends a request running longer than ``timeout_s`` (the export then makes the front
+    # wait longer, so that the app gives up first).
+    ends_slow_requests: ClassVar[bool] = False
     # The format of its log lines, with ``level`` and ``msg`` groups (None: shares another
     # server's format); ``servelab.observe.attribution`` classifies the messages.
     log_line: ClassVar[re.Pattern[str] | None] = None
@@ -98,6 +135,19 @@ class AppServer(ABC):
         stack_name: str = "stack",
     ) -> Command:
         """How to start it (it may write its config file into ``workdir`` first)."""
+
+    def deploy(self, stack: StackSpec, target: DeployTarget) -> ServerDeploy | None:
+        """Its part of a deployable set (``servelab export``); None: not exportable yet."""
+        return None
+
+    @property
+    def exportable(self) -> bool:
+        return type(self).deploy is not AppServer.deploy
+
+    def check_deploy(self, conf_dir: Path, cwd: Path, env: Mapping[str, str]) -> str | None:
+        """Check its exported config with the server itself (in a staged copy); what was
+        checked, or None when it has nothing to check. ServelabError when it fails."""
+        return None
 
     def describe(self, server: ServerSpec) -> str:
         """The server part of a stack's one-line description."""

@@ -4,21 +4,24 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from servelab.apps import ResolvedApp
-from servelab.config.stack import ServerSpec
-from servelab.errors import SpecError
+from servelab.config.stack import ServerSpec, StackSpec
+from servelab.errors import ServelabError, SpecError
 from servelab.launch.templates import render
-from servelab.servers.base import AppServer, Command, Listen
+from servelab.servers.base import AppServer, Command, DeployTarget, Listen, ServerDeploy
 
 CONF_NAME = "gunicorn.conf.py"
 # gunicorn: "[2026-11-22 00:31:03 +0000] [29668] [INFO] message"
 _GUNICORN_LINE = re.compile(r"^\[[^\]]+\] \[\d+\] \[(?P<level>[A-Z]+)\] (?P<msg>.*)$")
 LOG_NAME = "gunicorn.log"
 GRACEFUL_TIMEOUT_S = 3
+CHECK_TIMEOUT_S = 60.0  # gunicorn --check-config imports the app
 
 WORKER_CLASSES: dict[str, str] = {
     "uvicorn": "uvicorn_worker.UvicornWorker",
@@ -115,6 +118,7 @@ def gunicorn_command(conf_path: Path, app: ResolvedApp) -> list[str]:
 
 class Gunicorn(AppServer):
     kind = "gunicorn"
+    ends_slow_requests = True  # its master kills a worker silent for timeout_s
     log_line = _GUNICORN_LINE
     knobs = frozenset({"threads", "worker_class", "max_requests", "max_requests_jitter"})
     packages = ("gunicorn", "uvicorn-worker")
@@ -139,3 +143,75 @@ class Gunicorn(AppServer):
 
     def describe(self, server: ServerSpec) -> str:
         return f"gunicorn[{server.worker_class}] workers={server.workers} threads={server.threads}"
+
+    def deploy(self, stack: StackSpec, target: DeployTarget) -> ServerDeploy:
+        server = stack.server
+        conf = render_gunicorn_conf(
+            server,
+            bind=bind_address(socket=target.socket, port=target.port),
+            errorlog="-",
+            stack_name=stack.name,
+            deploy=GunicornDeploy(
+                app=target.app,
+                proc_name=target.name,
+                umask=target.socket_umask,
+                graceful_timeout_s=target.graceful_timeout_s,
+                source=target.source,
+            ),
+        )
+        notes = []
+        if server.worker_class == "sync" and stack.proxy.upstream_keepalive:
+            notes.append(
+                "gunicorn's sync worker closes every connection after its response, so "
+                "nginx's upstream keepalive pool stays empty with it; the setting is kept as "
+                "measured"
+            )
+        packages = ("gunicorn", "uvicorn-worker") if server.worker_class == "uvicorn" else (
+            "gunicorn",
+        )
+        return ServerDeploy(
+            exec_start=[
+                str(target.venv / "bin" / "gunicorn"), "-c", str(target.conf_dir / CONF_NAME)
+            ],
+            summary=(
+                f"gunicorn with the `{server.worker_class}` worker, {server.workers} workers "
+                f"× {server.threads} threads"
+            ),
+            timeout=(
+                f"gunicorn kills a worker silent for {server.timeout_s} s; nginx waits "
+                f"{stack.proxy.timeout_s} s (`proxy_connect/read/send_timeout`), so a stuck "
+                "request is ended and logged by the app, not turned into a 504 while the app "
+                "still works on it."
+            ),
+            packages=packages,
+            files={CONF_NAME: conf},
+            file_roles={CONF_NAME: "gunicorn's settings, the app included (`wsgi_app`)"},
+            notify=True,
+            app_named_in=f"`wsgi_app` in {CONF_NAME}",
+            umask_also_in=f"`umask = 0o007` in {CONF_NAME}",
+            notes=tuple(notes),
+        )
+
+    def check_deploy(self, conf_dir: Path, cwd: Path, env: Mapping[str, str]) -> str:
+        """``gunicorn --check-config`` on the staged config; it also imports the app."""
+        conf = conf_dir / CONF_NAME
+        argv = [sys.executable, "-m", "gunicorn", "--check-config", "-c", str(conf)]
+        try:
+            done = subprocess.run(
+                argv, capture_output=True, text=True, errors="replace", cwd=cwd, env=dict(env),
+                stdin=subprocess.DEVNULL, timeout=CHECK_TIMEOUT_S,
+            )
+        except subprocess.TimeoutExpired:
+            raise ServelabError(
+                f"gunicorn --check-config took more than {CHECK_TIMEOUT_S:g} s",
+                "check that the app imports quickly",
+            ) from None
+        if done.returncode != 0:
+            output = (done.stderr + done.stdout).strip()
+            last = output.splitlines()[-1] if output else f"exit code {done.returncode}"
+            raise ServelabError(
+                f"the exported {CONF_NAME} fails gunicorn --check-config: {last}",
+                "if the app is not installed here, pass --no-check; else see gunicorn's output",
+                detail="\n".join(output.splitlines()[-20:]),
+            )
+        return f"gunicorn --check-config accepts {CONF_NAME} and loads the app"

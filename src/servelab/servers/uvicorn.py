@@ -6,9 +6,9 @@ import re
 import sys
 from pathlib import Path
 
-from servelab.apps import ResolvedApp
-from servelab.config.stack import ServerSpec
-from servelab.servers.base import AppServer, Command, Listen
+from servelab.apps import ResolvedApp, resolve_app
+from servelab.config.stack import ServerSpec, StackSpec
+from servelab.servers.base import AppServer, Command, DeployTarget, Listen, ServerDeploy
 
 # uvicorn alone: "WARNING:  message"
 _UVICORN_LINE = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+(?P<msg>.*)$")
@@ -73,4 +73,38 @@ class Uvicorn(AppServer):
     ) -> Command:
         return Command(
             uvicorn_command(server, app, port=listen.port, socket=listen.socket), LOG_NAME
+        )
+
+    def deploy(self, stack: StackSpec, target: DeployTarget) -> ServerDeploy:
+        """The measured command line, with the target's interpreter and places."""
+        app = resolve_app(stack.app)  # tells ASGI from WSGI, which decides a flag
+        argv = uvicorn_command(stack.server, app, port=target.port, socket=target.socket)
+        if argv[0] != sys.executable:
+            raise AssertionError("uvicorn_command no longer starts with the interpreter")
+        argv[0] = str(target.venv / "bin" / "python")
+        for flag, value in (
+            ("--timeout-graceful-shutdown", str(target.graceful_timeout_s)),
+            ("--app-dir", str(target.app_dir)),
+        ):
+            if flag in argv:
+                argv[argv.index(flag) + 1] = value
+        notes = [
+            "uvicorn has no request timeout (it never kills a busy worker); nginx's "
+            f"{stack.proxy.timeout_s} s proxy timeouts are the only limit"
+        ]
+        if target.socket is not None:
+            notes.append(
+                "uvicorn makes its socket file rw for everyone; the socket's directory "
+                f"({target.socket.parent}, mode 0750, group {target.socket_group}) is what "
+                "keeps other users out"
+            )
+        return ServerDeploy(
+            exec_start=argv,
+            summary=f"uvicorn with {stack.server.workers} workers",
+            timeout=(
+                f"uvicorn has no request timeout; nginx waits {stack.proxy.timeout_s} s "
+                "(`proxy_connect/read/send_timeout`)."
+            ),
+            packages=("uvicorn",),
+            notes=tuple(notes),
         )
