@@ -5,9 +5,10 @@ The exported files name the target machine's places (/etc/NAME, /run/NAME,
 private directory with every such path moved under it, loopback ports that
 are free right now, and nginx's workers as a user that can reach the staged
 socket; the rest of each file is left exactly as exported. The staged copy
-is then checked (``nginx -t``, and the app server's own check, e.g. ``gunicorn
---check-config``, which also imports the app) or booted: the app server from the unit's own ExecStart
-line and environment, nginx in front, and a real request through both.
+is then checked (``nginx -t``, and the app server's own check, e.g.
+``gunicorn --check-config``, which also imports the app) or booted: the app
+server from the unit's own ExecStart line and environment, nginx in front, and
+a real request through both.
 """
 
 from __future__ import annotations
