@@ -214,7 +214,7 @@ SEED_STUDIES = (
     Study(
         "quick",
         "nginx->app over TCP, unix socket, unix socket + upstream keepalive; "
-        "the four seed endpoints, 2 s runs; about 2 minutes",
+        "the four seed endpoints, side by side in 3 s slices until clear; under 3 minutes",
         "nginx_port_socket.md, keepalive.md",
         quick,
     ),
