@@ -269,7 +269,7 @@ def test_ramp_command_finds_the_breaking_point_and_the_first_502(tmp_path: Path)
 
 
 @needs_netns
-def test_ctrl_c_during_a_namespaced_study_removes_the_namespace(tmp_path: Path):
+def test_sigterm_during_a_namespaced_study_removes_the_namespace(tmp_path: Path):
     proc = subprocess.Popen(
         [sys.executable, "-m", "servelab", "study", "backlog", "--sleep", "0.5",
          "--results", str(tmp_path)],
@@ -281,9 +281,10 @@ def test_ctrl_c_during_a_namespaced_study_removes_the_namespace(tmp_path: Path):
         time.sleep(0.1)
     assert ours(proc.pid), "the study never created its namespace"
     time.sleep(3)  # the load is running now
-    os.killpg(proc.pid, signal.SIGINT)
+    os.killpg(proc.pid, signal.SIGTERM)  # what a service manager sends; Ctrl-C: e2e test
     _, stderr = proc.communicate(timeout=60)
-    assert proc.returncode == 130, stderr
+    assert proc.returncode == 143, stderr  # 128 + SIGTERM, as a shell reports it
+    assert "interrupted (SIGTERM)" in stderr
     assert "Traceback" not in stderr
     assert not ours(proc.pid)
     assert not launched_by(proc.pid), "servers of the interrupted study are still running"

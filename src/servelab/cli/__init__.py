@@ -60,7 +60,14 @@ def doctor() -> None:
         sys.exit(1)
 
 
+# The signal that interrupted servelab: its exit code is 128 + that number (SIGINT 130,
+# SIGTERM 143), as a shell reports a process ended by it.
+_interrupted_by = {"signal": int(signal.SIGINT)}
+
+
 def _raise_keyboard_interrupt(signum, frame):
+    """SIGTERM unwinds like Ctrl-C (every context manager stops its processes)."""
+    _interrupted_by["signal"] = signum
     raise KeyboardInterrupt
 
 
@@ -72,8 +79,9 @@ def main() -> None:
     except (click.exceptions.Abort, KeyboardInterrupt):
         # click turns Ctrl-C (and our SIGTERM) into Abort; context managers have stopped
         # every process by the time it gets here.
-        console.print("servelab: interrupted; every process it started was stopped")
-        sys.exit(130)
+        name = signal.Signals(_interrupted_by["signal"]).name
+        console.print(f"servelab: interrupted ({name}); every process it started was stopped")
+        sys.exit(128 + _interrupted_by["signal"])
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
