@@ -23,6 +23,10 @@ if not out.is_terminal:
     out.width = 160
 
 
+# More values than this in one list would be more variants than anyone measures.
+MAX_LIST_VALUES = 64
+
+
 def parse_int_list(text: str | None, what: str) -> tuple[int, ...] | None:
     """'1-3,5' -> (1, 2, 3, 5); values must be >= 1."""
     if text is None:
@@ -32,11 +36,27 @@ def parse_int_list(text: str | None, what: str) -> tuple[int, ...] | None:
         for part in text.split(","):
             if "-" in part:
                 low, high = (int(x) for x in part.split("-", 1))
+                if high < low:
+                    raise SpecError(
+                        f"{what} range {part!r} runs backwards",
+                        f"write it low-high: '{high}-{low}'",
+                    )
+                if high - low >= MAX_LIST_VALUES:
+                    raise SpecError(
+                        f"{what} range {part!r} has {high - low + 1} values; at most "
+                        f"{MAX_LIST_VALUES} are measured",
+                        "give a shorter range, or a list such as '1,2,4,8'",
+                    )
                 values.extend(range(low, high + 1))
             else:
                 values.append(int(part))
     except ValueError:
         raise SpecError(f"invalid {what} list {text!r}", "write e.g. '1-5' or '1,2,4'") from None
+    if len(values) > MAX_LIST_VALUES:
+        raise SpecError(
+            f"{what} list {text!r} has {len(values)} values; at most {MAX_LIST_VALUES}",
+            "measure fewer values at a time",
+        )
     if not values or min(values) < 1:
         raise SpecError(f"{what} must be 1 or more, got {text!r}", "write e.g. '1-5' or '1,2,4'")
     return tuple(values)

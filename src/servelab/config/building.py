@@ -131,9 +131,21 @@ def experiment_from_dict(data: dict[str, Any], *, source: str = "experiment") ->
 
 def load_experiment_file(path: Path) -> Experiment:
     try:
-        raw = tomllib.loads(path.read_text())
+        raw = tomllib.loads(path.read_bytes().decode("utf-8"))
     except FileNotFoundError:
         raise SpecError(f"experiment file {path} does not exist", "check the path") from None
+    except IsADirectoryError:
+        raise SpecError(f"{path} is a directory", "give the experiment's TOML file") from None
+    except OSError as exc:
+        raise SpecError(
+            f"cannot read {path}: {exc.strerror}", "check the file's permissions"
+        ) from None
+    except UnicodeDecodeError as exc:
+        raise SpecError(
+            f"{path} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset "
+            f"{exc.start})",
+            "save the file as UTF-8 (TOML files are UTF-8)",
+        ) from None
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"{path} is not valid TOML: {exc}", "fix the TOML syntax") from None
     raw.setdefault("name", path.stem)
