@@ -20,6 +20,7 @@ import os
 import re
 import sqlite3
 import time
+import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -120,7 +121,12 @@ class ExperimentRow:
 
 
 class Database:
-    """servelab's SQLite file; refuses files that are not servelab's."""
+    """servelab's SQLite file; refuses files that are not servelab's, and damaged ones.
+
+    Opened to write (``create``: a session) or to read only: reading needs no write
+    access to the file or its directory (a read-only mount, a copy on a CD), and never
+    changes the file.
+    """
 
     def __init__(self, path: Path, *, create: bool = False) -> None:
         self.path = path
@@ -129,16 +135,50 @@ class Database:
                 f"no servelab results database at {path}",
                 "run a study first, or pass --results pointing at its directory",
             )
-        path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self.conn = sqlite3.connect(path, timeout=30, isolation_level=None)
-            self.conn.execute("PRAGMA foreign_keys = ON")
+            if create:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                self.conn = sqlite3.connect(path, timeout=30, isolation_level=None)
+                self.conn.execute("PRAGMA foreign_keys = ON")
+            else:
+                self.conn = _connect_read_only(path)
             self._check_or_create()
         except sqlite3.DatabaseError as exc:
             raise ServelabError(
                 f"{path} is not a usable SQLite database ({exc})",
                 "point --results at a servelab results directory, or move the file away",
             ) from None
+        self._check_intact()
+
+    def _check_intact(self) -> None:
+        """A file whose pages are damaged is refused at once, saying what still reads."""
+        try:
+            problems = [row[0] for row in self.conn.execute("PRAGMA quick_check(5)")]
+        except sqlite3.DatabaseError as exc:
+            problems = [str(exc)]
+        if problems != ["ok"]:
+            lines = [s for p in problems for s in p.splitlines() if s and not s.startswith("***")]
+            more = f" and {len(lines) - 1} more" if len(lines) > 1 else ""
+            raise self._damaged(f"{lines[0] if lines else problems[0]}{more}")
+
+    def _damaged(self, problem: str) -> ServelabError:
+        readable = []
+        with contextlib.suppress(sqlite3.DatabaseError):
+            for id_, directory in self.conn.execute("SELECT id, export_dir FROM experiments"):
+                if Path(directory, EXPERIMENT_FILE).exists():
+                    readable.append(f"#{id_} ({directory})")
+        keep = (
+            f"each experiment's directory holds all its runs: `servelab results show DIR` or "
+            f"`servelab report DIR` ({', '.join(readable)})"
+            if readable
+            else "an experiment's directory (<results>/<id>-<name>) holds all its runs: "
+            "`servelab results show DIR`"
+        )
+        return ServelabError(
+            f"{self.path} is damaged (SQLite: {problem})",
+            f"{keep}; to save the database itself: `sqlite3 {self.path} .recover | "
+            f"sqlite3 recovered.db`; then move the damaged file away",
+        )
 
     def _check_or_create(self) -> None:
         app_id = self.conn.execute("PRAGMA application_id").fetchone()[0]
@@ -329,7 +369,10 @@ class ResultStore:
         experiment_id = document.get("id")
         db_path = path.parent / DB_FILE
         if isinstance(experiment_id, int) and db_path.exists():
-            database = Database(db_path)
+            try:  # a damaged database beside it: the directory alone still reads
+                database = Database(db_path)
+            except ServelabError:
+                return cls(path)
             with contextlib.suppress(ServelabError):
                 if database.experiment_dir(experiment_id) == path.resolve():
                     return cls(path, database, experiment_id)
@@ -427,3 +470,16 @@ def resolve_result(ref: str, root: Path) -> ResultStore:
         f"no result {ref!r}: not an id in {root / DB_FILE} nor a directory",
         "pass an id from `servelab results list` or a results directory",
     )
+
+
+def _connect_read_only(path: Path) -> sqlite3.Connection:
+    """``path`` opened without writing: read-only; on a read-only file system, where a
+    WAL database cannot even set up its shared memory, as an immutable file."""
+    uri = f"file:{urllib.parse.quote(str(path.resolve()))}?mode=ro"
+    conn = sqlite3.connect(uri, uri=True, timeout=30, isolation_level=None)
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return conn
+    except sqlite3.OperationalError:
+        conn.close()
+    return sqlite3.connect(f"{uri}&immutable=1", uri=True, isolation_level=None)

@@ -1,11 +1,16 @@
 """The results store: round trips, no run stored twice, copied directories, spec hashes."""
 
+import os
+import shlex
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from support import PORT_VS_SOCKET as EXPERIMENT
 from support import PORT_VS_SOCKET_RUNS as RUNS
+from support import run_cli
 
 from servelab.errors import ServelabError
 from servelab.results.store import (
@@ -70,3 +75,50 @@ def test_spec_hash_changes_with_the_spec():
 def test_store_refuses_foreign_directories(tmp_path: Path):
     with pytest.raises(ServelabError, match="not a servelab results directory"):
         ResultStore.open(tmp_path)
+
+
+def _stored(root: Path, experiments: int = 2) -> Path:
+    """``experiments`` stored experiments of the seed's runs under ``root``; its database."""
+    for _ in range(experiments):
+        store = ResultStore.create(root, EXPERIMENT, {"hostname": "h"})
+        for run in RUNS:
+            store.add(run)
+        store.database.close()  # type: ignore[union-attr]
+    return root / DB_FILE
+
+
+def test_a_damaged_database_is_one_line_naming_what_still_reads(tmp_path: Path):
+    db = _stored(tmp_path)
+    data = bytearray(db.read_bytes())
+    for page in (2, 3):  # b-tree page headers: the file header stays valid
+        data[page * 4096 : page * 4096 + 64] = b"Z" * 64
+    db.write_bytes(data)
+    for args in (["results", "list"], ["results", "show", "1"], ["report", "1"]):
+        done = run_cli(*args, "--results", str(tmp_path))
+        assert done.returncode == 2, done.stderr
+        (line,) = done.stderr.strip().splitlines()
+        assert f"{db} is damaged (SQLite: " in line and ".recover" in line
+        assert f"#1 ({tmp_path / '1-port-vs-socket'})" in line  # what still reads, and where
+    shown = run_cli("results", "show", str(tmp_path / "2-port-vs-socket"))
+    assert shown.returncode == 0 and "sync-small" in shown.stdout  # the directory alone reads
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None, reason="needs root")
+def test_results_on_a_read_only_mount_can_be_read(tmp_path: Path):
+    """The store opened only to read needs no write access: a private read-only bind
+    mount of the results (in a mount namespace of its own, gone with the process)."""
+    root = tmp_path / "results"
+    _stored(root, experiments=1)
+    servelab = [sys.executable, "-m", "servelab"]
+    script = (
+        f"mount --bind {root} {root} && mount -o remount,bind,ro {root} && "
+        f"! touch {root}/probe 2>/dev/null && "
+        f"{shlex.join([*servelab, 'results', 'list', '--results', str(root)])} && "
+        f"{shlex.join([*servelab, 'results', 'show', '1', '--results', str(root)])}"
+    )
+    done = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "port-vs-socket" in done.stdout and "Seed-style tables" in done.stdout
