@@ -14,7 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from servelab.export.choose import BEST, Choice, choose_variant
-from servelab.export.deploy import DeployLayout, DeploySet, check_name, render_deploy_set
+from servelab.export.deploy import (
+    DeployLayout,
+    DeploySet,
+    check_listen,
+    check_name,
+    render_deploy_set,
+)
 from servelab.report.base import ReportInput
 from servelab.results.outdir import staged_output
 from servelab.servers.registry import get_server
@@ -45,7 +51,7 @@ def export_result(
     and the server's own check, and only then write it into ``out_dir``."""
     from servelab.export.validate import check_export
 
-    layout = DeployLayout(check_name(name), listen)
+    layout = DeployLayout(check_name(name), check_listen(listen))
     choice = choose_variant(report, variant, source=source)
     deploy = render_deploy_set(report, choice, layout, source=source)
     with staged_output(out_dir, force=force) as staging:

@@ -16,6 +16,7 @@ is what was measured, with three kinds of changes, each listed in the README:
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -134,6 +135,31 @@ def check_name(name: str) -> str:
             "use lowercase letters, digits and '-', starting with a letter (at most 31)",
         )
     return name
+
+
+def check_listen(listen: str) -> str:
+    """``listen`` as nginx's ``listen`` takes it: a port, or an address and a port
+    (``0.0.0.0:8080``, ``*:80``, ``[::]:8080``); SpecError otherwise. The export's check
+    runs nginx -t on a free loopback port, so the address the user gave is checked here."""
+    address, colon, port = listen.rpartition(":")
+    if not port.isdigit() or not 1 <= int(port) <= 65535 or (colon and not address):
+        raise SpecError(
+            f"--listen {listen!r} has no port between 1 and 65535",
+            "give a port (80), or an address and a port (0.0.0.0:8080, [::]:8080)",
+        )
+    if address and address != "*":
+        host = address[1:-1] if address.startswith("[") and address.endswith("]") else address
+        try:
+            parsed = ipaddress.ip_address(host)
+        except ValueError:
+            parsed = None
+        if parsed is None or (parsed.version == 6) != address.startswith("["):
+            raise SpecError(
+                f"--listen {listen!r}: {address!r} is not an IP address nginx can listen on",
+                "give an IPv4 address (0.0.0.0:8080), an IPv6 one in brackets ([::]:8080), "
+                "or '*:8080'",
+            )
+    return listen
 
 
 @dataclass(frozen=True)

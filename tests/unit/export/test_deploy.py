@@ -10,7 +10,12 @@ from servelab.config.stack import StackSpec
 from servelab.errors import ServelabError, SpecError
 from servelab.export import export_result
 from servelab.export.choose import Choice, choose_variant
-from servelab.export.deploy import DeployLayout, consistent_stack, render_deploy_set
+from servelab.export.deploy import (
+    DeployLayout,
+    check_listen,
+    consistent_stack,
+    render_deploy_set,
+)
 
 from .common import QUICK, SLEEPY, load
 
@@ -153,3 +158,10 @@ def test_a_variant_without_nginx_is_not_exported() -> None:
     alone = stack.model_copy(update={"proxy": stack.proxy.model_copy(update={"kind": "none"})})
     with pytest.raises(SpecError, match="measured without nginx"):
         render_deploy_set(report, Choice(alone, "named", "t", ()), DeployLayout("w"), source="r")
+
+
+@pytest.mark.parametrize(
+    "listen", ["80", "8080", "0.0.0.0:8080", "127.0.0.1:80", "*:80", "[::]:8080"]
+)
+def test_listen_addresses_nginx_takes_are_accepted(listen: str) -> None:
+    assert check_listen(listen) == listen
