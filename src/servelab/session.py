@@ -23,7 +23,7 @@ from servelab.host.cgroups import quota_unavailable_reason
 from servelab.host.cpus import CpuPlan
 from servelab.host.environment import collect_environment, machine_differences
 from servelab.host.procs import JANITOR
-from servelab.load.base import LoadDriver
+from servelab.load.base import LoadDriver, check_driver_can
 from servelab.load.registry import get_driver
 from servelab.measure import Launch, RunnerEvents, run_experiment
 from servelab.measure.stopping import NextRound, Outlook
@@ -127,6 +127,8 @@ class ExperimentSession:
     def run(self) -> ResultStore:
         experiment = self.experiment
         driver = get_driver(experiment.driver)
+        for workload in experiment.workloads:  # before anything starts or is stored
+            check_driver_can(driver, workload.request, workload.load, workload.name)
         driver.executable()
         environment = self._environment(driver)
         store, runs = self._open_store(environment)
@@ -158,6 +160,10 @@ class ExperimentSession:
                     driver=driver,
                     previous=tuple(runs),
                 )
+        except BaseException:
+            if not runs:  # refused or stopped before it measured anything: nothing is kept
+                store.discard()
+            raise
         finally:
             if runs:
                 self.console.print(f"{len(runs)} of {total} runs kept in {store.label}")

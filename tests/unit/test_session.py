@@ -7,10 +7,12 @@ import math
 import random
 from pathlib import Path
 
+import pytest
 from rich.console import Console
-from support import FakeExecutor
+from support import FakeExecutor, fake_run
 
 from servelab.config.building import experiment_from_dict
+from servelab.errors import StackStartError
 from servelab.host.cpus import CpuPlan
 from servelab.measure import Runner
 from servelab.results.store import DB_FILE, Database
@@ -60,3 +62,43 @@ def test_a_session_stores_every_run_and_ends_with_the_answer(tmp_path: Path):
     assert "Answer" in text and "winner fast" in text
     assert "measuring stopped: every requests per cpu second comparison is clear" in text
     assert text.rstrip().splitlines()[-1].startswith("result #1")
+
+
+def _session(tmp_path: Path, measure) -> ExperimentSession:
+    experiment = experiment_from_dict(
+        {
+            "name": "refused",
+            "repetitions": 2,
+            "baseline": {"name": "base"},
+            "workloads": [{"name": "w", "load": {"duration_s": 2}}],
+        }
+    )
+    quiet = Console(file=io.StringIO())
+    return ExperimentSession(
+        experiment, CpuPlan("0", "1", cpu_priority=False), tmp_path, console=quiet, out=quiet,
+        measure=measure,
+    )
+
+
+def test_an_experiment_refused_before_its_first_run_stores_nothing(tmp_path: Path):
+    def refused(experiment, store, cpu_plan, *, events, driver, previous):
+        assert store.path.is_dir()  # created, then taken back
+        raise StackStartError("the app answered HTTP 404, expected 200")
+
+    with pytest.raises(StackStartError):
+        _session(tmp_path, refused).run()
+    assert Database(tmp_path / DB_FILE).list_experiments() == []
+    assert not [p for p in tmp_path.iterdir() if p.is_dir()]  # no experiment directory
+
+
+def test_runs_measured_before_a_failure_are_kept(tmp_path: Path):
+    def one_then_fail(experiment, store, cpu_plan, *, events, driver, previous):
+        run = fake_run("base", "w", 1, experiment="refused")
+        store.add(run)  # as the runner does: stored, then announced
+        events.on_result(run)
+        raise StackStartError("the second start failed")
+
+    with pytest.raises(StackStartError):
+        _session(tmp_path, one_then_fail).run()
+    (row,) = Database(tmp_path / DB_FILE).list_experiments()
+    assert row.runs == 1 and Path(row.experiment_dir).is_dir()

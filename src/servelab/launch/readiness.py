@@ -26,6 +26,12 @@ from servelab.host.procs import ManagedProcess
 
 POLL_S = 0.05  # how often processes are checked while an attempt runs
 RETRY_S = 0.1  # pause between attempts
+# A front answers these while the app behind it is not up yet: keep waiting. Any other
+# wrong status given this many times in a row, over at least SETTLED_S, is the app's
+# answer: say so at once rather than after the whole start-up timeout.
+NOT_UP_YET = frozenset({502, 503, 504})
+SETTLED_ANSWERS = 5
+SETTLED_S = 1.0
 LOG_LINES = 20
 _FIRST_ERROR = re.compile(
     r"Traceback \(most recent call last\)|\[(ERROR|CRITICAL|emerg|alert|crit)\]"
@@ -49,8 +55,11 @@ def wait_ready(
     status or connection error seen).
     """
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    deadline = time.monotonic() + timeout_s
+    started = time.monotonic()
+    deadline = started + timeout_s
     last: int | str = "no attempt finished"
+    answer: int | None = None  # the wrong status answered in a row, and since when
+    same_answers, first_answer_at = 0, started
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
@@ -71,10 +80,19 @@ def wait_ready(
         # cut short by the deadline), so it is kept.
         if attempt.status is not None or not isinstance(last, int):
             last = attempt.status if attempt.status is not None else attempt.error
+        if attempt.status is not None and attempt.status not in NOT_UP_YET:
+            if attempt.status != answer:
+                answer, same_answers, first_answer_at = attempt.status, 0, time.monotonic()
+            same_answers += 1
+            settled = time.monotonic() - first_answer_at >= SETTLED_S
+            if same_answers >= SETTLED_ANSWERS and settled:
+                break  # the app's settled answer
+        else:
+            answer = None
         time.sleep(min(RETRY_S, max(0.0, deadline - time.monotonic())))
     _raise_timeout(
-        f"the readiness request {request.method} {url}", processes, timeout_s, last,
-        expected=request.expect_status,
+        f"the readiness request {request.method} {url}", processes,
+        time.monotonic() - started, last, expected=request.expect_status,
     )
 
 

@@ -114,6 +114,25 @@ class LoadDriver(ABC):
         return ()
 
 
+def check_driver_can(
+    driver: LoadDriver, request: RequestSpec, load: LoadSpec, workload: str | None = None
+) -> None:
+    """SpecError unless ``driver`` can send ``request`` as ``load`` (checked before any
+    stack starts, and again before each run)."""
+    missing = needed_capabilities(request, load) - driver.capabilities
+    reason = driver.unsupported(request, load) or (
+        f"it has no {' / '.join(sorted(missing))} support" if missing else None
+    )
+    if reason:
+        from servelab.load.registry import most_capable
+
+        where = f" (workload {workload!r})" if workload else ""
+        raise SpecError(
+            f"load driver {driver.name} cannot do this{where}: {reason}",
+            f"choose another driver with --driver ({most_capable()} supports the most)",
+        )
+
+
 def run_load(
     driver: LoadDriver,
     url: str,
@@ -129,17 +148,7 @@ def run_load(
     ``prefix`` goes before the driver's argv, e.g. ``ip netns exec NAME`` to run it
     inside the stack's network namespace.
     """
-    missing = needed_capabilities(request, load) - driver.capabilities
-    reason = driver.unsupported(request, load) or (
-        f"it has no {' / '.join(sorted(missing))} support" if missing else None
-    )
-    if reason:
-        from servelab.load.registry import most_capable
-
-        raise SpecError(
-            f"load driver {driver.name} cannot do this: {reason}",
-            f"choose another driver with --driver ({most_capable()} supports the most)",
-        )
+    check_driver_can(driver, request, load)
     workdir.mkdir(parents=True, exist_ok=True)
     body_path = None
     if request.body is not None:

@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import sqlite3
 import time
 import urllib.parse
@@ -273,6 +274,16 @@ class Database:
                 "UPDATE experiments SET finished_at = ? WHERE id = ?", (_now(), experiment_id)
             )
 
+    def forget(self, experiment_id: int) -> None:
+        """Remove an experiment that has no run (one refused before it measured)."""
+        with self.transaction() as conn:
+            (runs,) = conn.execute(
+                "SELECT count(*) FROM runs WHERE experiment_id = ?", (experiment_id,)
+            ).fetchone()
+            if runs:
+                raise ValueError(f"experiment {experiment_id} has {runs} runs; it is kept")
+            conn.execute("DELETE FROM experiments WHERE id = ?", (experiment_id,))
+
     def latest_unfinished(self, experiment: Experiment) -> int | None:
         """The newest unfinished experiment of the same name, for --resume."""
         row = self.conn.execute(
@@ -438,6 +449,12 @@ class ResultStore:
     def mark_finished(self) -> None:
         if self.database is not None and self.id is not None:
             self.database.mark_finished(self.id)
+
+    def discard(self) -> None:
+        """Remove this experiment, which stored no run, from the database and the disk."""
+        if self.database is not None and self.id is not None:
+            self.database.forget(self.id)
+        shutil.rmtree(self.path, ignore_errors=True)
 
     def runs(self) -> list[RunRecord]:
         if self.database is not None and self.id is not None:

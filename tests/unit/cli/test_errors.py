@@ -127,3 +127,14 @@ def test_square_brackets_in_an_error_survive(tmp_path):
     assert "bogus: unknown key" in done.stderr
     study = servelab("study", "quick", "--app", "x[y]:app", "--out", str(tmp_path / "o2"))
     assert study.returncode != 0 and "x[y]" in study.stderr, study.stderr
+
+
+def test_a_load_the_driver_cannot_send_is_refused_before_anything_starts(tmp_path):
+    path = tmp_path / "wrk.toml"
+    path.write_text(
+        'driver = "wrk"\n[baseline]\n[[workloads]]\nname = "w"\nload = { requests = 100 }\n'
+    )
+    done = servelab("run", str(path), "--results", str(tmp_path / "out"))
+    assert done.returncode == 2
+    assert "load driver wrk cannot do this (workload 'w')" in done.stderr
+    assert not (tmp_path / "out" / "servelab.db").exists()  # nothing stored, nothing started
