@@ -138,7 +138,9 @@ def _probe_in_subprocess(
         )
     if "error" in result:
         raise SpecError(
-            f"cannot use app {path!r}: {result['error']}", fix, detail=str(result["traceback"])
+            f"cannot use app {path!r}: {result['error']}",
+            str(result.get("fix") or fix),
+            detail=str(result["traceback"]),
         )
     return result
 
@@ -217,6 +219,15 @@ if factory:
     except BaseException as exc:
         fail(f"calling the factory {attr}() failed: {one_line(exc)}")
     kind = interface(obj)
+if kind is None and not factory and inspect.isroutine(obj):
+    counts = positional(obj)
+    if counts is not None and counts[0] not in (2, 3):
+        needs = ", ".join(list(inspect.signature(obj).parameters)[:counts[0]])
+        emit(error=f"{attr}({needs}) looks like an app factory that needs {counts[0]} "
+                   "argument(s); servelab calls a factory with none", traceback="",
+             fix=f"give {needs} a default, or point --app at a zero-argument factory or the "
+                 "app object")
+        sys.exit(1)
 if kind is None:
     what = f"{attr}() returned {type(obj).__name__!r}" if factory else (
         f"{attr} is {type(obj).__name__!r}")

@@ -31,6 +31,9 @@ class Callable:
 
 instance = Callable()
 not_an_app = 42
+
+def create_configured(config):
+    return None
 '''
 
 
@@ -92,6 +95,15 @@ def test_import_error_message_on_one_line(app_dir: Path) -> None:
     assert "ImportError: cannot load the config" in caught.value.problem
     assert "\n" not in caught.value.one_line()
     assert "broken.py" in caught.value.detail  # the traceback tail, for who wants it
+
+
+def test_a_factory_that_needs_arguments_says_so(app_dir: Path) -> None:
+    with pytest.raises(SpecError) as caught:
+        resolve_app(AppSpec(ref="userpkg.web:create_configured", app_dir=app_dir))
+    assert "create_configured(config) looks like an app factory that needs 1" in (
+        caught.value.problem
+    )
+    assert "give config a default" in caught.value.fix
 
 
 def test_failing_factory(app_dir: Path) -> None:
