@@ -27,6 +27,18 @@ class ServelabGroup(click.Group):
         except ServelabError as exc:
             print_error(exc)
             ctx.exit(exc.exit_code)
+        except click.UsageError as exc:  # a bad option value: one line too, with the fix
+            print_usage_error(exc)
+            ctx.exit(exc.exit_code)
+
+
+def print_usage_error(exc: click.UsageError) -> None:
+    command = exc.ctx.command_path.replace("cli", "servelab", 1) if exc.ctx else "servelab"
+    line = escape(" ".join(exc.format_message().split()))
+    console.print(
+        f"[bold red]servelab: error:[/bold red] {line} (fix: see `{command} --help`)",
+        highlight=False,
+    )
 
 
 def print_error(exc: ServelabError) -> None:
@@ -82,6 +94,9 @@ def main() -> None:
         name = signal.Signals(_interrupted_by["signal"]).name
         console.print(f"servelab: interrupted ({name}); every process it started was stopped")
         sys.exit(128 + _interrupted_by["signal"])
+    except click.UsageError as exc:  # e.g. an unknown command
+        print_usage_error(exc)
+        sys.exit(exc.exit_code)
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)

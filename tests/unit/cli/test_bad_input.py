@@ -1,0 +1,136 @@
+"""The bad-input sweep: every case is refused with exit code 2 and one line that names
+the problem and the fix, before anything starts, with no traceback. The CLI runs
+in-process (support.run_cli), so the whole table takes a few seconds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from support import run_cli
+
+APP = "servelab.apps.sleepy_wsgi:app"  # a real app, so that the option under test is refused
+LOAD = '[[workloads]]\nname = "w"\nload = { duration_s = 2 }\n'
+TOML = "toml:"  # a case whose first argument is an experiment file's text
+
+CASES: list[tuple[list[str], str]] = [
+    # study: names and numbers
+    (["study", "nope"], "unknown study 'nope'"),
+    (["study", "quick", "-r", "0"], "--repetitions must be 1 or more"),
+    (["study", "quick", "-c", "0"], "--concurrency must be 1 or more"),
+    (["study", "quick", "-n", "0"], "--requests must be 1 or more"),
+    (["study", "quick", "-d", "0"], "--duration must be positive"),
+    (["study", "quick", "-d", "-3"], "--duration must be positive"),
+    (["study", "quick", "-d", "soon"], "Invalid value for '-d' / '--duration'"),
+    (["study", "quick", "--warmup", "-1"], "--warmup must be 0 or more"),
+    (["study", "quick", "--driver", "siege"], "Invalid value for '--driver'"),
+    (["study", "quick", "--no-such-option"], "No such option '--no-such-option'"),
+    (["study"], "Missing argument 'NAME'"),
+    (["no-such-command"], "No such command 'no-such-command'"),
+    (["study", "quick", "--endpoints", "nope"], "unknown endpoint 'nope'"),
+    # value lists
+    (["study", "workers-threads", "--workers", "0"], "workers must be 1 or more"),
+    (["study", "workers-threads", "--workers", "a-b"], "invalid workers list 'a-b'"),
+    (["study", "workers-threads", "--workers", "5-1"], "workers range '5-1' runs backwards"),
+    (["study", "workers-threads", "--workers", "1-1000000000"], "at most 64 are measured"),
+    (["study", "workers-threads", "--threads", ",,"], "invalid threads list ',,'"),
+    # CPUs and how to measure
+    (["study", "quick", "--stack-cpus", "0"], "only one of --stack-cpus / --driver-cpus"),
+    (["study", "quick", "--stack-cpu-quota", "-1"], "--stack-cpu-quota must be positive"),
+    (["study", "quick", "--slices", "0"], "Invalid value for '--slices'"),
+    (["study", "quick", "--precision", "0"], "--precision must be positive"),
+    (["study", "quick", "--precision", "-5"], "--precision must be positive"),
+    (["study", "quick", "--min-effect", "-1"], "--min-effect must be positive"),
+    (["study", "quick", "--budget", "soon"], "invalid duration 'soon'"),
+    (["study", "quick", "--budget", "0s"], "the duration '0s' is zero"),
+    (["study", "quick", "--order", "sideways"], "Invalid value for '--order'"),
+    (["study", "quick", "--order-seed", "x"], "Invalid value for '--order-seed'"),
+    (["study", "port-vs-socket", "--driver", "ab", "--precision", "5"], "keep adding"),
+    # the user's app and request
+    (["study", "quick", "--app-dir", "/tmp"], "--app-dir needs --app"),
+    (["study", "quick", "--path", "/x"], "need --app"),
+    (["study", "quick", "--db-latency", "5"], "need --app"),
+    (["study", "quick", "--app", "not a path"], "neither a built-in app nor a valid import"),
+    (["study", "quick", "--app", "nosuchmodule_xyz:app"], "No module named 'nosuchmodule_xyz'"),
+    (["study", "quick", "--app", "json:nosuchattr"], "has no attribute 'nosuchattr'"),
+    (["study", "quick", "--app", "json:loads"], "looks like an app factory that needs 1"),
+    (["study", "quick", "--app", "json:JSONDecoder"], "neither an ASGI app"),
+    (["study", "quick", "--app", APP, "--app-dir", "/nonexistent"], "is not a directory"),
+    (["study", "quick", "--app", APP, "--path", "noslash"], "must start with '/'"),
+    (["study", "quick", "--app", APP, "--header", "NoColon"], "invalid --header 'NoColon'"),
+    (["study", "quick", "--app", APP, "--body-file", "/nonexistent"], "cannot read --body-file"),
+    (["study", "quick", "--app", APP, "--expect-status", "999"], "expect_status"),
+    (["study", "quick", "--app", APP, "--method", "BREW"], "method: Input should be"),
+    (["study", "quick", "--app", APP, "--endpoints", "sync-small"], "does not apply with --app"),
+    # failure-mode studies
+    (["study", "backlog", "--somaxconn", "abc"], "invalid --somaxconn list 'abc'"),
+    (["study", "backlog", "--somaxconn", "0"], "somaxconn 0 is out of range"),
+    (["study", "backlog", "--somaxconn", "70000"], "somaxconn 70000 is out of range"),
+    (["study", "backlog", "--rate", "0"], "--rate must be positive"),
+    (["study", "backlog", "--sleep", "-1"], "--sleep must be positive"),
+    (["study", "backlog", "--timeout", "0"], "--timeout must be positive"),
+    (["study", "backlog", "--netns", "maybe"], "Invalid value for '--netns'"),
+    (["study", "apache-vs-nginx", "--db-latency", "-5"], "latency_ms"),
+    (["study", "apache-vs-nginx", "--db-jitter", "50", "--db-latency", "10"], "exceeds"),
+    # ramp
+    (["ramp", "--start", "0"], "start rate must be positive"),
+    (["ramp", "--max-rate", "1", "--start", "10"], "is below the start rate"),
+    (["ramp", "--factor", "1"], "factor must be above 1"),
+    (["ramp", "--p99-ms", "0"], "ramp SLO: p99_ms"),
+    (["ramp", "--workers", "0"], "must be 1 or more"),
+    (["ramp", "--server", "waitress"], "Invalid value for '--server'"),
+    (["ramp", "--somaxconn", "99999"], "somaxconn 99999 is out of range"),
+    # experiment files
+    (["run", "/nonexistent.toml"], "does not exist"),
+    (["run", "/tmp"], "/tmp is a directory"),
+    ([TOML + "not = [valid"], "is not valid TOML"),
+    ([TOML + "\udcff"], "is not UTF-8 text"),
+    ([TOML + "[baseline]\nserver = { wokers = 2 }\n" + LOAD], "server.wokers: unknown key"),
+    ([TOML + "[baseline]\nserver = { workers = 0 }\n" + LOAD], "greater than or equal to 1"),
+    ([TOML + '[baseline]\nserver = { kind = "waitress" }\n' + LOAD], "baseline.server.kind"),
+    ([TOML + '[baseline]\nserver = { kind = "uvicorn", threads = 4 }\n' + LOAD], "no threads"),
+    ([TOML + '[baseline]\nserver = { kind = "mod_wsgi" }\n' + LOAD], "runs the app inside"),
+    ([TOML + '[baseline]\nproxy = { kind = "none", transport = "unix" }\n' + LOAD], "a proxy"),
+    ([TOML + '[baseline]\nproxy = { mpm = "event" }\n' + LOAD], "mpm: Apache knob"),
+    ([TOML + '[baseline]\nproxy = { protocol = "uwsgi" }\n' + LOAD], "spoken by 'uwsgi' only"),
+    ([TOML + "[baseline]\n"], "workloads: Field required"),
+    ([TOML + '[baseline]\n[[workloads]]\nname = "w"\nload = { }\n'], "so the run is bounded"),
+    ([TOML + '[baseline]\n[[workloads]]\nname = "w"\nload = { model = "open", duration_s = 5 }\n'],
+     "the open model needs 'rate'"),
+    ([TOML + '[baseline]\n[[workloads]]\nname = "w"\nload = { concurrency = -1, duration_s = 1 }'],
+     "concurrency: Input should be greater than or equal to 1"),
+    ([TOML + "[baseline]\n[[variants]]\nserver = { workers = 3 }\n" + LOAD], "has no name"),
+    ([TOML + '[baseline]\n[grid]\n"server.workers" = []\n' + LOAD], "needs a non-empty list"),
+    ([TOML + 'driver = "wrk"\n[baseline]\n[[workloads]]\nname = "w"\nload = { requests = 9 }\n'],
+     "load driver wrk cannot do this (workload 'w')"),
+    ([TOML + '[baseline]\n[database]\nkind = "sqlite"\nlatency_ms = 5\n' + LOAD],
+     "latency_ms and jitter_ms need kind = 'postgresql'"),
+    ([TOML + 'driver = "ab"\nslices = 2\n[baseline]\n' + LOAD], "slices need the oha driver"),
+    # stored results
+    (["results", "list", "--results", "/nonexistent"], "no servelab results database"),
+    (["results", "show", "abc", "--results", "/nonexistent"], "no result 'abc'"),
+    (["results", "compare", "1", "2", "--results", "/nonexistent"], "no servelab results"),
+    (["report", "nope"], "no result 'nope'"),
+    (["export", "nope"], "no result 'nope'"),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), CASES, ids=lambda v: None)
+def test_bad_input_is_refused_in_one_line(args: list[str], message: str, tmp_path: Path) -> None:
+    if args[0].startswith(TOML):
+        path = tmp_path / "experiment.toml"
+        path.write_bytes(args[0][len(TOML) :].encode("utf-8", "surrogateescape"))
+        args = ["run", str(path)]
+    measuring = args[0] in ("study", "run", "ramp")
+    results = ["--results", str(tmp_path / "results")] if measuring else []
+    done = run_cli(*args, *results, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    (line,) = done.stderr.strip().splitlines()  # one line
+    assert line.startswith("servelab: error: ") and "(fix: " in line, line
+    assert message in line, line
+    assert not (tmp_path / "results" / "servelab.db").exists()  # nothing stored
+
+
+def test_the_sweep_is_wide() -> None:
+    assert len(CASES) >= 60
