@@ -72,13 +72,14 @@ def expand_grid(base: dict[str, Any], grid: dict[str, list[Any]]) -> list[dict[s
 def default_slices(data: dict[str, Any]) -> int:
     """Interleaved slices wherever they apply (oha, closed loads, no ramp); else 1."""
     driver = data.get("driver", DEFAULT_DRIVER)
-    if driver not in DRIVER_NAMES or "latencies" not in capabilities(driver):
+    if not isinstance(driver, str) or driver not in DRIVER_NAMES:
+        return 1  # the experiment's own validation says what is wrong
+    if "latencies" not in capabilities(driver) or data.get("slo") is not None:
         return 1
-    if data.get("slo") is not None:
-        return 1
+    workloads = data.get("workloads") or ()
     try:
-        loads = [Workload.model_validate(w).load for w in data.get("workloads") or ()]
-    except ValidationError:
+        loads = [Workload.model_validate(w).load for w in workloads]
+    except (ValidationError, TypeError):
         return 1  # the workloads' own validation says what is wrong
     if not loads:
         return 1
@@ -105,7 +106,12 @@ def experiment_from_dict(data: dict[str, Any], *, source: str = "experiment") ->
         raise SpecError(f"{source}: 'baseline' must be a table", "write [baseline] with its knobs")
     baseline = {"name": "baseline", **baseline}
     variants = []
-    for index, override in enumerate(data.pop("variants", []) or []):
+    overrides = data.pop("variants", []) or []
+    if not isinstance(overrides, list):
+        raise SpecError(
+            f"{source}: 'variants' must be an array of tables", "write each as [[variants]]"
+        )
+    for index, override in enumerate(overrides):
         if not isinstance(override, dict):
             raise SpecError(f"{source}: variant {index + 1} must be a table", "use [[variants]]")
         if "name" not in override:

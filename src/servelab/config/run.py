@@ -36,6 +36,9 @@ class RunOptions:
     # it was begun on another machine.
     resume: bool = False
     allow_other_machine: bool = False
+    # Run even what this machine cannot hold (servelab.host.limits: memory, open files,
+    # threads, workers per CPU).
+    allow_beyond_machine: bool = False
     # Overrides of the experiment's own order, slicing and stopping (None: keep its own).
     order: str | None = None
     order_seed: int | None = None
@@ -131,7 +134,7 @@ def parse_duration(text: str) -> float:
     """'3m' -> 180.0; '90s', '1h', '1m30s' and plain seconds ('200') too."""
     cleaned = text.strip().lower()
     number = r"(\d+(?:\.\d+)?)"
-    parts = re.fullmatch(rf"(?:{number}h)?(?:{number}m)?(?:{number}s?)?", cleaned)
+    parts = re.fullmatch(rf"(?:{number}h)?(?:{number}m)?(?:{number}s?)?", cleaned, re.ASCII)
     if not cleaned or parts is None or not any(parts.groups()):
         raise SpecError(
             f"invalid duration {text!r}", "write e.g. '3m', '90s', '1h' or '1m30s'"

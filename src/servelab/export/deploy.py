@@ -142,7 +142,9 @@ def check_listen(listen: str) -> str:
     (``0.0.0.0:8080``, ``*:80``, ``[::]:8080``); SpecError otherwise. The export's check
     runs nginx -t on a free loopback port, so the address the user gave is checked here."""
     address, colon, port = listen.rpartition(":")
-    if not port.isdigit() or not 1 <= int(port) <= 65535 or (colon and not address):
+    if not (port.isascii() and port.isdigit()) or not 1 <= int(port) <= 65535 or (
+        colon and not address
+    ):
         raise SpecError(
             f"--listen {listen!r} has no port between 1 and 65535",
             "give a port (80), or an address and a port (0.0.0.0:8080, [::]:8080)",
