@@ -15,6 +15,7 @@ from servelab.config.experiment import Experiment
 from servelab.config.run import RunOptions
 from servelab.errors import SpecError
 from servelab.host.cpus import make_cpu_plan
+from servelab.host.limits import check_fits_machine
 
 
 def run(
@@ -32,6 +33,8 @@ def run(
     console = console or Console(stderr=True, soft_wrap=True)
     out = out or Console()
     experiment = options.apply(experiment)
+    if not options.allow_beyond_machine:  # refused before anything starts or is stored
+        check_fits_machine(experiment)
     db = database_spec(
         experiment.database, options.database, options.db_latency_ms, options.db_jitter_ms
     )

@@ -109,6 +109,12 @@ _run_options = [
         help="With --resume: continue an experiment begun on another machine.",
     ),
     click.option(
+        "--allow-beyond-machine",
+        is_flag=True,
+        help="Run even what this machine cannot hold (by servelab's estimate: the workers' "
+        "memory, the connections' open files, threads per worker, workers per CPU).",
+    ),
+    click.option(
         "--order",
         type=click.Choice(["interleaved", "random"]),
         default=None,
@@ -161,8 +167,9 @@ _run_options = [
 def run_options(func):
     """Add the measuring options to a command, handed to it as one ``run`` (RunOptions)."""
     names = ("stack_cpus", "driver_cpus", "no_pin", "stack_cpu_quota", "no_cpu_priority",
-             "results_dir", "legacy_out", "resume", "allow_other_machine", "order", "order_seed",
-             "slices", "side_by_side", "precision_pct", "budget", "min_effect_pct")
+             "results_dir", "legacy_out", "resume", "allow_other_machine",
+             "allow_beyond_machine", "order", "order_seed", "slices", "side_by_side",
+             "precision_pct", "budget", "min_effect_pct")
 
     @functools.wraps(func)
     def with_run_options(*args, **kwargs):
@@ -176,6 +183,7 @@ def run_options(func):
             cpu_priority=not given["no_cpu_priority"],
             resume=given["resume"],
             allow_other_machine=given["allow_other_machine"],
+            allow_beyond_machine=given["allow_beyond_machine"],
             order=given["order"],
             order_seed=given["order_seed"],
             slices=given["slices"],

@@ -78,6 +78,20 @@ def launch_blocks(launches: Sequence[Launch], limit: int = MAX_LIVE_STACKS) -> l
     return blocks
 
 
+def live_limit(experiment: Experiment) -> int:
+    """Most stacks a sliced experiment starts together (``launch_blocks``' limit): side by
+    side one round, whose stacks share the stack CPUs while measured; in turns, whole
+    rounds up to MAX_LIVE_STACKS."""
+    return len(experiment.stacks) if experiment.side_by_side else MAX_LIVE_STACKS
+
+
+def rounds_alive_at_once(experiment: Experiment) -> int:
+    """The most rounds of starts ``launch_blocks`` keeps alive together in a sliced
+    experiment (at least one, however large), without building the whole plan."""
+    per_block = max(1, live_limit(experiment) // len(experiment.stacks))
+    return min(experiment.repetitions, per_block)
+
+
 def slice_order(members: Sequence[Any], pass_index: int, rng: random.Random | None) -> list[Any]:
     """The order one pass of slices visits the runs: rotated by one each pass (so no run is
     always first after the warm-ups), or shuffled when the experiment's order is random."""

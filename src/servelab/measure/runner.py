@@ -26,10 +26,10 @@ from servelab.config.experiment import Experiment
 from servelab.config.load import Workload
 from servelab.measure.executor import Executor, Window
 from servelab.measure.plan import (
-    MAX_LIVE_STACKS,
     Launch,
     RunKey,
     launch_blocks,
+    live_limit,
     pending_workloads,
     plan_launches,
     run_key,
@@ -201,9 +201,7 @@ class Runner:
             if pending_workloads(experiment, launch, self.done)
         ]
         rounds = RoundsSoFar()
-        # Side by side, a block is one round: its stacks share the stack CPUs while measured.
-        limit = len(experiment.stacks) if experiment.side_by_side else MAX_LIVE_STACKS
-        for block in launch_blocks(pending, limit):
+        for block in launch_blocks(pending, live_limit(experiment)):
             self._measure_block(block, experiment.workloads, experiment.slices, rng, rounds)
         if experiment.stopping is None:
             return

@@ -138,3 +138,18 @@ def test_a_load_the_driver_cannot_send_is_refused_before_anything_starts(tmp_pat
     assert done.returncode == 2
     assert "load driver wrk cannot do this (workload 'w')" in done.stderr
     assert not (tmp_path / "out" / "servelab.db").exists()  # nothing stored, nothing started
+
+
+def test_more_than_the_machine_holds_is_refused_and_nothing_stored(tmp_path):
+    from servelab.results.store import Database
+
+    done = servelab(
+        "study", "workers-threads", "--workers", "1000000000", "-r", "1", "-d", "1",
+        "--results", str(tmp_path),
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert "1,000,000,000 app workers with 5,000,000,000 threads in stack" in done.stderr
+    assert "--allow-beyond-machine to try anyway" in done.stderr
+    db = tmp_path / "servelab.db"
+    assert not db.exists() or not Database(db).list_experiments()  # nothing stored
