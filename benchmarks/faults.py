@@ -25,8 +25,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from servelab.launch import launched_by
+
 SERVELAB = [sys.executable, "-m", "servelab"]
-OWNER_ENV = "SERVELAB_OWNER_PID"
 CASES = {
     # side by side, sliced, two endpoints; the budget bounds the rounds
     "sliced": ["study", "quick", "-r", "2", "-d", "2", "--endpoints", "sync-small,async-small",
@@ -36,19 +37,6 @@ CASES = {
                 "--somaxconn", "128,1024", "-r", "2"],
 }
 SIGNALS = {"INT": signal.SIGINT, "TERM": signal.SIGTERM, "KILL": signal.SIGKILL}
-
-
-def launched_by(pid: int) -> list[int]:
-    marker = f"{OWNER_ENV}={pid}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if marker in (entry / "environ").read_bytes().split(b"\0"):
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
 
 
 def namespaces(pid: int) -> list[str]:

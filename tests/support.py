@@ -6,22 +6,7 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 
-from servelab.launch import OWNER_ENV
-
-
-def owned_by(pid: int) -> list[int]:
-    """Processes started (directly or not) by servelab process ``pid``: they carry its
-    marker in their environment, so other people's servers on this machine do not count."""
-    marker = f"{OWNER_ENV}={pid}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if marker in (entry / "environ").read_bytes().split(b"\0"):
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
+from servelab.launch import launched_by as owned_by  # noqa: F401 (tests import it)
 
 
 def with_default_sigint() -> None:

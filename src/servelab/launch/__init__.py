@@ -32,11 +32,26 @@ from servelab.launch.running import RunningStack
 from servelab.servers.base import AppServer, Listen
 from servelab.servers.registry import get_server
 
-__all__ = ["OWNER_ENV", "RunningStack", "launch_stack"]
+__all__ = ["OWNER_ENV", "RunningStack", "launch_stack", "launched_by"]
 
 # Set in every server's environment to the pid of the process that launched it,
 # so tests (and people) can tell which processes belong to whom.
 OWNER_ENV = "SERVELAB_OWNER_PID"
+
+
+def launched_by(pid: int) -> list[int]:
+    """Live processes that servelab process ``pid`` started (directly or not): they carry
+    its marker in their environment, so other people's servers do not count."""
+    marker = f"{OWNER_ENV}={pid}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker in (entry / "environ").read_bytes().split(b"\0"):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
 SOCKET_NAME = "app.sock"
 _MAX_SOCKET_PATH = 107  # sun_path is 108 bytes including the final NUL
 
