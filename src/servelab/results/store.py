@@ -136,9 +136,10 @@ class Database:
                 f"no servelab results database at {path}",
                 "run a study first, or pass --results pointing at its directory",
             )
+        if create:
+            _check_writable(path.parent)
         try:
             if create:
-                path.parent.mkdir(parents=True, exist_ok=True)
                 self.conn = sqlite3.connect(path, timeout=30, isolation_level=None)
                 self.conn.execute("PRAGMA foreign_keys = ON")
             else:
@@ -487,6 +488,23 @@ def resolve_result(ref: str, root: Path) -> ResultStore:
         f"no result {ref!r}: not an id in {root / DB_FILE} nor a directory",
         "pass an id from `servelab results list` or a results directory",
     )
+
+
+def _check_writable(directory: Path) -> None:
+    """ServelabError unless results can be written into ``directory`` (made if need be)."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ServelabError(
+            f"cannot create the results directory {directory}: {exc.strerror}",
+            "give --results a directory you can write to",
+        ) from None
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise ServelabError(
+            f"the results directory {directory} is not writable (a read-only file system, "
+            "or its permissions)",
+            "give --results a directory you can write to",
+        )
 
 
 def _connect_read_only(path: Path) -> sqlite3.Connection:

@@ -114,7 +114,10 @@ def test_results_on_a_read_only_mount_can_be_read(tmp_path: Path):
         f"mount --bind {root} {root} && mount -o remount,bind,ro {root} && "
         f"! touch {root}/probe 2>/dev/null && "
         f"{shlex.join([*servelab, 'results', 'list', '--results', str(root)])} && "
-        f"{shlex.join([*servelab, 'results', 'show', '1', '--results', str(root)])}"
+        f"{shlex.join([*servelab, 'results', 'show', '1', '--results', str(root)])} && "
+        # writing there is refused before anything starts, in one line, exit code 2
+        f"{{ {shlex.join([*servelab, 'study', 'quick', '--results', str(root)])}; "
+        f"test $? -eq 2; }}"
     )
     done = subprocess.run(
         ["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
@@ -122,3 +125,4 @@ def test_results_on_a_read_only_mount_can_be_read(tmp_path: Path):
     )
     assert done.returncode == 0, done.stderr
     assert "port-vs-socket" in done.stdout and "Seed-style tables" in done.stdout
+    assert f"the results directory {root} is not writable" in done.stderr
