@@ -5,6 +5,7 @@ one; adding a plug-in is one module and one line in its registry."""
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from functools import cache
 from typing import Any, Generic, TypeVar
 
@@ -34,6 +35,10 @@ class Registry(Generic[T]):
     def get(self, name: str) -> T:
         """The one shared instance of ``name`` (plug-ins without state)."""
         return _instance(self.entries[name]) if name in self.entries else self.cls(name)()
+
+    def where(self, test: Callable[[T], object]) -> tuple[str, ...]:
+        """The names whose shared instance passes ``test``, in registration order."""
+        return tuple(name for name in self.names if test(self.get(name)))
 
 
 @cache

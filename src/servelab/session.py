@@ -213,9 +213,9 @@ class LiveProgress:
         )
         self.progress.advance(self.task)
 
-    def _describe(self, launch: Launch, doing: str) -> None:
+    def _describe(self, launch: Launch, doing: str, *, before: str = "") -> None:
         run = f"run {launch.repetition}/{self.experiment.repetitions} {launch.stack.name}"
-        self.progress.update(self.task, description=f"{run}: {doing}")
+        self.progress.update(self.task, description=f"{before}{run}: {doing}")
 
     def _launching(self, launch: Launch) -> None:
         self._describe(launch, "starting stack")
@@ -224,8 +224,7 @@ class LiveProgress:
         self._describe(launch, workload.name)
 
     def _slicing(self, launch: Launch, workload: Workload, k: int, n: int) -> None:
-        run = f"run {launch.repetition}/{self.experiment.repetitions} {launch.stack.name}"
-        self.progress.update(self.task, description=f"slice {k}/{n}: {run}: {workload.name}")
+        self._describe(launch, workload.name, before=f"slice {k}/{n}: ")
 
     def _round(self, plan: NextRound | None, outlook: Outlook | None) -> None:
         if plan is None:

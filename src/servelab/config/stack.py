@@ -12,8 +12,8 @@ from servelab.config.base import (
     NonNegativeInt,
     PositiveInt,
 )
-from servelab.fronts.registry import DEFAULT_FRONT, FRONT_KINDS, get_front
-from servelab.servers.registry import DEFAULT_SERVER, SERVER_KINDS, get_server
+from servelab.fronts.registry import DEFAULT_FRONT, FRONT_KINDS, FRONTS, get_front
+from servelab.servers.registry import DEFAULT_SERVER, SERVER_KINDS, SERVERS, get_server
 
 
 class AppSpec(Model):
@@ -93,11 +93,11 @@ class ProxySpec(Model):
         if front.role is None and self.transport == "unix":
             raise ValueError(
                 "transport 'unix' needs a proxy in front (load drivers speak TCP); "
-                f"use proxy kind {_either(k for k in FRONT_KINDS if get_front(k).role)}, "
+                f"use proxy kind {_either(FRONTS.where(lambda f: f.role))}, "
                 "or transport 'tcp'"
             )
         if self.protocol not in front.protocols:
-            speakers = [k for k in FRONT_KINDS if self.protocol in get_front(k).protocols]
+            speakers = FRONTS.where(lambda f: self.protocol in f.protocols)
             raise ValueError(
                 f"protocol {self.protocol!r} needs a front that speaks it (proxy kind "
                 f"{_either(speakers)})"
@@ -156,7 +156,7 @@ class StackSpec(Model):
                     "reaches the app's processes itself, per request); set it to 0"
                 )
         if self.proxy.protocol not in server.protocols:
-            speakers = [k for k in SERVER_KINDS if self.proxy.protocol in get_server(k).protocols]
+            speakers = SERVERS.where(lambda s: self.proxy.protocol in s.protocols)
             raise ValueError(
                 f"proxy protocol {self.proxy.protocol!r} is spoken by {_either(speakers)} only, "
                 f"not {self.server.kind}; use protocol 'http'"

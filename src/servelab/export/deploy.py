@@ -40,7 +40,7 @@ from servelab.report.base import (
     summary_rows,
 )
 from servelab.servers.base import DeployTarget, ServerDeploy
-from servelab.servers.registry import SERVER_KINDS, get_server
+from servelab.servers.registry import SERVERS, get_server
 
 NGINX_BINARY = "/usr/sbin/nginx"  # Debian's
 DEFAULT_NAME = "webapp"
@@ -368,7 +368,7 @@ def check_exportable(measured: StackSpec) -> None:
             "choose a variant measured behind nginx (--variant NAME)",
         )
     if not get_server(measured.server.kind).exportable:
-        able = " and ".join(k for k in SERVER_KINDS if get_server(k).exportable)
+        able = " and ".join(SERVERS.where(lambda server: server.exportable))
         raise SpecError(
             f"variant {measured.name!r} runs {measured.server.kind}; servelab exports "
             f"{able} deployments only",

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from servelab.config.stack import ProxySpec, StackSpec
+from servelab.fronts.registry import FRONTS
 from servelab.host.doctor import Check
 
 if TYPE_CHECKING:
@@ -41,7 +42,8 @@ class Front(ABC):
 
     def check_knobs(self, proxy: ProxySpec) -> None:
         """ValueError for another front's knobs, or values this front cannot take."""
-        for kind, front in _all_fronts():
+        for kind in FRONTS.names:
+            front = FRONTS.get(kind)
             if kind == self.kind:
                 continue
             ignore_valued = self.role is None
@@ -115,8 +117,3 @@ def _is_set(proxy: ProxySpec, knob: str, *, ignore_valued: bool) -> bool:
         return False
     return getattr(proxy, knob) != default
 
-
-def _all_fronts() -> list[tuple[str, Front]]:
-    from servelab.fronts.registry import FRONT_KINDS, get_front
-
-    return [(kind, get_front(kind)) for kind in FRONT_KINDS]

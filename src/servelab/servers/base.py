@@ -19,6 +19,7 @@ from servelab.config.stack import ServerSpec, StackSpec
 from servelab.errors import SpecError
 from servelab.host.doctor import Check, package_check
 from servelab.host.environment import package_version
+from servelab.servers.registry import SERVERS
 
 # ServerSpec knobs that only some servers have; each server lists the ones it honours.
 OPTIONAL_KNOBS = ("threads", "blocking_threads", "worker_class", "max_requests",
@@ -112,7 +113,7 @@ class AppServer(ABC):
     def check_app(self, server: ServerSpec, app: ResolvedApp) -> None:
         """SpecError when this server cannot serve ``app``."""
         if app.interface not in self.interfaces:
-            other = sorted(k for k, s in _all_servers() if app.interface in s.interfaces)
+            other = sorted(SERVERS.where(lambda s: app.interface in s.interfaces))
             raise SpecError(
                 f"app {app.import_path} is an {app.interface.upper()} app; {self.kind} serves "
                 f"{' and '.join(i.upper() for i in sorted(self.interfaces))} apps only",
@@ -166,12 +167,6 @@ class AppServer(ABC):
         return [package_check(package) for package in self.packages]
 
 
-def _all_servers() -> list[tuple[str, AppServer]]:
-    from servelab.servers.registry import SERVER_KINDS, get_server
-
-    return [(kind, get_server(kind)) for kind in SERVER_KINDS]
-
-
 def _owners(knob: str) -> str:
-    owners = [kind for kind, server in _all_servers() if knob in server.knobs]
+    owners = SERVERS.where(lambda server: knob in server.knobs)
     return f" ({knob} is a knob of {', '.join(owners)})" if owners else ""

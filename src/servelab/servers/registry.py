@@ -27,4 +27,4 @@ get_server = SERVERS.get
 
 def standalone_servers() -> tuple[str, ...]:
     """The servers that run as their own processes (not inside a front)."""
-    return tuple(k for k in SERVER_KINDS if get_server(k).inside_front is None)
+    return SERVERS.where(lambda server: server.inside_front is None)
