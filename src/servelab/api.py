@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from rich.console import Console
 
+from servelab.apps.interpreter import app_pythons, with_app_pythons
 from servelab.config.experiment import Experiment
 from servelab.config.run import RunOptions
 from servelab.errors import SpecError
 from servelab.host.cpus import make_cpu_plan
+from servelab.host.environment import recorded
 from servelab.host.limits import check_fits_machine
 
 
@@ -32,7 +34,15 @@ def run(
 
     console = console or Console(stderr=True, soft_wrap=True)
     out = out or Console()
+
+    def say(note: str) -> None:
+        console.print(f"servelab: {note}", highlight=False)
+
     experiment = options.apply(experiment)
+    # Each app's interpreter settled (the app's own venv, or servelab's) before its import.
+    experiment, app, notes = with_app_pythons(experiment, options.app)
+    for note in notes:
+        say(note)
     if not options.allow_beyond_machine:  # refused before anything starts or is stored
         check_fits_machine(experiment)
     db = database_spec(
@@ -42,7 +52,7 @@ def run(
         options.stack_cpus, options.driver_cpus, pin=options.pin, quota=options.stack_cpu_quota,
         priority=options.cpu_priority,
     )
-    app, request = options.app, options.request
+    request = options.request
     uses_django = (app is not None and app.ref in DJANGO_REFS) or any(
         s.app.ref in DJANGO_REFS for s in experiment.stacks
     )
@@ -57,14 +67,15 @@ def run(
             "run it again without --resume",
         )
 
-    def session(ready: Experiment) -> ExperimentSession:
-        return ExperimentSession(
-            ready, cpu_plan, options.results_dir, console=console, out=out,
-            resume=options.resume, force=options.allow_other_machine,
-        )
+    def run_session(ready: Experiment) -> None:
+        with recorded("app_python", app_pythons(ready)):  # checked: servers installed there
+            ExperimentSession(
+                ready, cpu_plan, options.results_dir, console=console, out=out,
+                resume=options.resume, force=options.allow_other_machine,
+            ).run()
 
     if not needs_preparing:
-        session(experiment).run()
+        run_session(experiment)
         return
     with prepared(
         experiment,
@@ -73,7 +84,7 @@ def run(
         replace_workloads=options.replace_workloads,
         database=db,
         startup_timeout_s=options.startup_timeout_s,
-        say=lambda note: console.print(f"servelab: {note}", highlight=False),
+        say=say,
         database_cpus=cpu_plan.driver,  # the stack's CPUs stay the stack's
     ) as ready:
-        session(ready).run()
+        run_session(ready)

@@ -13,9 +13,9 @@ import re
 import subprocess
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from servelab.config.stack import AppSpec
 from servelab.errors import SpecError
@@ -50,20 +50,40 @@ class ResolvedApp:
     interface: Interface
     app_dir: Path | None  # absolute; cwd and first sys.path entry of the server
     is_factory: bool  # attr is called with no arguments to build the app
+    # The interpreter of the app and its servers (servelab.apps.interpreter); None:
+    # servelab's own.
+    python: Path | None = None
+    # The web frameworks the app imported, with their versions: (("flask", "3.1.0"),).
+    frameworks: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
     @property
     def gunicorn_target(self) -> str:
         return f"{self.import_path}()" if self.is_factory else self.import_path
 
+    @property
+    def interpreter(self) -> str:
+        """The Python that runs it: the app's own, or servelab's."""
+        return str(self.python or sys.executable)
 
-def app_environment(env: Mapping[str, str], app_dir: Path | None) -> dict[str, str]:
-    """os.environ plus the app's ``env``, with app_dir first on PYTHONPATH."""
+
+def app_environment(
+    env: Mapping[str, str], app_dir: Path | None, python: Path | None = None
+) -> dict[str, str]:
+    """os.environ plus the app's ``env``, with app_dir first on PYTHONPATH.
+
+    With servelab's own Python (``python`` None) servelab's package directory follows, so
+    that built-in apps import from a checkout; never with the app's own Python, whose
+    packages must not be shadowed by servelab's."""
     merged = {**os.environ, **env}
     parts = [str(app_dir)] if app_dir is not None else []
     if merged.get("PYTHONPATH"):
         parts.append(merged["PYTHONPATH"])
-    parts.append(str(SERVELAB_ROOT))
-    merged["PYTHONPATH"] = os.pathsep.join(parts)
+    if python is None:
+        parts.append(str(SERVELAB_ROOT))
+    if parts:
+        merged["PYTHONPATH"] = os.pathsep.join(parts)
+    else:
+        merged.pop("PYTHONPATH", None)
     return merged
 
 
@@ -95,8 +115,12 @@ def resolve_app(spec: AppSpec, *, timeout_s: float = 60.0) -> ResolvedApp:
     explicit_factory = match["call"] is not None
     if ref in _BUILTIN_INTERFACES:
         return ResolvedApp(path, _BUILTIN_INTERFACES[ref], app_dir, is_factory=False)
-    found = _probe_in_subprocess(path, explicit_factory, spec.env, app_dir, timeout_s)
-    return ResolvedApp(path, found["interface"], app_dir, is_factory=found["is_factory"])
+    python = Path(os.path.abspath(spec.python)) if spec.python is not None else None
+    found = _probe_in_subprocess(path, explicit_factory, spec.env, app_dir, python, timeout_s)
+    return ResolvedApp(
+        path, found["interface"], app_dir, is_factory=found["is_factory"], python=python,
+        frameworks=tuple(sorted(found.get("frameworks", {}).items())),
+    )
 
 
 def _probe_in_subprocess(
@@ -104,13 +128,15 @@ def _probe_in_subprocess(
     explicit_factory: bool,
     env: Mapping[str, str],
     app_dir: Path | None,
+    python: Path | None,
     timeout_s: float,
-) -> dict[str, object]:
+) -> dict[str, Any]:
+    interpreter = str(python or sys.executable)
     fix = (
         f"check the import path, app_dir and that the app's dependencies are installed "
-        f"for {sys.executable}"
+        f"for {interpreter}" + ("" if python else " (or name the app's own with --python)")
     )
-    argv = [sys.executable, "-c", _PROBE_SCRIPT, path, "1" if explicit_factory else "0"]
+    argv = [interpreter, "-c", _PROBE_SCRIPT, path, "1" if explicit_factory else "0"]
     try:
         done = subprocess.run(
             argv,
@@ -118,13 +144,15 @@ def _probe_in_subprocess(
             text=True,
             errors="replace",
             cwd=app_dir,
-            env=app_environment(env, app_dir),
+            env=app_environment(env, app_dir, python),
             stdin=subprocess.DEVNULL,
             timeout=timeout_s,
         )
     except subprocess.TimeoutExpired:
         raise SpecError(f"importing app {path!r} took more than {timeout_s:g} s", fix) from None
-    result: dict[str, object] | None = None
+    except OSError as exc:
+        raise SpecError(f"cannot run {interpreter}: {exc.strerror or exc}", fix) from None
+    result: dict[str, Any] | None = None
     for line in done.stdout.splitlines():
         if line.startswith(_MARK):
             result = json.loads(line[len(_MARK) :])
@@ -151,6 +179,9 @@ _PROBE_SCRIPT = r"""
 import importlib, inspect, json, sys, traceback
 
 MARK = __MARK__
+# Web frameworks whose version the record names, when the app imported them.
+FRAMEWORKS = ("django", "flask", "fastapi", "starlette", "litestar", "quart", "sanic",
+              "falcon", "bottle", "pyramid", "aiohttp", "tornado", "werkzeug")
 
 
 def emit(**fields):
@@ -234,5 +265,21 @@ if kind is None:
     emit(error=f"{what}, which is neither an ASGI app (async (scope, receive, send)) "
                "nor a WSGI app ((environ, start_response))", traceback="")
     sys.exit(1)
-emit(interface=kind, is_factory=factory)
+
+def frameworks():
+    try:
+        from importlib import metadata
+    except ImportError:
+        return {}
+    found = {}
+    for name in FRAMEWORKS:
+        if name in sys.modules:
+            try:
+                found[name] = metadata.version(name)
+            except Exception:
+                found[name] = "unknown"
+    return found
+
+
+emit(interface=kind, is_factory=factory, frameworks=frameworks())
 """.replace("__MARK__", repr(_MARK))

@@ -25,6 +25,7 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from servelab.apps import ResolvedApp, resolve_app
+from servelab.apps.interpreter import check_app_servers
 from servelab.config.building import describe_validation_error
 from servelab.config.database import DatabaseSpec
 from servelab.config.experiment import Experiment
@@ -467,6 +468,7 @@ def prepared(
         )
         for note in notes:
             say(note)
+    check_app_servers(experiment.stacks)  # before the preflight launches one
     with JANITOR.running():
         database = database or experiment.database
         if database is None and any(s.app.ref in DJANGO_REFS for s in experiment.stacks):

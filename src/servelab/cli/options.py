@@ -230,6 +230,13 @@ _app_options = [
         type=click.Path(path_type=Path),
         help="Directory holding the app's top-level package (default: cwd).",
     ),
+    click.option(
+        "--python",
+        "app_python",
+        type=click.Path(path_type=Path),
+        help="The app's own interpreter (e.g. its venv's bin/python), which runs the app and "
+        "its servers. Default: --app-dir's .venv or venv, else $VIRTUAL_ENV, else servelab's.",
+    ),
     click.option("--method", help="HTTP method of the request sent to --app (default GET)."),
     click.option("--path", "req_path", help="Path of the request (default /)."),
     click.option("--header", "headers", multiple=True, help="'Name: value'; repeatable."),
@@ -299,6 +306,7 @@ def app_options(func):
         *args,
         app_ref,
         app_dir,
+        app_python,
         method,
         req_path,
         headers,
@@ -310,10 +318,14 @@ def app_options(func):
         startup_timeout,
         **kwargs,
     ):
-        if app_dir is not None and app_ref is None:
-            raise SpecError("--app-dir needs --app", "pass --app package.module:attr")
+        for given, name in ((app_dir, "--app-dir"), (app_python, "--python")):
+            if given is not None and app_ref is None:
+                raise SpecError(f"{name} needs --app", "pass --app package.module:attr")
         user = UserInput(
-            app=AppSpec(ref=app_ref, app_dir=app_dir) if app_ref is not None else None,
+            app=(
+                AppSpec(ref=app_ref, app_dir=app_dir, python=app_python)
+                if app_ref is not None else None
+            ),
             request=UserRequest(method, req_path, tuple(headers), body_file, expect_status),
             database=database,
             db_latency=db_latency,

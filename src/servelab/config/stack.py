@@ -22,6 +22,9 @@ class AppSpec(Model):
     ref: str = "fastapi"
     app_dir: Path | None = None
     env: dict[str, str] = Field(default_factory=dict)
+    # The interpreter that runs the app and its app servers (servelab.apps.interpreter);
+    # None: servelab's own.
+    python: Path | None = None
 
 
 class ServerSpec(Model):

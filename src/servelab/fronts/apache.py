@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from servelab.apps import SERVELAB_ROOT, ResolvedApp, app_environment
+from servelab.apps.interpreter import python_facts
 from servelab.config.stack import ProxySpec, StackSpec
 from servelab.errors import MissingToolError, StackStartError
 from servelab.fronts.base import AppAddress, Configured, Front
@@ -151,9 +152,15 @@ def check_daemon_access(who: RunAs | None, paths: list[Path]) -> None:
     )
 
 
-def python_paths() -> list[Path]:
-    """What mod_wsgi's daemons read of the project's Python: its stdlib and the venv."""
-    return [Path(sysconfig.get_path("stdlib")) / "os.py", Path(sysconfig.get_path("purelib"))]
+def python_paths(python: Path | None = None) -> list[Path]:
+    """What mod_wsgi's daemons read of the app's Python (None: servelab's): its stdlib
+    and the venv."""
+    if python is None:
+        stdlib, purelib = sysconfig.get_path("stdlib"), sysconfig.get_path("purelib")
+    else:
+        facts = python_facts(str(python))
+        stdlib, purelib = facts.stdlib, facts.purelib
+    return [Path(stdlib) / "os.py", Path(purelib)]
 
 
 def _first_closed_dir(path: Path) -> Path | None:
@@ -233,13 +240,14 @@ def render_httpd_conf(
     wsgi: dict[str, object] | None = None,
     wsgi_module: Path | None = None,
     who: RunAs | None = None,
+    python: Path | None = None,
 ) -> str:
     """httpd.conf: mod_proxy to ``target`` (see :func:`proxy_target`), or with ``wsgi``
     (:func:`wsgi_settings`) the app in mod_wsgi daemon processes."""
     if (target is None) == (wsgi is None):
         raise ValueError("give a proxy target or mod_wsgi settings, not both")
     if wsgi is not None and wsgi_module is None:
-        wsgi_module = mod_wsgi.mod_wsgi_module()
+        wsgi_module = mod_wsgi.mod_wsgi_module(python)
     server_limit, thread_limit = _limits(spec.proxy)
     pool, pool_comment = pool_params(spec.proxy)
     return render(
@@ -288,7 +296,8 @@ def write_httpd_conf(
     conf = workdir / CONF_NAME
     conf.write_text(
         render_httpd_conf(
-            spec, workdir=workdir, listen_port=listen_port, target=target, wsgi=wsgi, who=who
+            spec, workdir=workdir, listen_port=listen_port, target=target, wsgi=wsgi, who=who,
+            python=app.python if app is not None else None,
         )
     )
     return conf
@@ -425,9 +434,10 @@ class Apache(Front):
         """Apache running the app in mod_wsgi daemon processes (the sampler gives the
         daemons role "app")."""
         who = run_as()
-        python_path = [p for p in (app.app_dir, SERVELAB_ROOT) if p is not None]
-        check_daemon_access(who, [*python_paths(), *python_path])
-        env = app_environment(spec.app.env, app.app_dir)
+        own_root = SERVELAB_ROOT if app.python is None else None  # built-in apps import it
+        python_path = [p for p in (app.app_dir, own_root) if p is not None]
+        check_daemon_access(who, [*python_paths(app.python), *python_path])
+        env = app_environment(spec.app.env, app.app_dir, app.python)
         env["PYTHONUNBUFFERED"] = "1"
         open_to(workdir, who, 0o710)
         open_database(env, who)

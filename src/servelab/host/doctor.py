@@ -128,13 +128,19 @@ def postgres_check() -> Check:
     return Check("postgresql (--database postgresql)", "ok", f"{bindir.parent.name} ({bindir})")
 
 
-def package_check(package: str) -> Check:
-    """A Python package servelab needs in its environment."""
-    version = package_version(package)
-    return Check(
-        f"python: {package}", "ok" if version else "fail", version or "not installed",
-        "" if version else SETUP_FIX,
-    )
+def package_check(package: str, extra: str | None = None) -> Check:
+    """A Python package in servelab's environment ("a|b": either): needed, or optional
+    when servelab's ``extra`` installs it."""
+    names = package.split("|")
+    version = next(filter(None, map(package_version, names)), None)
+    if version:
+        return Check(f"python: {names[0]}", "ok", version)
+    if extra:
+        return Check(
+            f"python: {names[0]}", "warn", f"not installed (optional: servelab[{extra}])",
+            f"pip install 'servelab[{extra}]' to measure it (from a checkout: make setup)",
+        )
+    return Check(f"python: {names[0]}", "fail", "not installed", SETUP_FIX)
 
 
 def registered_checks() -> list[Check]:

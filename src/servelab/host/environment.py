@@ -132,6 +132,19 @@ def _placement_rows(fact: Fact, plan: Any, driver: str) -> list[Row]:
     return rows
 
 
+def _app_python_rows(fact: Fact, pythons: Any, driver: str) -> list[Row]:
+    """One row per interpreter that ran an app: path, version, servers and frameworks."""
+    rows = []
+    for python in pythons if isinstance(pythons, list) else []:
+        used = {**python.get("packages", {}), **python.get("frameworks", {})}
+        versions = ", ".join(f"{name} {version}" for name, version in used.items())
+        rows.append(
+            (fact.label, f"{python.get('path')} (Python {python.get('version')}"
+             + (f"; {versions}" if versions else "") + ")")
+        )
+    return rows
+
+
 @dataclass(frozen=True)
 class Fact:
     """One fact of every experiment's environment: its key in the stored dict, and how
@@ -185,6 +198,8 @@ FACTS: tuple[Fact, ...] = (
     Fact("fastapi", "FastAPI", _package("fastapi")),
     Fact("servelab", "servelab", _package("servelab")),
     Fact("database", "Database"),
+    # The interpreters that ran the apps and their servers (servelab.apps.interpreter).
+    Fact("app_python", "App's Python", shown_as=_app_python_rows),
     Fact("driver_version", "Load driver", shown_as=_driver_row, shown_unrecorded=True),
     Fact("cpu_plan", "CPU placement", shown_as=_placement_rows),
 )

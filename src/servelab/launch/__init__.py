@@ -20,6 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from servelab.apps import ResolvedApp, app_environment, resolve_app
+from servelab.apps.interpreter import check_app_servers
 from servelab.config.load import RequestSpec
 from servelab.config.stack import StackSpec
 from servelab.fronts.base import Configured, Front
@@ -105,6 +106,7 @@ def _launch(
     server = get_server(spec.server.kind)
     front = get_front(spec.proxy.kind)
     server.check_app(spec.server, app)
+    check_app_servers([spec])  # installed in the app's Python (asked once per Python)
     workdir = _make_workdir()
     JANITOR.watch("path", workdir)
     processes: dict[str, ManagedProcess] = {}
@@ -218,7 +220,7 @@ def _prepare_app_server(
         address = ("127.0.0.1", port)
         listen = Listen(port=port, protocol=spec.proxy.protocol, max_backlog=max_backlog)
     command = server.command(spec.server, app, listen, workdir, stack_name=spec.name)
-    env = app_environment(spec.app.env, app.app_dir)
+    env = app_environment(spec.app.env, app.app_dir, app.python)
     env["PYTHONUNBUFFERED"] = "1"  # log lines reach the log file (and its tail) at once
     env[OWNER_ENV] = str(os.getpid())
     proc = ManagedProcess(

@@ -71,6 +71,8 @@ ADDED_SINCE_HASHING: tuple[tuple[tuple[str, ...], Any], ...] = (
     (("slices",), 1),
     (("side_by_side",), False),
     (("warmup", "duration_s"), None),
+    (("baseline", "app", "python"), None),
+    (("variants", "*", "app", "python"), None),
 )
 
 
@@ -86,13 +88,22 @@ def spec_hash(experiment: Experiment) -> str:
     # How long to keep measuring is not what is measured: a resume may change it.
     spec.pop("stopping", None)
     for (*tables, key), before in ADDED_SINCE_HASHING:
-        table = spec
-        for name in tables:
-            table = table.get(name) or {}
-        if key in table and table[key] == before:
-            del table[key]
+        for table in _tables(spec, tables):
+            if key in table and table[key] == before:
+                del table[key]
     canonical = json.dumps(spec, sort_keys=True)
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def _tables(spec: dict[str, Any], path: list[str]) -> list[dict[str, Any]]:
+    """The tables at ``path`` in ``spec`` ("*": each item of a list)."""
+    found: list[Any] = [spec]
+    for name in path:
+        if name == "*":
+            found = [item for value in found if isinstance(value, list) for item in value]
+        else:
+            found = [value.get(name) for value in found if isinstance(value, dict)]
+    return [table for table in found if isinstance(table, dict)]
 
 
 def _slug(name: str) -> str:

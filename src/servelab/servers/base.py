@@ -99,8 +99,12 @@ class AppServer(ABC):
     # The format of its log lines, with ``level`` and ``msg`` groups (None: shares another
     # server's format); ``servelab.observe.attribution`` classifies the messages.
     log_line: ClassVar[re.Pattern[str] | None] = None
-    # Distributions it needs in the app's Python; the first names its version.
+    # Distributions it needs in the app's Python ("a|b": either); the first names its
+    # version.
     packages: ClassVar[tuple[str, ...]] = ()
+    # The servelab extra that installs it (``pip install 'servelab[servers]'``); None: the
+    # core has it.
+    extra: ClassVar[str | None] = None
 
     def check_knobs(self, server: ServerSpec) -> None:
         """ValueError for knobs this server cannot honour (pydantic reports it)."""
@@ -159,12 +163,21 @@ class AppServer(ABC):
             text += f" blocking_threads={server.blocking_threads}"
         return text
 
+    def needs(self, server: ServerSpec) -> tuple[str, ...]:
+        """The distributions ``server`` needs in the app's Python ("a|b": either)."""
+        return self.packages
+
     def version(self) -> str | None:
-        return package_version(self.packages[0]) if self.packages else None
+        if not self.packages:
+            return None
+        return next(
+            filter(None, map(package_version, self.packages[0].split("|"))), None
+        )
 
     def doctor_checks(self) -> list[Check]:
-        """Is it installed? By default: each of its packages in servelab's Python."""
-        return [package_check(package) for package in self.packages]
+        """Is it installed? By default: each of its packages in servelab's Python (a
+        server of an extra is optional: a warning naming the extra)."""
+        return [package_check(package, self.extra) for package in self.packages]
 
 
 def _owners(knob: str) -> str:

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from servelab.apps import ResolvedApp
 from servelab.config.stack import ServerSpec
 from servelab.servers.base import AppServer, Command, Listen
-from servelab.servers.installed import require_module
 
 LOG_NAME = "granian.log"
 GRACEFUL_TIMEOUT_S = 3
@@ -29,14 +27,13 @@ def granian_command(
     """
     if server.kind != "granian":
         raise ValueError(f"server kind {server.kind!r} is not granian")
-    require_module("granian")
     if socket is not None:
         where = ["--uds", str(socket)]
     elif port is not None:
         where = ["--host", "127.0.0.1", "--port", str(port)]
     else:
         raise ValueError("give a port or a socket path")
-    argv = [sys.executable, "-m", "granian", *where]
+    argv = [app.interpreter, "-m", "granian", *where]
     argv += ["--interface", "wsgi" if app.interface == "wsgi" else "asgi"]
     if app.is_factory:
         argv.append("--factory")
@@ -61,6 +58,7 @@ class Granian(AppServer):
     kind = "granian"
     knobs = frozenset({"threads", "blocking_threads"})
     packages = ("granian",)
+    extra = "servers"
 
     def check_knobs(self, server: ServerSpec) -> None:
         super().check_knobs(server)

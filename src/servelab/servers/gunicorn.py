@@ -113,7 +113,7 @@ def write_gunicorn_conf(
 
 
 def gunicorn_command(conf_path: Path, app: ResolvedApp) -> list[str]:
-    return [sys.executable, "-m", "gunicorn", "-c", str(conf_path), app.gunicorn_target]
+    return [app.interpreter, "-m", "gunicorn", "-c", str(conf_path), app.gunicorn_target]
 
 
 class Gunicorn(AppServer):
@@ -122,6 +122,9 @@ class Gunicorn(AppServer):
     log_line = _GUNICORN_LINE
     knobs = frozenset({"threads", "worker_class", "max_requests", "max_requests_jitter"})
     packages = ("gunicorn", "uvicorn-worker")
+
+    def needs(self, server: ServerSpec) -> tuple[str, ...]:
+        return self.packages if server.worker_class == "uvicorn" else ("gunicorn",)
 
     def check_app(self, server: ServerSpec, app: ResolvedApp) -> None:
         check_worker_class(server, app)
@@ -166,9 +169,7 @@ class Gunicorn(AppServer):
                 "nginx's upstream keepalive pool stays empty with it; the setting is kept as "
                 "measured"
             )
-        packages = ("gunicorn", "uvicorn-worker") if server.worker_class == "uvicorn" else (
-            "gunicorn",
-        )
+        packages = self.needs(server)
         return ServerDeploy(
             exec_start=[
                 str(target.venv / "bin" / "gunicorn"), "-c", str(target.conf_dir / CONF_NAME)

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from servelab.apps import ResolvedApp
 from servelab.config.stack import ServerSpec
 from servelab.servers.base import AppServer, Command, Listen
-from servelab.servers.installed import require_module
 
 LOG_NAME = "hypercorn.log"
 GRACEFUL_TIMEOUT_S = 3
@@ -28,7 +26,6 @@ def hypercorn_command(
     """
     if server.kind != "hypercorn":
         raise ValueError(f"server kind {server.kind!r} is not hypercorn")
-    require_module("hypercorn")
     if socket is not None:
         bind = f"unix:{socket}"
     elif port is not None:
@@ -38,7 +35,7 @@ def hypercorn_command(
     # hypercorn calls a factory given as "module:attr()".
     target = f"{app.import_path}()" if app.is_factory else app.import_path
     argv = [
-        sys.executable, "-m", "hypercorn",
+        app.interpreter, "-m", "hypercorn",
         "--bind", bind,
         "--workers", str(server.workers),
         "--backlog", str(server.backlog),
@@ -58,6 +55,7 @@ class Hypercorn(AppServer):
     kind = "hypercorn"
     knobs = frozenset({"max_requests", "max_requests_jitter"})
     packages = ("hypercorn",)
+    extra = "servers"
 
     def command(
         self, server: ServerSpec, app: ResolvedApp, listen: Listen, workdir: Path,

@@ -7,10 +7,12 @@ WSGIDaemonProcess line from :func:`wsgi_settings`.
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
 from servelab.apps import ResolvedApp
+from servelab.apps.interpreter import python_facts
 from servelab.config.stack import ServerSpec
 from servelab.errors import MissingToolError, StackStartError
 from servelab.host.doctor import Check
@@ -21,15 +23,28 @@ SCRIPT_NAME = "app.wsgi"
 MOD_WSGI_FIX = "pip install mod_wsgi into servelab's venv (make setup; it needs apache2-dev)"
 
 
-def mod_wsgi_module() -> Path:
-    """The mod_wsgi module of servelab's venv, built against the project's Python."""
-    try:
-        from mod_wsgi.express.platform import MOD_WSGI_SO  # type: ignore[import-untyped]
-    except ImportError:
-        raise MissingToolError(
-            "mod_wsgi is not installed in servelab's venv", MOD_WSGI_FIX
-        ) from None
-    path = Path(MOD_WSGI_SO)
+def mod_wsgi_module(python: Path | None = None) -> Path:
+    """The mod_wsgi module built against ``python`` (None: servelab's own)."""
+    if python is not None:
+        done = subprocess.run(
+            [str(python), "-c", "from mod_wsgi.express.platform import MOD_WSGI_SO as m; print(m)"],
+            capture_output=True, text=True, errors="replace", timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
+        if done.returncode != 0:
+            raise MissingToolError(
+                f"mod_wsgi is not installed in the app's Python {python}",
+                f"{python} -m pip install mod_wsgi (it needs apache2-dev's apxs)",
+            )
+        path = Path(done.stdout.strip())
+    else:
+        try:
+            from mod_wsgi.express.platform import MOD_WSGI_SO  # type: ignore[import-untyped]
+        except ImportError:
+            raise MissingToolError(
+                "mod_wsgi is not installed in servelab's venv", MOD_WSGI_FIX
+            ) from None
+        path = Path(MOD_WSGI_SO)
     if not path.is_file():
         raise MissingToolError(f"mod_wsgi's Apache module {path} is missing", MOD_WSGI_FIX)
     return path
@@ -42,7 +57,10 @@ def wsgi_settings(
     return {
         "processes": server.workers,
         "threads": server.threads,
-        "python_home": Path(sys.prefix),  # servelab's venv, as mod_wsgi-express module-config
+        # The app's venv (or servelab's), as mod_wsgi-express module-config would say.
+        "python_home": Path(python_facts(app.interpreter).prefix) if app.python else Path(
+            sys.prefix
+        ),
         "python_path": ":".join(str(p) for p in python_path),
         "home": app.app_dir or python_path[-1],
         "backlog": server.backlog,
@@ -70,6 +88,7 @@ class ModWsgi(AppServer):
     knobs = frozenset({"threads", "max_requests"})
     inside_front = "apache"
     packages = ("mod_wsgi",)
+    extra = "apache"
 
     def command(
         self, server: ServerSpec, app: ResolvedApp, listen: Listen, workdir: Path,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 
 from servelab.apps import ResolvedApp, resolve_app
@@ -36,7 +35,7 @@ def uvicorn_command(
         where = ["--host", "127.0.0.1", "--port", str(port)]
     else:
         raise ValueError("give a port or a socket path")
-    argv = [sys.executable, "-m", "uvicorn", app.import_path, *where]
+    argv = [app.interpreter, "-m", "uvicorn", app.import_path, *where]
     # Say the interface rather than let uvicorn guess (it may take a sync
     # 3-argument callable for ASGI2).
     argv += ["--interface", "wsgi" if app.interface == "wsgi" else "asgi3"]
@@ -79,7 +78,7 @@ class Uvicorn(AppServer):
         """The measured command line, with the target's interpreter and places."""
         app = resolve_app(stack.app)  # tells ASGI from WSGI, which decides a flag
         argv = uvicorn_command(stack.server, app, port=target.port, socket=target.socket)
-        if argv[0] != sys.executable:
+        if argv[0] != app.interpreter:
             raise AssertionError("uvicorn_command no longer starts with the interpreter")
         argv[0] = str(target.venv / "bin" / "python")
         for flag, value in (

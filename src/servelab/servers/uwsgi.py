@@ -50,7 +50,7 @@ def uwsgi_command(
         raise ValueError("give a port or a socket path")
     backlog = server.backlog if max_backlog is None else min(server.backlog, max_backlog)
     argv = [
-        require_script("uwsgi"),
+        require_script("uwsgi", app.interpreter),
         SOCKET_OPTION[protocol], where,
         "--module", app.import_path,
         "--master",
@@ -81,7 +81,8 @@ class UWsgi(AppServer):
     knobs = frozenset({"threads", "max_requests"})
     protocols = frozenset(SOCKET_OPTION)
     calls_factories = False
-    packages = ("uwsgi",)
+    packages = ("pyuwsgi|uwsgi",)  # the prebuilt wheel, or uWSGI built from source
+    extra = "uwsgi"
 
     def command(
         self, server: ServerSpec, app: ResolvedApp, listen: Listen, workdir: Path,

@@ -26,6 +26,8 @@ def test_every_fact_is_shown_under_its_label_and_unknown_keys_last() -> None:
     environment = {
         **collect_environment(),
         "database": "SQLite file",
+        "app_python": [{"path": "/app/.venv/bin/python", "version": "3.12.1",
+                        "packages": {"gunicorn": "23.0.0"}, "frameworks": {"flask": "3.1.0"}}],
         "driver_version": "1.16.0",
         "cpu_plan": PLAN,
         "from_elsewhere": {"a": 1},
@@ -36,6 +38,9 @@ def test_every_fact_is_shown_under_its_label_and_unknown_keys_last() -> None:
     assert labels[-3:] == ["CPU placement", "CPU priority", "from_elsewhere"]
     shown = dict(rows)
     assert shown["Load driver"] == "oha 1.16.0"
+    assert shown["App's Python"] == (
+        "/app/.venv/bin/python (Python 3.12.1; gunicorn 23.0.0, flask 3.1.0)"
+    )
     assert shown["CPU placement"] == "stack on CPUs 0, load driver on CPUs 1"
     assert shown["from_elsewhere"] == "a=1"
 

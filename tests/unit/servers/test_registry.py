@@ -27,10 +27,9 @@ def test_commands_refuse_another_kind() -> None:
 
 
 def test_server_not_installed_is_a_clear_error() -> None:
-    with pytest.raises(SpecError, match="app server nosuchserver is not installed"):
-        installed.require_module("nosuchserver")
-    with pytest.raises(SpecError, match="app server nosuchserver is not installed"):
-        installed.require_script("nosuchserver")
+    with pytest.raises(SpecError, match="app server nosuchserver is not installed") as caught:
+        installed.require_script("nosuchserver", "/opt/app/.venv/bin/python")
+    assert caught.value.fix == "/opt/app/.venv/bin/python -m pip install nosuchserver"
 
 
 def _spec_error(data: dict[str, object]) -> str:

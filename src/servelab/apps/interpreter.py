@@ -1,0 +1,244 @@
+"""The app's own Python: which interpreter runs the user's app and its app servers.
+
+A project has its own virtualenv with its own pins; measuring the app with servelab's
+interpreter would make servelab's pins the app's. So the user's app (``--app``) and
+every Python app server serving it run with the app's interpreter: ``--python``, else
+the app dir's ``.venv``/``venv``, else an activated ``$VIRTUAL_ENV``, else servelab's
+own. nginx, Apache and the load drivers stay servelab's; the built-in apps run with
+servelab's Python (they import servelab). Before anything starts, the server packages
+each variant needs are checked in that interpreter, and a missing one is one line
+saying what to install (servelab never installs into the user's venv).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from servelab.config.experiment import Experiment
+from servelab.config.stack import AppSpec, StackSpec
+from servelab.errors import SpecError
+
+# The directories of an app dir that hold its virtualenv, in the order looked for.
+VENV_DIRS = (".venv", "venv")
+_PYTHON_FIX = "give the app's interpreter, e.g. --python /path/to/project/.venv/bin/python"
+
+
+def own_python() -> Path:
+    """servelab's interpreter (as invoked: a venv's bin/python, not the file it links to)."""
+    return Path(sys.executable)
+
+
+def is_own(python: Path | None) -> bool:
+    return python is None or Path(os.path.abspath(python)) == own_python()
+
+
+def builtin(app: AppSpec) -> bool:
+    from servelab.apps import BUILTIN_APPS
+
+    return app.ref.strip() in BUILTIN_APPS or app.ref.strip() in BUILTIN_APPS.values()
+
+
+def find_app_python(
+    app: AppSpec, environ: Mapping[str, str] = os.environ
+) -> tuple[Path | None, str]:
+    """The interpreter for ``app`` (None: servelab's own) and where it was found ('' for
+    servelab's own or one given in the spec)."""
+    if app.python is not None:
+        if builtin(app) and not is_own(app.python):
+            raise SpecError(
+                f"--python {app.python} applies to your own app (--app); the built-in app "
+                f"{app.ref!r} runs with servelab's Python",
+                "add --app package.module:attr, or leave out --python",
+            )
+        return Path(os.path.abspath(app.python.expanduser())), ""
+    if builtin(app):
+        return None, ""
+    if app.app_dir is not None:
+        for name in VENV_DIRS:
+            candidate = app.app_dir.expanduser().absolute() / name / "bin" / "python"
+            if candidate.is_file():
+                return candidate, f"the app dir's {name}"
+    venv = environ.get("VIRTUAL_ENV")
+    if venv:
+        candidate = Path(venv).absolute() / "bin" / "python"
+        if candidate.is_file() and not is_own(candidate):
+            return candidate, "$VIRTUAL_ENV"
+    return None, ""
+
+
+def with_app_python(app: AppSpec, environ: Mapping[str, str] = os.environ) -> tuple[AppSpec, str]:
+    """``app`` with its interpreter settled (checked to run), and a note saying which one
+    and why ('' when it is servelab's own)."""
+    python, origin = find_app_python(app, environ)
+    if python is None or is_own(python):
+        return app.model_copy(update={"python": None}), ""
+    facts = python_facts(str(python))
+    return app.model_copy(update={"python": python}), (
+        f"app's Python: {python} (Python {facts.version}"
+        + (f", found in {origin}; --python to choose another" if origin else "")
+        + ")"
+    )
+
+
+@dataclass(frozen=True)
+class PythonFacts:
+    """What an interpreter is, and which of the asked-for distributions it has."""
+
+    path: str
+    version: str
+    prefix: str
+    stdlib: str  # sysconfig's paths: what mod_wsgi's daemons must be able to read
+    purelib: str
+    packages: Mapping[str, str | None]  # asked-for name ("a|b": either) -> version, or None
+
+
+# Runs in the app's interpreter: argv = distribution names, "a|b" for either.
+_QUERY_SCRIPT = r"""
+import json, sys, sysconfig
+from importlib import metadata
+
+def version(names):
+    for name in names.split("|"):
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return None
+
+print(json.dumps({"version": "%d.%d.%d" % tuple(sys.version_info[:3]), "prefix": sys.prefix,
+                  "stdlib": sysconfig.get_path("stdlib"), "purelib": sysconfig.get_path("purelib"),
+                  "packages": {name: version(name) for name in sys.argv[1:]}}))
+"""
+
+
+@functools.lru_cache(maxsize=64)
+def python_facts(python: str, packages: tuple[str, ...] = ()) -> PythonFacts:
+    """Ask ``python`` its version, prefix and the versions of ``packages``.
+
+    SpecError (one line) when it does not exist or does not run."""
+    path = Path(python)
+    if not path.is_file() or not os.access(path, os.X_OK):
+        raise SpecError(f"the app's Python {python} is not an executable file", _PYTHON_FIX)
+    try:
+        done = subprocess.run(
+            [python, "-c", _QUERY_SCRIPT, *packages],
+            capture_output=True, text=True, errors="replace", timeout=60,
+            stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": ""},
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise SpecError(f"the app's Python {python} did not run: {exc}", _PYTHON_FIX) from None
+    try:
+        found = json.loads(done.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        said = " ".join(done.stderr.split()[-20:])
+        raise SpecError(
+            f"the app's Python {python} did not run (exit code {done.returncode})"
+            + (f": {said}" if said else ""),
+            _PYTHON_FIX,
+        ) from None
+    major, minor = (int(part) for part in found["version"].split(".")[:2])
+    if (major, minor) < (3, 8):
+        raise SpecError(
+            f"the app's Python {python} is Python {found['version']}; the app servers need "
+            "3.8 or newer",
+            _PYTHON_FIX,
+        )
+    return PythonFacts(
+        python, found["version"], found["prefix"], found["stdlib"], found["purelib"],
+        found["packages"],
+    )
+
+
+def install_fix(python: Path | None, missing: Iterable[str], extras: Iterable[str]) -> str:
+    """How to install ``missing`` distributions: into the app's venv with its own pip,
+    or servelab's extras into servelab's."""
+    names = " ".join(name.split("|")[0] for name in missing)
+    if python is not None:
+        return f"{python} -m pip install {names}"
+    wanted = sorted(set(extras))
+    if wanted:
+        return f"pip install 'servelab[{','.join(wanted)}]' (from a checkout: make setup)"
+    return f"pip install {names} into servelab's environment (from a checkout: make setup)"
+
+
+def check_app_servers(stacks: Iterable[StackSpec]) -> list[dict[str, Any]]:
+    """SpecError (one line) unless every stack's app server can run with its app's
+    Python; else what each app Python is, for the environment record."""
+    from servelab.servers.registry import get_server
+
+    needs: dict[Path | None, dict[str, list[str]]] = {}  # python -> distribution -> variants
+    extras: dict[str, str] = {}  # distribution -> the servelab extra that installs it
+    for stack in stacks:
+        server = get_server(stack.server.kind)
+        for name in server.needs(stack.server):
+            needs.setdefault(stack.app.python, {}).setdefault(name, []).append(stack.name)
+            if server.extra:
+                extras[name] = server.extra
+    described = []
+    for python, wanted in needs.items():
+        facts = python_facts(str(python or own_python()), tuple(sorted(wanted)))
+        missing = [name for name in sorted(wanted) if facts.packages.get(name) is None]
+        if missing:
+            where = "servelab's Python" if python is None else f"the app's Python {python}"
+            variants = sorted({v for name in missing for v in wanted[name]})
+            raise SpecError(
+                f"{', '.join(n.split('|')[0] for n in missing)} not installed in {where} "
+                f"(needed by {', '.join(variants)})",
+                install_fix(python, missing, (extras[n] for n in missing if n in extras)),
+            )
+        described.append(
+            {"path": facts.path, "version": facts.version,
+             "packages": {n.split("|")[0]: v for n, v in facts.packages.items()}}
+        )
+    return described
+
+
+def with_app_pythons(
+    experiment: Experiment, app: AppSpec | None
+) -> tuple[Experiment, AppSpec | None, list[str]]:
+    """``experiment`` and the user's ``app`` (--app) with their interpreters settled, and
+    what was found (said once per interpreter)."""
+    notes: dict[str, None] = {}
+    settled: dict[str, AppSpec] = {}
+
+    def settle(spec: AppSpec) -> AppSpec:
+        key = spec.model_dump_json()
+        if key not in settled:
+            settled[key], note = with_app_python(spec)
+            if note:
+                notes[note] = None
+        return settled[key]
+
+    if app is not None:
+        app = settle(app)
+    stacks = [s.model_copy(update={"app": settle(s.app)}) for s in experiment.stacks]
+    experiment = experiment.model_copy(
+        update={"baseline": stacks[0], "variants": tuple(stacks[1:])}
+    )
+    return experiment, app, list(notes)
+
+
+def app_pythons(experiment: Experiment) -> list[dict[str, Any]]:
+    """The environment record's "app_python": per interpreter, its path, version and the
+    versions of the app servers used and of the web frameworks the app imported.
+
+    SpecError (one line) when a variant's server is not installed there."""
+    from servelab.apps import resolve_app
+
+    described = check_app_servers(experiment.stacks)
+    frameworks: dict[str, dict[str, str]] = {}
+    for stack in experiment.stacks:
+        if not builtin(stack.app):
+            found = dict(resolve_app(stack.app).frameworks)
+            frameworks.setdefault(str(stack.app.python or own_python()), {}).update(found)
+    for entry in described:
+        entry["frameworks"] = frameworks.get(entry["path"], {})
+    return described
