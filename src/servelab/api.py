@@ -17,6 +17,7 @@ from servelab.config.run import RunOptions
 from servelab.errors import SpecError
 from servelab.host.cpus import make_cpu_plan
 from servelab.host.environment import recorded
+from servelab.host.extras import require_extra
 from servelab.host.limits import check_fits_machine
 
 
@@ -60,6 +61,8 @@ def run(
         app is not None or db is not None or (request is not None and request.given)
         or uses_django
     )
+    if uses_django:
+        require_extra("django", "the Django reference app")
     if options.resume and uses_django:
         raise SpecError(
             "--resume cannot continue an experiment on the Django app: its database is "

@@ -11,6 +11,7 @@ import sys
 import click
 from rich.markup import escape
 
+from servelab import __version__
 from servelab.cli import measure, stored
 from servelab.cli.options import console, out
 from servelab.errors import ServelabError
@@ -50,7 +51,7 @@ def print_error(exc: ServelabError) -> None:
 
 
 @click.group(cls=ServelabGroup)
-@click.version_option(package_name="servelab")
+@click.version_option(version=__version__, prog_name="servelab")  # also from a checkout
 def cli() -> None:
     """Measure how to serve a Python web app on this machine."""
 
@@ -59,6 +60,22 @@ def cli() -> None:
 for command in (measure.studies, measure.study, measure.run, measure.ramp, stored.results,
                 stored.report, stored.export):
     cli.add_command(command)
+
+
+@cli.command()
+@click.argument("name", required=False)
+def example(name: str | None) -> None:
+    """Print the example experiment file NAME (without NAME: list them).
+
+    Save one and edit it: `servelab example port-vs-socket > exp.toml`, then
+    `servelab run exp.toml`."""
+    from servelab.config.examples import example_names, example_text
+
+    if name is None:
+        for known in example_names():
+            out.print(known, highlight=False)
+        return
+    click.echo(example_text(name), nl=False)
 
 
 @cli.command()

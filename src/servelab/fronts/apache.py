@@ -50,7 +50,7 @@ LOG_NAME = "apache.log"
 MODULES_DIR = Path("/usr/lib/apache2/modules")
 FALLBACK_BINARY = Path("/usr/sbin/apache2")  # not on a non-root user's PATH on Debian
 RUN_USER = "www-data"
-INSTALL_FIX = "apt-get install apache2 (or run make setup)"
+INSTALL_FIX = "scripts/setup.sh --with apache (or apt-get install apache2)"
 # Apache's built-in limits that bound MaxRequestWorkers and ThreadsPerChild.
 _PREFORK_SERVER_LIMIT = 256
 _SERVER_LIMIT = 16
@@ -146,9 +146,9 @@ def check_daemon_access(who: RunAs | None, paths: list[Path]) -> None:
     raise StackStartError(
         f"mod_wsgi's daemon processes run as {who.user}, which cannot read {blocked}"
         + (f" ({top} is closed to it)" if top else ""),
-        f"let {who.user} traverse it, e.g. `setfacl -m u:{who.user}:x {top or '<dir>'}` "
-        "(package acl), or build .venv from a Python outside it (PYTHON=/usr/bin/python3 "
-        "make setup)",
+        "scripts/setup.sh --with apache lets it traverse the project's directories (undo: "
+        f"--undo-acl), or `setfacl -m u:{who.user}:x {top or '<dir>'}` (undo: setfacl -x "
+        f"u:{who.user} {top or '<dir>'})",
     )
 
 

@@ -7,6 +7,7 @@ import resource
 from dataclasses import dataclass
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from servelab.host.environment import package_version, program_version, read_sysctl
@@ -30,6 +31,8 @@ def check_program(name: str, version_argv: list[str], *, required: bool, fix: st
 
 
 def run_checks() -> list[Check]:
+    from servelab.host.extras import extra_checks  # it builds on Check
+
     checks = [
         check_program(
             "taskset",
@@ -40,6 +43,7 @@ def run_checks() -> list[Check]:
     ]
     checks.extend(registered_checks())
     checks.append(package_check("fastapi"))  # the reference app
+    checks.extend(extra_checks())
     checks.append(postgres_check())
     checks.append(slow_link_check())
     somaxconn = read_sysctl("net.core.somaxconn")
@@ -183,6 +187,7 @@ def print_checks(console: Console, checks: list[Check]) -> None:
     colours = {"ok": "green", "warn": "yellow", "fail": "red"}
     for check in checks:
         table.add_row(
-            check.name, f"[{colours[check.status]}]{check.status}[/]", check.found, check.fix
+            escape(check.name), f"[{colours[check.status]}]{check.status}[/]",
+            escape(check.found), escape(check.fix),
         )
     console.print(table)

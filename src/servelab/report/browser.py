@@ -47,7 +47,7 @@ def chromium_binary() -> str:
             return found
     raise MissingToolError(
         "Chromium is not installed (needed to open the HTML report in a browser)",
-        "apt-get install chromium (scripts/setup.sh installs it)",
+        "scripts/setup.sh --with chromium (or apt-get install chromium)",
     )
 
 

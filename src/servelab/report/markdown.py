@@ -108,6 +108,8 @@ def _charts(section: kinds.ChartsSection) -> list[str]:
     lines = _heading(section)
     for chart in section.charts:
         lines += [f"![{chart.title}]({CHARTS_DIR}/{chart.name}.svg)", ""]
+    if section.missing:
+        lines += [section.missing, ""]
     return lines
 
 

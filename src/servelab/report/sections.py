@@ -96,6 +96,11 @@ class ChartsSection(Section):
     heading = "Charts"
 
     charts: tuple[Chart, ...]
+    missing: str = ""  # why there are none (matplotlib is an extra)
+
+
+# Said instead of the charts when matplotlib (servelab's "charts" extra) is not installed.
+NO_MATPLOTLIB = "no charts: matplotlib is not installed (pip install 'servelab[charts]')"
 
 
 @dataclass(frozen=True)
@@ -224,9 +229,14 @@ def report_sections(
     if with_files:
         # Imported here: matplotlib takes most of a second to load, which the live report
         # (after every run) and the commands that never draw a chart need not wait for.
-        from servelab.report.charts import build_charts
-
-        sections.append(ChartsSection(tuple(build_charts(report))))
+        try:
+            from servelab.report.charts import build_charts
+        except ModuleNotFoundError as exc:
+            if exc.name is None or exc.name.partition(".")[0] != "matplotlib":
+                raise
+            sections.append(ChartsSection((), missing=NO_MATPLOTLIB))
+        else:
+            sections.append(ChartsSection(tuple(build_charts(report))))
     sections.append(SeedTablesSection(tuple(variant_tables(analysis, runs))))
     sections += failure_sections(experiment, runs)
     memory_per_worker = memory.memory_table(experiment, runs)

@@ -110,6 +110,7 @@ def _charts(section: kinds.ChartsSection) -> list[RenderableType]:
     return [
         _rule(section.heading),
         *(_line(f"{c.title}: {CHARTS_DIR}/{c.name}.svg") for c in section.charts),
+        *([_line(section.missing, "dim")] if section.missing else []),
     ]
 
 

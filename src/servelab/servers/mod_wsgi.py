@@ -20,7 +20,7 @@ from servelab.host.environment import package_version
 from servelab.servers.base import AppServer, Command, Listen
 
 SCRIPT_NAME = "app.wsgi"
-MOD_WSGI_FIX = "pip install mod_wsgi into servelab's venv (make setup; it needs apache2-dev)"
+MOD_WSGI_FIX = "scripts/setup.sh --with apache (pip install 'servelab[apache]'; needs apache2-dev)"
 
 
 def mod_wsgi_module(python: Path | None = None) -> Path:

@@ -148,7 +148,7 @@ def _toxiproxy_program() -> tuple[str, str]:
     if found is None:
         raise MissingToolError(
             "toxiproxy is not installed (it slows the link to the database)",
-            "run `make setup` in the servelab checkout (it builds toxiproxy with go)",
+            "scripts/setup.sh --with toxiproxy (builds toxiproxy with go)",
         )
     path, version = found
     if version is None:

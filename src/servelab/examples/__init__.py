@@ -1,0 +1,1 @@
+"""Example experiment files (``servelab example NAME``)."""
