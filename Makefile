@@ -1,7 +1,7 @@
 # The two commands of the README: `make quick` (main job) and `make test`.
 VENV := .venv
 
-.PHONY: setup setup-all quick test lint
+.PHONY: setup setup-all quick test lint docs
 
 # The core: nginx, oha, servelab with gunicorn and uvicorn (scripts/setup.sh --help).
 setup:
@@ -14,6 +14,9 @@ setup-all:
 
 quick: setup
 	$(VENV)/bin/servelab study quick
+
+docs: setup-all
+	$(VENV)/bin/mkdocs build --strict
 
 lint: setup-all
 	$(VENV)/bin/ruff check src tests benchmarks

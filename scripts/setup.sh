@@ -122,7 +122,7 @@ extras=charts
 want servers && extras+=",servers,uwsgi"
 want apache && extras+=",apache"
 want postgres && extras+=",django"
-want test && extras+=",test"
+want test && extras+=",test,docs"
 stamp=.venv/.servelab-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || ! grep -qx "$extras" "$stamp"; then
   say "installing servelab[$extras] into .venv"
