@@ -17,6 +17,7 @@ from servelab.export.choose import BEST, Choice, choose_variant
 from servelab.export.deploy import (
     DeployLayout,
     DeploySet,
+    app_places,
     check_listen,
     check_name,
     render_deploy_set,
@@ -51,14 +52,17 @@ def export_result(
     and the server's own check, and only then write it into ``out_dir``."""
     from servelab.export.validate import check_export
 
-    layout = DeployLayout(check_name(name), check_listen(listen))
     choice = choose_variant(report, variant, source=source)
+    layout = DeployLayout(check_name(name), check_listen(listen), **app_places(choice.stack))
     deploy = render_deploy_set(report, choice, layout, source=source)
     with staged_output(out_dir, force=force) as staging:
         for file_name, text in deploy.files.items():
             (staging / file_name).write_text(text)
         server = get_server(deploy.stack.server.kind)
-        checks = tuple(check_export(staging, layout, server)) if check else ()
+        probe = report.experiment.workloads[0].request
+        if probe.mix:  # the first path of a request mix
+            probe = probe.model_copy(update={"path": probe.mix[0].path, "mix": ()})
+        checks = tuple(check_export(staging, layout, server, probe)) if check else ()
     return ExportOutcome(
         choice, deploy, tuple(out_dir / file_name for file_name in deploy.files), checks
     )

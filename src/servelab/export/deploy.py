@@ -27,7 +27,7 @@ from typing import Any
 import jinja2
 
 from servelab.analysis.analyze import METRIC_BY_KEY, VariantAnalysis, compare_variants
-from servelab.apps import BUILTIN_APPS
+from servelab.apps import BUILTIN_APPS, resolve_app
 from servelab.config.stack import StackSpec
 from servelab.errors import SpecError
 from servelab.export.choose import Choice
@@ -62,6 +62,10 @@ class DeployLayout:
 
     name: str
     listen: str = DEFAULT_LISTEN
+    # The measured app's own directory and virtualenv (``app_places``): the exported
+    # files name them as they are; None: /opt/NAME/app and /opt/NAME/venv.
+    own_app_dir: Path | None = None
+    own_venv: Path | None = None
 
     @property
     def app_user(self) -> str:
@@ -98,11 +102,11 @@ class DeployLayout:
 
     @property
     def app_dir(self) -> Path:
-        return Path("/opt") / self.name / "app"
+        return self.own_app_dir or Path("/opt") / self.name / "app"
 
     @property
     def venv(self) -> Path:
-        return Path("/opt") / self.name / "venv"
+        return self.own_venv or Path("/opt") / self.name / "venv"
 
     @property
     def app_unit(self) -> str:
@@ -118,14 +122,34 @@ class DeployLayout:
 
     def machine_paths(self) -> dict[str, Path]:
         """Every absolute path of the target machine the files name (for moving them)."""
-        return {
+        paths = {
             "conf": self.conf_dir,
             "run-app": self.app_run_dir,
             "run-nginx": self.nginx_run_dir,
             "state-nginx": self.nginx_state_dir,
-            "app": self.app_dir,
-            "venv": self.venv,
         }
+        # The app's own places exist here already: they are not moved.
+        if self.own_app_dir is None:
+            paths["app"] = self.app_dir
+        if self.own_venv is None:
+            paths["venv"] = self.venv
+        return paths
+
+
+def app_places(stack: StackSpec) -> dict[str, Path]:
+    """The user's app's own directory and virtualenv, as measured (DeployLayout's
+    ``own_app_dir``, ``own_venv``); none for a built-in app."""
+    places: dict[str, Path] = {}
+    if stack.app.ref.strip() in BUILTIN_APPS:
+        return places
+    if stack.app.app_dir is not None:
+        places["own_app_dir"] = stack.app.app_dir.expanduser().resolve()
+    python = stack.app.python
+    if python is not None and python.parent.name == "bin" and (
+        python.parent.parent / "pyvenv.cfg"
+    ).is_file():
+        places["own_venv"] = python.parent.parent
+    return places
 
 
 def check_name(name: str) -> str:
@@ -300,8 +324,11 @@ def _templates() -> jinja2.Environment:
 
 
 def _app_target(stack: StackSpec) -> str:
-    """The app as the server loads it (no import here: it was measured)."""
-    return BUILTIN_APPS.get(stack.app.ref.strip(), stack.app.ref.strip())
+    """The app as the server loaded it when measured: a factory called (``module:f()``)."""
+    ref = stack.app.ref.strip()
+    if ref in BUILTIN_APPS:
+        return BUILTIN_APPS[ref]
+    return resolve_app(stack.app).gunicorn_target
 
 
 @dataclass(frozen=True)

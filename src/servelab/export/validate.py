@@ -52,6 +52,7 @@ class StagedDeploy:
     app_cwd: Path
     app_address: tuple[str, int] | Path
     front_url: str
+    python: str  # the interpreter that runs the app here
 
 
 def _unit_values(text: str, key: str) -> list[str]:
@@ -104,7 +105,8 @@ def stage(export_dir: Path, layout: DeployLayout, root: Path, *, for_boot: bool)
             key, _, val = item.partition("=")
             env[key] = val
     cwd = Path(move(_unit_values(unit, "WorkingDirectory")[0]))
-    app_env = app_environment(env, None)
+    own_python = layout.own_venv / "bin" / "python" if layout.own_venv else None
+    app_env = app_environment(env, None, own_python)
     app_env.update({"PYTHONUNBUFFERED": "1", OWNER_ENV: str(os.getpid())})
     unix = f"unix:{moved[layout.app_run_dir]}" in conf
     address: tuple[str, int] | Path = (
@@ -112,7 +114,7 @@ def stage(export_dir: Path, layout: DeployLayout, root: Path, *, for_boot: bool)
     )
     return StagedDeploy(
         root, nginx_conf, conf_dir, argv, app_env, cwd, address,
-        f"http://127.0.0.1:{listen_port}",
+        f"http://127.0.0.1:{listen_port}", str(own_python or sys.executable),
     )
 
 
@@ -128,7 +130,10 @@ def _user_line(match: re.Match[str], for_boot: bool) -> str:
 
 
 def _runnable_here(argv: list[str], layout: DeployLayout, moved: dict[Path, Path]) -> list[str]:
-    """The unit's command with the target's venv replaced by this Python."""
+    """The unit's command with the target's venv replaced by this Python (the app's own
+    venv, measured here, runs as it is)."""
+    if layout.own_venv is not None:
+        return argv
     venv_bin = moved[layout.venv] / "bin"
     program = Path(argv[0])
     if program == venv_bin / "python":
@@ -153,17 +158,58 @@ def check_nginx(staged: StagedDeploy) -> None:
         ) from None
 
 
-def check_export(export_dir: Path, layout: DeployLayout, server: AppServer) -> list[str]:
-    """Run every check on an exported set; what was checked, one line each."""
+def check_export(
+    export_dir: Path, layout: DeployLayout, server: AppServer, probe: RequestSpec
+) -> list[str]:
+    """Run every check on an exported set: nginx -t, the server's own check, then boot
+    it and send ``probe`` (the measured request, expecting the measured status); what
+    was checked, one line each. ServelabError (one line) for the first that fails."""
     root = Path(tempfile.mkdtemp(prefix="servelab-check-", dir="/tmp"))
     try:
-        staged = stage(export_dir, layout, root, for_boot=False)
+        staged = stage(export_dir, layout, root / "check", for_boot=False)
         check_nginx(staged)
         checks = ["nginx -t accepts nginx.conf"]
-        checked = server.check_deploy(staged.conf_dir, staged.app_cwd, staged.app_env)
-        return [*checks, checked] if checked else checks
+        checked = server.check_deploy(
+            staged.conf_dir, staged.app_cwd, staged.app_env, staged.python
+        )
+        if checked:
+            checks.append(checked)
+        booted = stage(export_dir, layout, root / "boot", for_boot=True)
+        try:
+            with boot(booted, probe):
+                pass
+        except StackStartError as exc:
+            said = _last_error(booted.root / "app.log")
+            raise ServelabError(
+                f"the exported stack did not answer {probe.method} {probe.path} with HTTP "
+                f"{probe.expect_status}: {exc.problem.split(' (waited')[0]}"
+                + (f"; the app server said: {said}" if said else ""),
+                "this is a servelab bug unless the app needs something this machine lacks "
+                "(then pass --no-check)",
+            ) from None
+        checks.append(
+            f"booted: {probe.method} {probe.path} through the exported nginx and app server "
+            f"answered HTTP {probe.expect_status}"
+        )
+        return checks
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+_ERROR_LINE = re.compile(r"\b\w*(Error|Exception|Exit)\b.*")
+
+
+def _last_error(log: Path) -> str:
+    """The app server's last error line in ``log`` (an exception's message), or ''."""
+    try:
+        lines = [line.strip() for line in log.read_text(errors="replace").splitlines()]
+    except OSError:
+        return ""
+    for line in reversed(lines):
+        found = _ERROR_LINE.search(line)
+        if found:
+            return found.group(0)[:300]
+    return ""
 
 
 @contextmanager

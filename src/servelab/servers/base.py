@@ -149,9 +149,12 @@ class AppServer(ABC):
     def exportable(self) -> bool:
         return type(self).deploy is not AppServer.deploy
 
-    def check_deploy(self, conf_dir: Path, cwd: Path, env: Mapping[str, str]) -> str | None:
-        """Check its exported config with the server itself (in a staged copy); what was
-        checked, or None when it has nothing to check. ServelabError when it fails."""
+    def check_deploy(
+        self, conf_dir: Path, cwd: Path, env: Mapping[str, str], python: str
+    ) -> str | None:
+        """Check its exported config with the server itself (in a staged copy, with the
+        app's ``python``); what was checked, or None when it has nothing to check.
+        ServelabError (one line: the server's own last word) when it fails."""
         return None
 
     def describe(self, server: ServerSpec) -> str:

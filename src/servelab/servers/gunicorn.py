@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,8 +63,9 @@ def bind_address(*, port: int | None = None, socket: Path | None = None) -> str:
 class GunicornDeploy:
     """What an exported gunicorn.conf.py (``servelab export``) adds for a real machine."""
 
-    app: str  # gunicorn's target, "package.module:app"
+    app: str  # gunicorn's target, "package.module:app" (a factory: "package.module:f()")
     proc_name: str
+    app_dir: Path  # gunicorn's chdir and pythonpath
     umask: int | None  # for a unix socket: 0o007, so only owner and group can connect
     graceful_timeout_s: int = 30
     source: str = "a servelab result"  # named in the header comment
@@ -157,6 +157,7 @@ class Gunicorn(AppServer):
             deploy=GunicornDeploy(
                 app=target.app,
                 proc_name=target.name,
+                app_dir=target.app_dir,
                 umask=target.socket_umask,
                 graceful_timeout_s=target.graceful_timeout_s,
                 source=target.source,
@@ -193,10 +194,12 @@ class Gunicorn(AppServer):
             notes=tuple(notes),
         )
 
-    def check_deploy(self, conf_dir: Path, cwd: Path, env: Mapping[str, str]) -> str:
+    def check_deploy(
+        self, conf_dir: Path, cwd: Path, env: Mapping[str, str], python: str
+    ) -> str:
         """``gunicorn --check-config`` on the staged config; it also imports the app."""
         conf = conf_dir / CONF_NAME
-        argv = [sys.executable, "-m", "gunicorn", "--check-config", "-c", str(conf)]
+        argv = [python, "-m", "gunicorn", "--check-config", "-c", str(conf)]
         try:
             done = subprocess.run(
                 argv, capture_output=True, text=True, errors="replace", cwd=cwd, env=dict(env),
@@ -213,6 +216,5 @@ class Gunicorn(AppServer):
             raise ServelabError(
                 f"the exported {CONF_NAME} fails gunicorn --check-config: {last}",
                 "if the app is not installed here, pass --no-check; else see gunicorn's output",
-                detail="\n".join(output.splitlines()[-20:]),
             )
         return f"gunicorn --check-config accepts {CONF_NAME} and loads the app"

@@ -67,3 +67,30 @@ def test_report_and_export_by_result_id(tmp_path: Path) -> None:
     assert done.stdout.startswith("gthread-2x4-unix-keepalive: the best variant")
     readme = (store.path / "export" / "README.md").read_text()
     assert f"from #{store.id} ({store.path})" in readme
+
+
+def test_example_lists_prints_and_refuses_unknown_names() -> None:
+    listed = run_cli("example")
+    assert listed.returncode == 0
+    names = listed.stdout.split()
+    assert "port-vs-socket" in names
+    shown = run_cli("example", "port-vs-socket")
+    assert shown.returncode == 0 and 'name = "my-port-vs-socket"' in shown.stdout
+    import tomllib
+
+    from servelab.config.building import experiment_from_dict
+
+    assert experiment_from_dict(tomllib.loads(shown.stdout)).name == "my-port-vs-socket"
+    unknown = run_cli("example", "nope")
+    assert unknown.returncode == 2
+    assert unknown.stderr.strip().splitlines() == [
+        f"servelab: error: no example named 'nope' (fix: choose one of: {', '.join(names)})"
+    ]
+
+
+def test_version_is_servelabs_own() -> None:
+    import servelab
+
+    shown = run_cli("--version")
+    assert shown.returncode == 0
+    assert shown.stdout.strip() == f"servelab, version {servelab.__version__}"

@@ -12,6 +12,7 @@ from servelab.export import export_result
 from servelab.export.choose import Choice, choose_variant
 from servelab.export.deploy import (
     DeployLayout,
+    app_places,
     check_listen,
     consistent_stack,
     render_deploy_set,
@@ -165,3 +166,45 @@ def test_a_variant_without_nginx_is_not_exported() -> None:
 )
 def test_listen_addresses_nginx_takes_are_accepted(listen: str) -> None:
     assert check_listen(listen) == listen
+
+
+def test_a_users_factory_app_is_exported_from_its_own_dir_and_venv(tmp_path: Path) -> None:
+    """The files name the app dir and venv it was measured with, and call the factory as
+    measured (gunicorn would otherwise pass the factory (environ, start_response))."""
+    import dataclasses
+    import subprocess
+    import sys
+
+    from servelab.config.stack import AppSpec
+
+    package = tmp_path / "shopapp"
+    package.mkdir()
+    (package / "__init__.py").write_text(
+        "def create_app():\n"
+        "    def app(environ, start_response):\n"
+        "        start_response('200 OK', [])\n"
+        "        return [b'ok']\n"
+        "    return app\n"
+    )
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / ".venv")],
+                   check=True)
+    python = tmp_path / ".venv" / "bin" / "python"
+    app = AppSpec(ref="shopapp:create_app", app_dir=tmp_path, python=python)
+    report = load(SLEEPY)
+    experiment = report.experiment
+    stacks = [s.model_copy(update={"app": app}) for s in experiment.stacks]
+    report = dataclasses.replace(report, experiment=experiment.model_copy(
+        update={"baseline": stacks[0], "variants": tuple(stacks[1:])}
+    ))
+    choice = choose_variant(report, "best")
+    layout = DeployLayout("shop", **app_places(choice.stack))
+    files = render_deploy_set(report, choice, layout, source="result #3").files
+    gunicorn_conf = lines(files["gunicorn.conf.py"])
+    assert "wsgi_app = 'shopapp:create_app()'" in gunicorn_conf
+    assert f"chdir = '{tmp_path}'" in gunicorn_conf
+    assert f"pythonpath = '{tmp_path}'" in gunicorn_conf
+    app_unit = lines(files["shop-app.service"])
+    assert f"WorkingDirectory={tmp_path}" in app_unit
+    assert f"ExecStart={tmp_path}/.venv/bin/gunicorn -c /etc/shop/gunicorn.conf.py" in app_unit
+    # Its own places stay where they are when the set is staged for a check.
+    assert {"app", "venv"}.isdisjoint(layout.machine_paths())

@@ -39,6 +39,7 @@ def test_export_is_checked_by_nginx_and_gunicorn_then_written(
     assert outcome.checks == (
         "nginx -t accepts nginx.conf",
         "gunicorn --check-config accepts gunicorn.conf.py and loads the app",
+        "booted: GET / through the exported nginx and app server answered HTTP 200",
     )
     assert sorted(p.name for p in out.iterdir()) == sorted(outcome.deploy.files)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["deploy"], "no staging dir left"
@@ -58,7 +59,7 @@ def test_an_export_that_fails_its_check_writes_nothing(tmp_path: Path) -> None:
     ]
     bad = ReportInput.build(experiment, report.environment, runs)
     out = tmp_path / "deploy"
-    with pytest.raises(ServelabError, match="fails gunicorn --check-config"):
+    with pytest.raises(ServelabError, match="cannot use app 'no_such_module_x:app'"):
         export_result(bad, "sync-1-tcp", out, source="r")
     assert list(tmp_path.iterdir()) == []
 
