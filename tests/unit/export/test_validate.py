@@ -15,6 +15,7 @@ from servelab.export.choose import choose_variant
 from servelab.export.deploy import DeployLayout, render_deploy_set
 from servelab.report.base import ReportInput
 from servelab.results.records import RunRecord
+from servelab.servers.registry import get_server
 
 from .common import SLEEPY, load
 
@@ -86,3 +87,24 @@ def test_systemd_accepts_the_exported_units(tmp_path: Path) -> None:
         line for line in (done.stdout + done.stderr).splitlines() if str(tmp_path) in line
     ]
     assert not complaints, "\n".join(complaints)
+
+
+@needs_nginx
+def test_a_booted_export_that_answers_otherwise_is_one_line(tmp_path: Path) -> None:
+    """The check sends the measured request and expects the measured status."""
+    from servelab.config.load import RequestSpec
+
+    report = load(SLEEPY)
+    deploy = render_deploy_set(
+        report, choose_variant(report, "best"), DeployLayout("webapp"), source="r"
+    )
+    for name, text in deploy.files.items():
+        (tmp_path / name).write_text(text)
+    probe = RequestSpec(path="/", expect_status=201)  # the app answers 200
+    server = get_server(deploy.stack.server.kind)
+    with pytest.raises(ServelabError) as caught:
+        validate.check_export(tmp_path, DeployLayout("webapp"), server, probe)
+    problem = caught.value.problem
+    assert problem.startswith("the exported stack did not answer GET / with HTTP 201: ")
+    assert "answered the readiness request GET" in problem and "with HTTP 200" in problem
+    assert "\n" not in caught.value.one_line()
