@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+import io
+
 from rich.console import Console
 
 from servelab.apps.interpreter import app_pythons, with_app_pythons
@@ -19,6 +21,8 @@ from servelab.host.cpus import make_cpu_plan
 from servelab.host.environment import recorded
 from servelab.host.extras import require_extra
 from servelab.host.limits import check_fits_machine
+from servelab.report.base import ReportInput
+from servelab.results.store import ResultStore
 
 
 def run(
@@ -27,9 +31,10 @@ def run(
     *,
     console: Console | None = None,
     out: Console | None = None,
-) -> None:
+) -> ResultStore:
     """Measure ``experiment`` as ``options`` say, writing results after every run; with
-    the user's app, request or a database, prepared (and checked) first."""
+    the user's app, request or a database, prepared (and checked) first. Returns the
+    stored result."""
     from servelab.apps.user import DJANGO_REFS, database_spec, prepared
     from servelab.session import ExperimentSession
 
@@ -70,16 +75,15 @@ def run(
             "run it again without --resume",
         )
 
-    def run_session(ready: Experiment) -> None:
+    def run_session(ready: Experiment) -> ResultStore:
         with recorded("app_python", app_pythons(ready)):  # checked: servers installed there
-            ExperimentSession(
+            return ExperimentSession(
                 ready, cpu_plan, options.results_dir, console=console, out=out,
                 resume=options.resume, force=options.allow_other_machine,
             ).run()
 
     if not needs_preparing:
-        run_session(experiment)
-        return
+        return run_session(experiment)
     with prepared(
         experiment,
         app,
@@ -90,4 +94,24 @@ def run(
         say=say,
         database_cpus=cpu_plan.driver,  # the stack's CPUs stay the stack's
     ) as ready:
-        run_session(ready)
+        return run_session(ready)
+
+
+def measure(
+    experiment: Experiment,
+    options: RunOptions = RunOptions(),  # noqa: B008 (frozen: one shared default is safe)
+    *,
+    console: Console | None = None,
+) -> ReportInput:
+    """Measure ``experiment`` and return the stored result, analysed: the experiment,
+    its environment, every run (frozen records) and each variant's comparisons with the
+    baseline (``.analysis.variants[i].comparisons``). Progress goes to ``console``
+    (default: stderr); nothing is printed to stdout.
+
+        import servelab
+        result = servelab.measure(servelab.Experiment.from_toml("exp.toml"))
+        for variant in result.analysis.variants:
+            print(variant.variant, variant.comparisons["rps"].verdict)
+    """
+    store = run(experiment, options, console=console, out=Console(file=io.StringIO()))
+    return ReportInput.from_store(store)

@@ -168,7 +168,7 @@ def with_user_app(
     notes: list[str] = []
     update: dict[str, Any] = {}
     if app_spec is not None:
-        app = _resolve(app_spec)
+        app = resolve_user_app(app_spec)
         notes.append(
             f"app {app.import_path}: {app.interface.upper()}{' factory' if app.is_factory else ''}"
         )
@@ -199,7 +199,7 @@ def with_user_app(
     return Experiment.model_validate(data), notes
 
 
-def _resolve(app_spec: AppSpec) -> ResolvedApp:
+def resolve_user_app(app_spec: AppSpec) -> ResolvedApp:
     """resolve_app, with the traceback cut to the app's own line that raised."""
     try:
         return resolve_app(app_spec)

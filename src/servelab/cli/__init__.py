@@ -12,7 +12,7 @@ import click
 from rich.markup import escape
 
 from servelab import __version__
-from servelab.cli import measure, stored
+from servelab.cli import check, measure, stored
 from servelab.cli.options import console, out
 from servelab.errors import ServelabError
 
@@ -57,8 +57,8 @@ def cli() -> None:
 
 
 
-for command in (measure.studies, measure.study, measure.run, measure.ramp, stored.results,
-                stored.report, stored.export):
+for command in (measure.studies, measure.study, measure.run, measure.ramp, check.check,
+                stored.results, stored.report, stored.export):
     cli.add_command(command)
 
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from servelab.config.base import (
     Model,
@@ -82,6 +83,16 @@ class StoppingSpec(Model):
     budget_s: PositiveFloat = 180.0
     min_effect_pct: NonNegativeFloat = 0.0
     max_repetitions: PositiveInt = 30
+    # Regression thresholds (``servelab check``: "rps < -5%"): set, a comparison is clear
+    # once each threshold is decided, crossed or held (servelab.analysis.thresholds).
+    thresholds: tuple[str, ...] = ()
+
+    @field_validator("thresholds")
+    @classmethod
+    def _parse_thresholds(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        from servelab.analysis.thresholds import parse_threshold
+
+        return tuple(parse_threshold(text).text for text in value)
 
 
 class Experiment(Model):
@@ -151,6 +162,13 @@ class Experiment(Model):
             problem = slicing_problem(workload.load, self.slices)
             if problem:
                 raise ValueError(f"workload {workload.name!r} cannot be sliced: {problem}")
+
+    @classmethod
+    def from_toml(cls, path: str | Path) -> Experiment:
+        """An experiment file, checked (SpecError naming the problem and the fix)."""
+        from servelab.config.building import load_experiment_file
+
+        return load_experiment_file(Path(path))
 
     @property
     def stacks(self) -> tuple[StackSpec, ...]:

@@ -10,8 +10,16 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from servelab.analysis.analyze import analyze, answer_metric, clarity, slice_design
-from servelab.analysis.nested import variance_components
+from servelab.analysis.analyze import (
+    Clarity,
+    ExperimentAnalysis,
+    analyze,
+    answer_metric,
+    clarity,
+    slice_design,
+)
+from servelab.analysis.nested import starts_needed, variance_components
+from servelab.analysis.thresholds import distance_to_decide, judge, parse_threshold
 from servelab.config.experiment import Experiment
 from servelab.config.load import SloSpec
 from servelab.measure.ramp import ramp_should_stop
@@ -80,6 +88,29 @@ class Outlook:
     reason: str  # why measuring stopped
 
 
+def threshold_clarity(analysis: ExperimentAnalysis, thresholds: Sequence[str]) -> list[Clarity]:
+    """Each relative threshold of each comparison: clear once decided (crossed or held),
+    with the starts its interval would need to reach the limit (``servelab check``)."""
+    found = []
+    for v in analysis.variants:
+        for threshold in map(parse_threshold, thresholds):
+            if not threshold.relative:
+                continue  # a count is decided by what was measured
+            comparison = v.comparisons.get(threshold.metric)
+            decided = judge(threshold, comparison, 0.0).state != "inconclusive"
+            bounds = None if comparison is None else comparison.interval_pct
+            half = None if bounds is None else (bounds[1] - bounds[0]) / 2
+            starts = max((comparison.starts if comparison else None) or (len(v.runs),) * 2)
+            target = distance_to_decide(threshold, comparison)
+            needed = None if half is None or target is None else starts_needed(
+                half, starts, target
+            )
+            found.append(
+                Clarity(v.workload, v.variant, threshold.metric, decided, half, starts, needed)
+            )
+    return found
+
+
 class PrecisionRule:
     """Adds rounds of starts until every comparison of the answer's metric (requests/s; per
     CPU second side by side) is clear (its 95 % interval
@@ -94,8 +125,10 @@ class PrecisionRule:
         self.passes = experiment.slices
         self.outlook: Outlook | None = None
 
-    def _assess(self, runs: Sequence[RunRecord]):
+    def _assess(self, runs: Sequence[RunRecord]) -> list[Clarity]:
         analysis = analyze(self.experiment, runs, min_effect_pct=self.stopping.min_effect_pct)
+        if self.stopping.thresholds:
+            return threshold_clarity(analysis, self.stopping.thresholds)
         return clarity(analysis, self.stopping.precision_pct, self.stopping.min_effect_pct)
 
     def _passes_for(self, runs: Sequence[RunRecord], workloads: Sequence[str]) -> int:
@@ -128,7 +161,10 @@ class PrecisionRule:
             )
 
         if not unclear:
-            stop(f"every {answer_metric(self.experiment).label.lower()} comparison is clear")
+            stop(
+                "every threshold is decided" if self.stopping.thresholds
+                else f"every {answer_metric(self.experiment).label.lower()} comparison is clear"
+            )
             return None
         if starts >= self.stopping.max_repetitions:
             stop(f"{starts} starts per variant, the most allowed")

@@ -1,0 +1,230 @@
+"""``servelab check``: did this version of the app get slower, for real?
+
+Two versions of the user's app (a baseline directory, or a git revision checked out
+into a temporary worktree, against the app dir) are served by the same stack and
+measured side by side in interleaved slices until every threshold is decided
+(``servelab.analysis.thresholds``) or the budget is spent. The answer is an exit code
+CI understands: 0 no threshold crossed, 1 one crossed (with confidence), 10 still
+inconclusive (``--inconclusive pass`` makes that 0).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from servelab.analysis.thresholds import (
+    DEFAULT_THRESHOLDS,
+    Judgement,
+    State,
+    Threshold,
+    exit_code,
+    judge,
+    overall,
+    parse_threshold,
+)
+from servelab.apps import BUILTIN_APPS
+from servelab.apps.user import UserRequest
+from servelab.config.experiment import Experiment
+from servelab.config.run import RunOptions
+from servelab.config.stack import AppSpec
+from servelab.errors import SpecError, StackStartError
+
+BASELINE, CANDIDATE = "baseline", "candidate"
+DEFAULT_BUDGET_S = 180.0
+# The built-in apps' request (the seed app's small async endpoint; the sleepy app's page).
+_BUILTIN_REQUESTS: dict[str, dict[str, Any]] = {
+    "fastapi": {"method": "GET", "path": "/async-small"},
+    "sleepy": {"method": "GET", "path": "/"},
+    "django": {"method": "GET", "path": "/books/"},
+}
+
+
+@dataclass(frozen=True)
+class CheckSpec:
+    """What to compare, against what, and what fails."""
+
+    app: AppSpec  # the candidate: the app as it is now (its app_dir, its Python)
+    baseline_dir: Path | None = None  # the baseline's app dir
+    baseline_ref: str | None = None  # or a git revision of the app dir's repository
+    thresholds: tuple[str, ...] = DEFAULT_THRESHOLDS
+    inconclusive: Literal["pass", "fail"] = "fail"
+    server: dict[str, Any] | None = None  # ServerSpec fields (default: the seeds' gunicorn)
+    concurrency: int = 50
+    duration_s: float = 6.0
+    request: UserRequest | None = None  # --method, --path, ... (default: GET / or the
+    # built-in app's page)
+
+
+@dataclass(frozen=True)
+class CheckOutcome:
+    """The verdict, each threshold's judgement and what was compared."""
+
+    judgements: tuple[Judgement, ...]
+    state: State
+    exit_code: int
+    baseline: str  # what the baseline was ("main at 1a2b3c4", a directory)
+    candidate: str
+    result_dir: Path
+    starts: int  # fresh starts of each version
+    test: str  # the statistical test behind the intervals
+    wall_s: float
+
+
+def parse_thresholds(texts: Sequence[str]) -> tuple[Threshold, ...]:
+    """The thresholds (SpecError, one line, for one that is not)."""
+    parsed = []
+    for text in texts:
+        try:
+            parsed.append(parse_threshold(text))
+        except ValueError as exc:
+            raise SpecError(str(exc), "see `servelab check --help` for --fail-if") from None
+    return tuple(parsed)
+
+
+def check_experiment(check: CheckSpec, baseline_dir: Path | None) -> Experiment:
+    """Both versions on one stack, side by side, with the thresholds as stopping rule."""
+    from servelab.apps.user import request_spec
+    from servelab.config.building import experiment_from_dict
+    from servelab.config.load import RequestSpec
+    from servelab.studies.seeds import SEED_PROXY, SEED_SERVER
+
+    ref = check.app.ref.strip()
+    request = RequestSpec.model_validate(_BUILTIN_REQUESTS.get(ref, {"method": "GET",
+                                                                     "path": "/"}))
+    if check.request is not None:
+        request = request_spec(request, check.request)
+    candidate = check.app.model_dump(mode="json")
+    if ref == "sleepy":  # its default 2 s would make a check of waiting; 5 ms of "I/O"
+        candidate["env"] = {"SERVELAB_SLEEP_S": "0.005", **candidate["env"]}
+    baseline = {**candidate, "app_dir": str(baseline_dir) if baseline_dir else None}
+    server = {**SEED_SERVER, **(check.server or {})}
+    return experiment_from_dict(
+        {
+            "name": "check",
+            "baseline": {"name": BASELINE, "app": baseline, "server": server,
+                         "proxy": SEED_PROXY},
+            "variants": [{"name": CANDIDATE, "app": candidate}],
+            "workloads": [{
+                "name": "app",
+                "request": request.model_dump(),
+                "load": {"concurrency": check.concurrency, "duration_s": check.duration_s},
+            }],
+            # Two rounds of fresh starts first (the fewest a nested interval takes); the
+            # stopping rule adds rounds while a threshold is undecided.
+            "repetitions": 2,
+            "warmup": {"max_rounds": 1, "duration_s": 1.0},
+            "side_by_side": True,
+            "stopping": {"budget_s": DEFAULT_BUDGET_S, "thresholds": list(check.thresholds)},
+        },
+        source="servelab check",
+    )
+
+
+def probe_both(experiment: Experiment, timeout_s: float) -> None:
+    """Launch each version and send the request: SpecError (exit 2) when the two answer
+    it differently, before anything is measured."""
+    from servelab.launch import launch_stack
+
+    request = experiment.workloads[0].request
+    answers: dict[str, int | None] = {}
+    failures: dict[str, StackStartError] = {}
+    for stack in experiment.stacks:
+        try:
+            with launch_stack(stack, probe=request, startup_timeout_s=timeout_s):
+                answers[stack.name] = request.expect_status
+        except StackStartError as exc:
+            status = re.search(r"with HTTP (\d{3}), expected", exc.problem)
+            answers[stack.name] = int(status[1]) if status else None
+            failures[stack.name] = exc
+    said = f"{request.method} {request.path}"
+    if answers[BASELINE] != answers[CANDIDATE] and None not in answers.values():
+        raise SpecError(
+            f"the two versions answer {said} differently: baseline HTTP {answers[BASELINE]}, "
+            f"candidate HTTP {answers[CANDIDATE]}",
+            "check both with the same request (--method, --path, --expect-status); a check "
+            "compares the speed of versions that answer alike",
+        )
+    for name in (BASELINE, CANDIDATE):
+        if name in failures:
+            exc = failures[name]
+            raise StackStartError(f"the {name} version: {exc.problem}", exc.fix, exc.detail)
+
+
+def judge_result(store_dir: Path, thresholds: Sequence[Threshold]) -> tuple[
+    tuple[Judgement, ...], int, str
+]:
+    """Each threshold on each workload of the stored check; starts per version; the test."""
+    from servelab.report.base import ReportInput
+    from servelab.results.store import ResultStore
+
+    report = ReportInput.from_store(ResultStore.open(store_dir))
+    judgements = []
+    starts, tests = 0, set()
+    for variant in report.analysis.variants:
+        if variant.variant != CANDIDATE:
+            continue
+        errors = sum(run.load.errors for run in variant.runs)
+        for threshold in thresholds:
+            comparison = variant.comparisons.get(threshold.metric)
+            judgements.append(judge(threshold, comparison, float(errors), variant.workload))
+            if comparison is not None:
+                tests.add(comparison.test)
+                starts = max(starts, *(comparison.starts or (len(variant.runs),)))
+    return tuple(judgements), starts, " / ".join(sorted(tests)) or "none"
+
+
+def run_check(
+    check: CheckSpec,
+    options: RunOptions,
+    *,
+    say: Callable[[str], None],
+    measure: Callable[[Experiment, RunOptions], Path],
+) -> CheckOutcome:
+    """Measure both versions (``measure``: run the experiment, return its result dir) and
+    judge every threshold."""
+    from servelab.apps.interpreter import with_app_python
+    from servelab.check.versions import baseline_version
+
+    thresholds = parse_thresholds(check.thresholds)
+    started = time.monotonic()
+    if check.baseline_dir is None and check.baseline_ref is None and (
+        check.app.ref.strip() not in BUILTIN_APPS
+    ):
+        raise SpecError(
+            "servelab check needs the baseline version of your app",
+            "give --baseline-dir DIR or --baseline-ref REV (a git branch, tag or commit)",
+        )
+    app, note = with_app_python(check.app)  # one Python for both versions
+    if note:
+        say(note)
+    check = replace(check, app=app)
+    with baseline_version(check.app, check.baseline_dir, check.baseline_ref) as (where, label):
+        experiment = options.apply(check_experiment(check, where))
+        experiment = _fitted(experiment, say)
+        probe_both(experiment, options.startup_timeout_s)
+        result_dir = measure(experiment, options)
+    judgements, starts, test = judge_result(result_dir, thresholds)
+    state = overall(judgements)
+    return CheckOutcome(
+        judgements, state, exit_code(state, check.inconclusive), label,
+        str(check.app.app_dir or check.app.ref), result_dir, starts, test,
+        time.monotonic() - started,
+    )
+
+
+def _fitted(experiment: Experiment, say: Callable[[str], None]) -> Experiment:
+    """Each stack's server fitted to its app (gunicorn's worker class to WSGI/ASGI)."""
+    from servelab.apps.user import fit_stack, resolve_user_app
+
+    stacks = []
+    for stack in experiment.stacks:
+        fitted, note = fit_stack(stack, stack.app, resolve_user_app(stack.app))
+        stacks.append(fitted)
+        if note and stack.name == BASELINE:
+            say(note.replace(f"{BASELINE}: ", "both versions: ", 1))
+    return experiment.model_copy(update={"baseline": stacks[0], "variants": tuple(stacks[1:])})

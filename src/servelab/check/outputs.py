@@ -1,0 +1,109 @@
+"""What CI systems show of a check: a GitHub-flavoured markdown summary (a job summary,
+``$GITHUB_STEP_SUMMARY``) and JUnit XML (one test case per threshold and workload)."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from servelab.analysis.thresholds import Judgement
+from servelab.check import CheckOutcome
+
+HEADLINES = {
+    "held": "✅ passed: no threshold crossed",
+    "crossed": "❌ failed: a threshold is crossed",
+    "inconclusive": "⚠️ inconclusive: not every threshold could be decided",
+}
+VERDICTS = {"held": "✅ held", "crossed": "❌ crossed", "inconclusive": "⚠️ inconclusive"}
+
+
+def _change(judgement: Judgement) -> str:
+    if judgement.observed is None:
+        return "n/a"
+    if judgement.threshold.relative:
+        return f"{judgement.observed:+.1f} %"
+    return f"{judgement.observed:g}"
+
+
+def _interval(judgement: Judgement) -> str:
+    if judgement.interval_pct is None:
+        return "—"
+    low, high = judgement.interval_pct
+    return f"{low:+.1f} % … {high:+.1f} %"
+
+
+def summary_markdown(outcome: CheckOutcome) -> str:
+    """The verdict table, in GitHub-flavoured markdown."""
+    lines = [
+        f"### servelab check: {HEADLINES[outcome.state]}",
+        "",
+        "| threshold | workload | change | 95 % interval | verdict |",
+        "|---|---|---:|---|---|",
+    ]
+    for j in outcome.judgements:
+        lines.append(
+            f"| `{j.threshold.text}` | {j.workload} | {_change(j)} | {_interval(j)} | "
+            f"{VERDICTS[j.state]} |"
+        )
+    lines += [
+        "",
+        f"Candidate `{outcome.candidate}` against baseline `{outcome.baseline}`, "
+        f"{outcome.starts} fresh starts of each, measured side by side; intervals from "
+        f"{outcome.test}; {outcome.wall_s:.0f} s; exit code {outcome.exit_code}. "
+        f"Result: `{outcome.result_dir}`.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def junit_xml(outcome: CheckOutcome) -> str:
+    """JUnit XML: a test case per threshold and workload, failed when crossed (and when
+    inconclusive, if that fails the check), skipped when inconclusive otherwise."""
+    failures = sum(j.state == "crossed" for j in outcome.judgements)
+    undecided = sum(j.state == "inconclusive" for j in outcome.judgements)
+    inconclusive_fails = outcome.exit_code != 0 and outcome.state == "inconclusive"
+    suites = ET.Element("testsuites", name="servelab check")
+    suite = ET.SubElement(
+        suites, "testsuite", name="servelab check",
+        tests=str(len(outcome.judgements)),
+        failures=str(failures + (undecided if inconclusive_fails else 0)),
+        errors="0",
+        skipped=str(0 if inconclusive_fails else undecided),
+        time=f"{outcome.wall_s:.3f}",
+    )
+    for j in outcome.judgements:
+        case = ET.SubElement(
+            suite, "testcase", classname=f"servelab.check.{j.workload or 'app'}",
+            name=j.threshold.text, time="0",
+        )
+        message = f"{j.threshold.text}: {_change(j)} ({j.reason})"
+        if j.state == "crossed":
+            ET.SubElement(case, "failure", message=message, type="threshold crossed").text = (
+                message
+            )
+        elif j.state == "inconclusive" and inconclusive_fails:
+            ET.SubElement(case, "failure", message=message, type="inconclusive").text = message
+        elif j.state == "inconclusive":
+            ET.SubElement(case, "skipped", message=message)
+        else:
+            ET.SubElement(case, "system-out").text = message
+    ET.indent(suites)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode")
+
+
+def write_outputs(
+    outcome: CheckOutcome, summary_md: Path | None, junit: Path | None, step_summary: str | None
+) -> list[Path]:
+    """Write what was asked (and append to GitHub's job summary when it is set)."""
+    written = []
+    if summary_md is not None:
+        summary_md.write_text(summary_markdown(outcome))
+        written.append(summary_md)
+    if step_summary:
+        with open(step_summary, "a", encoding="utf-8") as summary:
+            summary.write(summary_markdown(outcome))
+        written.append(Path(step_summary))
+    if junit is not None:
+        junit.write_text(junit_xml(outcome))
+        written.append(junit)
+    return written

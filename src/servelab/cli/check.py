@@ -1,0 +1,94 @@
+"""``servelab check``: the regression gate (see servelab.check)."""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from servelab import api
+from servelab.analysis.thresholds import DEFAULT_THRESHOLDS, EXIT_INCONCLUSIVE, METRIC_NAMES
+from servelab.cli.options import UserInput, app_options, console, out, run_options
+from servelab.config.run import RunOptions
+from servelab.config.stack import AppSpec
+from servelab.errors import SpecError
+from servelab.servers.registry import DEFAULT_SERVER, SERVER_KINDS
+
+
+@click.command()
+@click.option(
+    "--baseline-dir", type=click.Path(path_type=Path),
+    help="The baseline version's app dir (the candidate is --app-dir).",
+)
+@click.option(
+    "--baseline-ref",
+    help="Or a git revision of the app dir's repository (branch, tag, commit), checked out "
+    "into a temporary worktree and removed afterwards.",
+)
+@click.option(
+    "--fail-if", "thresholds", multiple=True, metavar="THRESHOLD",
+    help="Fail when the candidate's change crosses this, with confidence; repeatable. "
+    f"Metrics: {', '.join(METRIC_NAMES)}. Default: "
+    f"{' and '.join(repr(t) for t in DEFAULT_THRESHOLDS)}.",
+)
+@click.option(
+    "--inconclusive", type=click.Choice(["pass", "fail"]), default="fail", show_default=True,
+    help=f"What an undecided threshold does: fail (exit {EXIT_INCONCLUSIVE}) or pass (exit 0).",
+)
+@click.option("--summary-md", type=click.Path(path_type=Path),
+              help="Write the verdict table as GitHub-flavoured markdown.")
+@click.option("--junit", type=click.Path(path_type=Path),
+              help="Write JUnit XML: one test case per threshold.")
+@click.option("--server", type=click.Choice(SERVER_KINDS), default=DEFAULT_SERVER,
+              show_default=True, help="The app server serving both versions.")
+@click.option("--workers", type=int, default=2, show_default=True)
+@click.option("-c", "--concurrency", type=int, default=50, show_default=True)
+@app_options
+@run_options
+def check(
+    baseline_dir, baseline_ref, thresholds, inconclusive, summary_md, junit, server, workers,
+    concurrency, user: UserInput, run: RunOptions,
+) -> None:
+    """Did the app get slower? Measure two versions of the app on the same stack, side by
+    side, until every --fail-if threshold is decided or --budget (default 3 min) is spent.
+
+    Exit codes: 0 no threshold crossed, 1 one crossed (a significant change beyond it),
+    10 still inconclusive (--inconclusive pass: 0), 2 bad input."""
+    from servelab.check import CheckSpec, run_check
+    from servelab.check.outputs import summary_markdown, write_outputs
+
+    if workers < 1 or concurrency < 1:
+        raise SpecError("--workers and --concurrency must be at least 1", "pass 1 or more")
+    spec = CheckSpec(
+        app=user.app or AppSpec(ref="fastapi"),
+        baseline_dir=baseline_dir,
+        baseline_ref=baseline_ref,
+        thresholds=tuple(thresholds) or DEFAULT_THRESHOLDS,
+        inconclusive=inconclusive,
+        server={"kind": server, "workers": workers},
+        concurrency=concurrency,
+        request=user.request,
+    )
+    if user.database_given:
+        raise SpecError("servelab check does not take --database, --db-latency or --db-jitter",
+                        "leave them out")
+    options = replace(run, startup_timeout_s=user.startup_timeout_s)
+
+    def measure(experiment, run_options):
+        # Progress on stderr; stdout carries only the check's own table.
+        quiet = Console(file=io.StringIO())
+        return api.run(experiment, run_options, console=console, out=quiet).path
+
+    outcome = run_check(
+        spec, options, say=lambda note: console.print(f"servelab: {note}", highlight=False),
+        measure=measure,
+    )
+    out.print(summary_markdown(outcome), markup=False, highlight=False)
+    for path in write_outputs(outcome, summary_md, junit, os.environ.get("GITHUB_STEP_SUMMARY")):
+        console.print(f"servelab: wrote {path}", highlight=False)
+    sys.exit(outcome.exit_code)
