@@ -33,6 +33,7 @@ from servelab.config.experiment import Experiment
 from servelab.config.run import RunOptions
 from servelab.config.stack import AppSpec
 from servelab.errors import SpecError, StackStartError
+from servelab.results.records import RunRecord
 
 BASELINE, CANDIDATE = "baseline", "candidate"
 DEFAULT_BUDGET_S = 180.0
@@ -155,17 +156,15 @@ def probe_both(experiment: Experiment, timeout_s: float) -> None:
             raise StackStartError(f"the {name} version: {exc.problem}", exc.fix, exc.detail)
 
 
-def judge_result(store_dir: Path, thresholds: Sequence[Threshold]) -> tuple[
-    tuple[Judgement, ...], int, str
-]:
-    """Each threshold on each workload of the stored check; starts per version; the test."""
-    from servelab.report.base import ReportInput
-    from servelab.results.store import ResultStore
+def judge_runs(
+    experiment: Experiment, runs: Sequence[RunRecord], thresholds: Sequence[Threshold]
+) -> tuple[tuple[Judgement, ...], int, str]:
+    """Each threshold on each workload of a check's runs; starts per version; the test."""
+    from servelab.analysis.analyze import analyze
 
-    report = ReportInput.from_store(ResultStore.open(store_dir))
     judgements = []
     starts, tests = 0, set()
-    for variant in report.analysis.variants:
+    for variant in analyze(experiment, runs).variants:
         if variant.variant != CANDIDATE:
             continue
         errors = sum(run.load.errors for run in variant.runs)
@@ -208,7 +207,10 @@ def run_check(
         experiment = _fitted(experiment, say)
         probe_both(experiment, options.startup_timeout_s)
         result_dir = measure(experiment, options)
-    judgements, starts, test = judge_result(result_dir, thresholds)
+    from servelab.results.store import ResultStore
+
+    store = ResultStore.open(result_dir)
+    judgements, starts, test = judge_runs(store.experiment(), store.runs(), thresholds)
     state = overall(judgements)
     return CheckOutcome(
         judgements, state, exit_code(state, check.inconclusive), label,

@@ -93,6 +93,8 @@ def threshold_clarity(analysis: ExperimentAnalysis, thresholds: Sequence[str]) -
     with the starts its interval would need to reach the limit (``servelab check``)."""
     found = []
     for v in analysis.variants:
+        if v.variant == analysis.experiment.baseline.name:
+            continue
         for threshold in map(parse_threshold, thresholds):
             if not threshold.relative:
                 continue  # a count is decided by what was measured

@@ -1,0 +1,84 @@
+"""The check end to end on simulated versions (a fake executor: no servers): a planted
+slowdown fails, identical versions pass, a change at the limit within a small budget is
+inconclusive; and the stopping rule measures until the thresholds are decided."""
+
+from __future__ import annotations
+
+import random
+
+from support import FakeClock, FakeExecutor, ListSink
+
+from servelab.analysis.thresholds import exit_code, overall
+from servelab.check import CANDIDATE, CheckSpec, check_experiment, judge_runs, parse_thresholds
+from servelab.config.stack import AppSpec
+from servelab.measure import Runner, RunnerEvents
+
+THRESHOLDS = ("rps < -5%", "errors > 0")
+
+
+def simulate(effect: float, *, noise: float = 0.01, budget_s: float = 180.0, seed: int = 0):
+    """Run the check's own experiment with the candidate ``effect`` slower (-0.1 = 10 %)."""
+    rng = random.Random(seed)
+    starts: dict[int, float] = {}
+
+    def level(variant, start, tick, workload):
+        if start not in starts:
+            starts[start] = rng.gauss(0, noise)
+        drift = 1 + 0.05 * ((tick // 7) % 2)  # the machine's own speed, shared alike
+        return 1000.0 * drift * (1 + (effect if variant == CANDIDATE else 0.0)) * (
+            1 + starts[start] + rng.gauss(0, noise / 4)
+        )
+
+    experiment = check_experiment(CheckSpec(app=AppSpec(ref="fastapi"), thresholds=THRESHOLDS),
+                                  None)
+    stopping = experiment.stopping.model_copy(update={"budget_s": budget_s})
+    experiment = experiment.model_copy(update={"stopping": stopping})
+    clock = FakeClock()
+    decisions = []
+    events = RunnerEvents(on_round=lambda plan, outlook: decisions.append(outlook))
+    runs = Runner(experiment, ListSink(), FakeExecutor(level, clock=clock), events,
+                  clock=clock).run()
+    judgements, starts_each, _ = judge_runs(experiment, runs, parse_thresholds(THRESHOLDS))
+    return overall(judgements), judgements, starts_each, decisions[-1]
+
+
+def test_a_planted_ten_percent_slowdown_fails() -> None:
+    state, judgements, _, outlook = simulate(-0.10)
+    assert state == "crossed" and exit_code(state) == 1
+    assert judgements[0].state == "crossed" and judgements[0].observed < -5
+    assert outlook.reason == "every threshold is decided"
+
+
+def test_identical_versions_pass() -> None:
+    state, judgements, _, _ = simulate(0.0)
+    assert state == "held" and exit_code(state) == 0
+    assert [j.state for j in judgements] == ["held", "held"]
+
+
+def test_a_change_at_the_limit_stays_inconclusive_within_the_budget() -> None:
+    state, judgements, starts_each, outlook = simulate(-0.05, noise=0.06, budget_s=30)
+    assert state == "inconclusive"
+    assert exit_code(state) == 10 and exit_code(state, "pass") == 0
+    assert "budget" in outlook.reason
+    assert judgements[0].interval_pct[0] < -5 < judgements[0].interval_pct[1]
+    assert starts_each >= 2
+
+
+def test_the_check_compares_the_two_versions_side_by_side_on_one_stack() -> None:
+    experiment = check_experiment(
+        CheckSpec(app=AppSpec(ref="shop:app", app_dir="/src/new"), thresholds=THRESHOLDS),
+        baseline_dir="/tmp/old",
+    )
+    baseline, candidate = experiment.stacks
+    assert (baseline.name, candidate.name) == ("baseline", "candidate")
+    assert str(baseline.app.app_dir) == "/tmp/old" and str(candidate.app.app_dir) == "/src/new"
+    assert baseline.server == candidate.server and baseline.proxy == candidate.proxy
+    assert experiment.side_by_side and experiment.stopping.thresholds == THRESHOLDS
+
+
+def test_over_many_machines_identical_versions_never_fail_and_a_slowdown_never_passes():
+    """20 simulated machines (3 % noise between starts, a shared drift): the decision is
+    right every time, not just on one lucky seed."""
+    for seed in range(20):
+        assert simulate(0.0, noise=0.03, seed=seed)[0] == "held", seed
+        assert simulate(-0.10, noise=0.03, seed=seed)[0] == "crossed", seed
