@@ -210,7 +210,7 @@ def run_check(
     from servelab.results.store import ResultStore
 
     store = ResultStore.open(result_dir)
-    judgements, starts, test = judge_runs(store.experiment(), store.runs(), thresholds)
+    judgements, starts, test = judge_runs(store.experiment, store.runs(), thresholds)
     state = overall(judgements)
     return CheckOutcome(
         judgements, state, exit_code(state, check.inconclusive), label,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import signal
 import sys
+import traceback
 
 import click
 from rich.markup import escape
@@ -100,6 +101,11 @@ def _raise_keyboard_interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
+# sysexits.h's EX_SOFTWARE: not 1, which `servelab check` and `results compare --fail-on`
+# give a regression.
+INTERNAL_ERROR = 70
+
+
 def main() -> None:
     """Entry point: user errors are one line and an exit code, never a traceback."""
     signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
@@ -120,4 +126,9 @@ def main() -> None:
     except ServelabError as exc:  # raised outside a command (e.g. while parsing)
         print_error(exc)
         sys.exit(exc.exit_code)
+    except Exception:  # a bug in servelab: its traceback, and a code no verdict uses
+        traceback.print_exc()
+        console.print("servelab: internal error (a bug in servelab; the traceback above says "
+                      "where); nothing measured so far is lost", highlight=False)
+        sys.exit(INTERNAL_ERROR)
     sys.exit(code if isinstance(code, int) else 0)

@@ -112,6 +112,16 @@ CASES: list[tuple[list[str], str]] = [
     (["results", "compare", "1", "2", "--results", "/nonexistent"], "no servelab results"),
     (["report", "nope"], "no result 'nope'"),
     (["export", "nope"], "no result 'nope'"),
+    # check: thresholds, baselines
+    (["check", "--fail-if", "throughput < -5%"], "unknown metric 'throughput'"),
+    (["check", "--fail-if", "rps <= 5"], "invalid threshold 'rps <= 5'"),
+    (["check", "--fail-if", "rps < -5"], "give a percentage (rps < -5%)"),
+    (["check", "--inconclusive", "maybe"], "Invalid value for '--inconclusive'"),
+    (["check", "--app", APP], "needs the baseline version of your app"),
+    (["check", "--app", APP, "--baseline-dir", "/nonexistent"], "is not a directory"),
+    (["check", "--app", APP, "--baseline-ref", "main", "--app-dir", "/"], "not in one"),
+    (["check", "--workers", "0"], "--workers and --concurrency must be at least 1"),
+    (["check", "--database", "sqlite"], "does not take --database"),
 ]
 
 
