@@ -34,12 +34,13 @@ from servelab.config.run import RunOptions
 from servelab.config.stack import AppSpec
 from servelab.errors import SpecError, StackStartError
 from servelab.results.records import RunRecord
+from servelab.studies.seeds import SEED_ITEM_BODY
 
 BASELINE, CANDIDATE = "baseline", "candidate"
 DEFAULT_BUDGET_S = 180.0
 # The built-in apps' request (the seed app's small async endpoint; the sleepy app's page).
 _BUILTIN_REQUESTS: dict[str, dict[str, Any]] = {
-    "fastapi": {"method": "GET", "path": "/async-small"},
+    "fastapi": {"method": "POST", "path": "/async/items/", "body": SEED_ITEM_BODY},
     "sleepy": {"method": "GET", "path": "/"},
     "django": {"method": "GET", "path": "/books/"},
 }
