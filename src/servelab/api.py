@@ -23,6 +23,7 @@ from servelab.host.extras import require_extra
 from servelab.host.limits import check_fits_machine
 from servelab.report.base import ReportInput
 from servelab.results.store import ResultStore
+from servelab.results.writers import check_writable
 
 
 def run(
@@ -45,6 +46,7 @@ def run(
         console.print(f"servelab: {note}", highlight=False)
 
     experiment = options.apply(experiment)
+    check_writable(dict(options.result_files))  # before anything is measured
     # Each app's interpreter settled (the app's own venv, or servelab's) before its import.
     experiment, app, notes = with_app_pythons(experiment, options.app)
     for note in notes:
@@ -80,6 +82,7 @@ def run(
             return ExperimentSession(
                 ready, cpu_plan, options.results_dir, console=console, out=out,
                 resume=options.resume, force=options.allow_other_machine,
+                result_files=dict(options.result_files),
             ).run()
 
     if not needs_preparing:

@@ -8,7 +8,7 @@ the results so far are on disk in both raw and readable form.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -27,12 +27,13 @@ from servelab.load.base import LoadDriver, check_driver_can
 from servelab.load.registry import get_driver
 from servelab.measure import Launch, RunnerEvents, run_experiment
 from servelab.measure.stopping import NextRound, Outlook
-from servelab.report.base import MARKDOWN_FILE
+from servelab.report.base import MARKDOWN_FILE, ReportInput
 from servelab.report.markdown import render_markdown
-from servelab.report.sections import live_sections
+from servelab.report.sections import live_sections, report_sections
 from servelab.report.terminal import render_terminal
 from servelab.results.records import RunRecord
 from servelab.results.store import DB_FILE, Database, ResultStore, spec_hash
+from servelab.results.writers import write_result_files
 
 
 def render_tables(
@@ -74,6 +75,7 @@ class ExperimentSession:
         resume: bool = False,
         force: bool = False,
         measure: Callable[..., list[RunRecord]] = run_experiment,
+        result_files: Mapping[str, Path] | None = None,
     ) -> None:
         self.experiment = experiment
         self.cpu_plan = cpu_plan
@@ -83,6 +85,7 @@ class ExperimentSession:
         self.resume = resume
         self.force = force
         self.measure = measure  # tests hand in a runner with a fake executor
+        self.result_files = dict(result_files or {})  # --export-json ...: after every run
 
     def _environment(self, driver: LoadDriver) -> dict[str, Any]:
         """The machine's facts, with the driver's version and where things run."""
@@ -144,8 +147,11 @@ class ExperimentSession:
 
         def on_result(result: RunRecord) -> None:
             runs.append(result)
-            report = render_markdown(live_sections(experiment, environment, runs))
-            (store.path / MARKDOWN_FILE).write_text(report)
+            so_far = ReportInput.build(experiment, environment, runs)
+            (store.path / MARKDOWN_FILE).write_text(
+                render_markdown(report_sections(so_far, with_files=False))
+            )
+            write_result_files(self.result_files, so_far)
             live.show(result)
 
         progress = live.progress

@@ -102,3 +102,46 @@ def test_runs_measured_before_a_failure_are_kept(tmp_path: Path):
         _session(tmp_path, one_then_fail).run()
     (row,) = Database(tmp_path / DB_FILE).list_experiments()
     assert row.runs == 1 and Path(row.experiment_dir).is_dir()
+
+
+def test_result_files_are_rewritten_after_every_run(tmp_path: Path):
+    """--export-json/--export-markdown/--export-csv: each file describes every run so far,
+    so an interrupted experiment leaves them describing what was measured."""
+    import csv
+    import json
+
+    experiment = experiment_from_dict(
+        {
+            "name": "files",
+            "repetitions": 2,
+            "slices": 1,  # runs in turn: each is finished before the next starts
+            "baseline": {"name": "base"},
+            "variants": [{"name": "fast", "proxy": {"transport": "unix"}}],
+            "workloads": [{"name": "w", "request": {"path": "/"}, "load": {"duration_s": 2}}],
+        }
+    )
+    files = {fmt: tmp_path / f"out.{fmt}" for fmt in ("json", "markdown", "csv")}
+    seen: list[int] = []
+
+    def level(variant, start, tick, workload):
+        if files["json"].exists():
+            seen.append(len(json.loads(files["json"].read_text())["runs"]))
+        return (1300.0 if variant == "fast" else 1000.0) + tick % 3
+
+    quiet = Console(file=io.StringIO())
+    store = ExperimentSession(
+        experiment, CpuPlan("0", "1", cpu_priority=False), tmp_path / "results",
+        console=quiet, out=quiet, measure=fake_measure(level), result_files=files,
+    ).run()
+    assert seen and seen == sorted(seen) and seen[-1] < 4  # written while it ran
+    document = json.loads(files["json"].read_text())
+    assert len(document["runs"]) == 4
+    assert {c["variant"] for c in document["comparisons"]} == {"fast"}
+    rows = [r for r in csv.DictReader(files["csv"].read_text().splitlines())
+            if not r.get("slice_pass")]
+    assert {(r["variant"], r["repetition"]) for r in rows} == {
+        ("base", "1"), ("base", "2"), ("fast", "1"), ("fast", "2")
+    }
+    assert files["markdown"].read_text().startswith("# files")
+    assert not list(tmp_path.glob(".out.*.tmp"))  # written atomically
+    assert store.path.is_dir()

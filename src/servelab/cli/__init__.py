@@ -5,6 +5,7 @@ One module per group of commands (measure.py, stored.py), options in options.py.
 
 from __future__ import annotations
 
+import shlex
 import signal
 import sys
 import traceback
@@ -14,7 +15,7 @@ from rich.markup import escape
 
 from servelab import __version__
 from servelab.cli import check, measure, stored
-from servelab.cli.options import console, out
+from servelab.cli.options import console, errors, out
 from servelab.errors import ServelabError
 
 
@@ -37,7 +38,7 @@ class ServelabGroup(click.Group):
 def print_usage_error(exc: click.UsageError) -> None:
     command = exc.ctx.command_path.replace("cli", "servelab", 1) if exc.ctx else "servelab"
     line = escape(" ".join(exc.format_message().split()))
-    console.print(
+    errors.print(
         f"[bold red]servelab: error:[/bold red] {line} (fix: see `{command} --help`)",
         highlight=False,
     )
@@ -46,15 +47,29 @@ def print_usage_error(exc: click.UsageError) -> None:
 def print_error(exc: ServelabError) -> None:
     # escape: a message naming a TOML table ("[database]") is text, not rich markup.
     line = escape(exc.one_line())
-    console.print(f"[bold red]servelab: error:[/bold red] {line}", highlight=False)
+    errors.print(f"[bold red]servelab: error:[/bold red] {line}", highlight=False)
     if exc.detail:
-        console.print(exc.detail, highlight=False, markup=False)
+        errors.print(exc.detail, highlight=False, markup=False)
 
 
-@click.group(cls=ServelabGroup)
+@click.group(
+    cls=ServelabGroup,
+    # Every option also from SERVELAB_<COMMAND>_<OPTION> (--results: SERVELAB_RESULTS).
+    context_settings={"auto_envvar_prefix": "SERVELAB", "help_option_names": ["-h", "--help"]},
+)
 @click.version_option(version=__version__, prog_name="servelab")  # also from a checkout
-def cli() -> None:
+@click.option("-q", "--quiet", is_flag=True, help="Only results and errors: no progress, no notes.")
+@click.option("-v", "--verbose", is_flag=True,
+              help="Also say every command line servelab starts (servers, fronts, drivers).")
+def cli(quiet: bool, verbose: bool) -> None:
     """Measure how to serve a Python web app on this machine."""
+    from servelab.host import procs
+
+    console.quiet = quiet
+    procs.announce_start = (
+        (lambda argv: console.print(f"servelab: starting {shlex.join(argv)}", highlight=False))
+        if verbose else None
+    )
 
 
 

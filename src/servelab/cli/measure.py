@@ -11,6 +11,7 @@ from servelab import api
 from servelab.cli.options import (
     UserInput,
     app_options,
+    complete_study,
     console,
     failure_options,
     failure_study_options,
@@ -37,7 +38,7 @@ def studies() -> None:
 
 
 @click.command()
-@click.argument("name")
+@click.argument("name", shell_complete=complete_study)
 @click.option("-r", "--repetitions", type=int, help="Runs per variant and workload (default 3).")
 @click.option("-c", "--concurrency", type=int, help="Concurrent clients (closed model).")
 @click.option("-n", "--requests", type=int, help="Requests per run.")

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -15,8 +16,11 @@ from servelab.config.run import DEFAULT_RESULTS_DIR, RunOptions, parse_duration
 from servelab.config.stack import AppSpec
 from servelab.errors import SpecError
 from servelab.host.netns import check_somaxconn
+from servelab.results.writers import WRITERS
 
 console = Console(stderr=True, soft_wrap=True)  # an error stays one line, however long
+# Errors go here: -q silences ``console`` (progress, notes), never an error.
+errors = Console(stderr=True, soft_wrap=True)
 out = Console()
 if not out.is_terminal:
     # Piped or redirected: wide enough that the seed tables do not wrap.
@@ -87,7 +91,17 @@ _run_options = [
         type=click.Path(path_type=Path),
         default=DEFAULT_RESULTS_DIR,
         show_default=True,
+        envvar="SERVELAB_RESULTS",
+        show_envvar=True,
         help="The results directory: servelab.db and one directory per experiment.",
+    ),
+    *(
+        click.option(
+            f"--export-{fmt}", f"export_{fmt}", type=click.Path(path_type=Path), default=None,
+            help=f"Also keep FILE up to date as {fmt.upper() if fmt != 'markdown' else 'Markdown'}"
+            " (rewritten after every run).",
+        )
+        for fmt in WRITERS
     ),
     click.option(
         "--out",
@@ -169,7 +183,7 @@ def run_options(func):
     names = ("stack_cpus", "driver_cpus", "no_pin", "stack_cpu_quota", "no_cpu_priority",
              "results_dir", "legacy_out", "resume", "allow_other_machine",
              "allow_beyond_machine", "order", "order_seed", "slices", "side_by_side",
-             "precision_pct", "budget", "min_effect_pct")
+             "precision_pct", "budget", "min_effect_pct", *(f"export_{fmt}" for fmt in WRITERS))
 
     @functools.wraps(func)
     def with_run_options(*args, **kwargs):
@@ -191,6 +205,9 @@ def run_options(func):
             precision_pct=given["precision_pct"],
             budget_s=parse_duration(given["budget"]) if given["budget"] is not None else None,
             min_effect_pct=given["min_effect_pct"],
+            result_files=tuple(
+                (fmt, given[f"export_{fmt}"]) for fmt in WRITERS if given[f"export_{fmt}"]
+            ),
         )
         return func(*args, run=run, **kwargs)
 
@@ -368,8 +385,35 @@ results_dir_option = click.option(
     type=click.Path(path_type=Path),
     default=DEFAULT_RESULTS_DIR,
     show_default=True,
+    envvar="SERVELAB_RESULTS",
+    show_envvar=True,
     help="The results directory holding servelab.db (where RESULT ids are looked up).",
 )
+
+
+def complete_result(ctx: click.Context, param: click.Parameter, incomplete: str) -> list:
+    """Shell completion of RESULT: the ids stored in --results (or $SERVELAB_RESULTS)."""
+    from click.shell_completion import CompletionItem
+
+    from servelab.results.store import DB_FILE, Database
+
+    root = Path(ctx.params.get("results_dir") or os.environ.get("SERVELAB_RESULTS")
+                or DEFAULT_RESULTS_DIR)
+    if not (root / DB_FILE).is_file():
+        return []
+    try:
+        rows = Database(root / DB_FILE).list_experiments()
+    except Exception:  # completion must never fail the shell
+        return []
+    return [CompletionItem(str(row.id), help=row.name) for row in rows
+            if str(row.id).startswith(incomplete)]
+
+
+def complete_study(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
+    """Shell completion of a study's NAME."""
+    from servelab.studies import all_studies
+
+    return [name for name in all_studies() if name.startswith(incomplete)]
 min_effect_option = click.option(
     "--min-effect",
     type=float,

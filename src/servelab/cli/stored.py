@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
 
 import click
 from rich.table import Table
 
-from servelab.cli.options import min_effect_option, out, results_dir_option
+from servelab.cli.options import complete_result, min_effect_option, out, results_dir_option
 from servelab.errors import ServelabError
 
 
@@ -17,13 +19,24 @@ def results() -> None:
     """Stored results: list, show, compare."""
 
 
+json_option = click.option(
+    "--json", "as_json", is_flag=True, help="Print JSON (for scripts) instead of tables."
+)
+
+
 @results.command("list")
 @results_dir_option
-def results_list(results_dir: Path) -> None:
+@json_option
+def results_list(results_dir: Path, as_json: bool) -> None:
     """List the experiments stored in --results."""
     from servelab.results.store import DB_FILE, Database
 
     rows = Database(results_dir / DB_FILE).list_experiments()
+    if as_json:
+        import dataclasses
+
+        click.echo(json.dumps([dataclasses.asdict(row) for row in rows], indent=2, default=str))
+        return
     table = Table(title=f"results in {results_dir / DB_FILE}", title_justify="left")
     for column in ("id", "name", "started", "runs", "state", "machine", "directory"):
         table.add_column(column)
@@ -42,12 +55,10 @@ def results_list(results_dir: Path) -> None:
 
 
 @results.command("show")
-@click.argument("result")
+@click.argument("result", shell_complete=complete_result)
 @results_dir_option
 @min_effect_option
-@click.option(
-    "--json", "as_json", is_flag=True, help="Print the comparisons as JSON instead of tables."
-)
+@json_option
 @click.option(
     "--precision",
     "precision_pct",
@@ -64,8 +75,6 @@ def results_show(
 
     store = resolve_result(result, results_dir)
     if as_json:
-        import json
-
         from servelab.analysis.analyze import analyze, comparisons_document
 
         analysis = analyze(store.experiment, store.runs(), min_effect_pct=min_effect)
@@ -79,18 +88,26 @@ def results_show(
 
 
 @results.command("compare")
-@click.argument("first")
-@click.argument("second")
+@click.argument("first", shell_complete=complete_result)
+@click.argument("second", shell_complete=complete_result)
 @results_dir_option
 @min_effect_option
 @click.option(
     "--allow-other-machine", is_flag=True, help="Compare results from different machines anyway."
 )
+@json_option
+@click.option(
+    "--fail-on", type=click.Choice(["worse"]), default=None,
+    help="Exit 1 when a variant of SECOND is significantly worse on requests/s than in FIRST "
+    "(10 when a comparison is inconclusive, as `servelab check` does).",
+)
 def results_compare(
-    first: str, second: str, results_dir: Path, min_effect: float, allow_other_machine: bool
+    first: str, second: str, results_dir: Path, min_effect: float, allow_other_machine: bool,
+    as_json: bool, fail_on: str | None,
 ) -> None:
     """Compare each variant of SECOND against the same variant of FIRST."""
     from servelab.analysis.analyze import METRIC_BY_KEY, compare_results, verdict_line
+    from servelab.analysis.thresholds import EXIT_FAIL, EXIT_INCONCLUSIVE
     from servelab.host.environment import machine_differences
     from servelab.results.store import resolve_result
 
@@ -107,14 +124,31 @@ def results_compare(
             f"{first} and {second} share no (variant, workload)",
             "compare results of the same study or experiment file",
         )
-    for (workload, variant), comparisons in pairs.items():
-        out.rule(f"[bold]{workload} / {variant}: {second} against {first}")
-        for key, comparison in comparisons.items():
-            out.print(f"  {verdict_line(METRIC_BY_KEY[key], comparison)}", highlight=False)
+    if as_json:
+        click.echo(json.dumps([
+            {"workload": workload, "variant": variant, "metric": key,
+             "first_mean": c.baseline_mean, "second_mean": c.variant_mean,
+             "change_pct": c.difference_pct,
+             "interval_pct": list(c.interval_pct) if c.interval_pct else None,
+             "p_value": c.p_value, "verdict": c.verdict, "test": c.test}
+            for (workload, variant), comparisons in pairs.items()
+            for key, c in comparisons.items()
+        ], indent=2))
+    else:
+        for (workload, variant), comparisons in pairs.items():
+            out.rule(f"[bold]{workload} / {variant}: {second} against {first}")
+            for key, comparison in comparisons.items():
+                out.print(f"  {verdict_line(METRIC_BY_KEY[key], comparison)}", highlight=False)
+    if fail_on == "worse":
+        verdicts = {comparisons["rps"].verdict for comparisons in pairs.values()}
+        if "worse" in verdicts:
+            sys.exit(EXIT_FAIL)
+        if "inconclusive" in verdicts:
+            sys.exit(EXIT_INCONCLUSIVE)
 
 
 @click.command()
-@click.argument("result")
+@click.argument("result", shell_complete=complete_result)
 @click.option(
     "--out",
     "out_dir",
@@ -144,7 +178,7 @@ def report(
 
 
 @click.command("export")
-@click.argument("result")
+@click.argument("result", shell_complete=complete_result)
 @click.option(
     "--variant",
     default="best",

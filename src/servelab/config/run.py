@@ -55,6 +55,9 @@ class RunOptions:
     db_latency_ms: float | None = None
     db_jitter_ms: float | None = None
     startup_timeout_s: float = 30.0
+    # Result files rewritten after every run: format ("json", "markdown", "csv") -> path
+    # (servelab.results.writers; --export-json ...).
+    result_files: tuple[tuple[str, Path], ...] = ()
 
     def apply(self, experiment: Experiment) -> Experiment:
         """``experiment`` with this run's order, slicing and stopping overrides (checked)."""

@@ -16,8 +16,11 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+
+# Called with each command line before it starts (``servelab -v``); None: silent.
+announce_start: Callable[[Sequence[str]], None] | None = None
 
 
 class Janitor:
@@ -119,6 +122,8 @@ class ManagedProcess:
         return self._popen.pid
 
     def start(self) -> ManagedProcess:
+        if announce_start is not None:
+            announce_start(self.argv)
         with open(self.log_path, "ab") as log:
             self._popen = subprocess.Popen(
                 self.argv,

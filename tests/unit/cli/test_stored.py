@@ -94,3 +94,80 @@ def test_version_is_servelabs_own() -> None:
     shown = run_cli("--version")
     assert shown.returncode == 0
     assert shown.stdout.strip() == f"servelab, version {servelab.__version__}"
+
+
+def _stored(root: Path, slowdown: float = 0.0):
+    """The port-vs-socket seed's runs stored in ``root``, every requests/s times
+    (1 - slowdown)."""
+    from support import PORT_VS_SOCKET, PORT_VS_SOCKET_RUNS
+
+    store = ResultStore.create(root, PORT_VS_SOCKET, {"hostname": "here"})
+    for run in PORT_VS_SOCKET_RUNS:
+        load = run.load.model_copy(update={"rps": run.load.rps * (1 - slowdown)})
+        store.add(run.model_copy(update={"load": load}))
+    return store
+
+
+def test_compare_fails_on_worse_with_checks_exit_codes(tmp_path: Path) -> None:
+    root = tmp_path / "results"
+    first, same, slower = _stored(root), _stored(root), _stored(root, slowdown=0.2)
+    ids = [str(s.id) for s in (first, same, slower)]
+    kept = servelab("results", "compare", ids[0], ids[1], "--results", str(root),
+                    "--fail-on", "worse")
+    assert kept.returncode == 0, kept.stderr
+    worse = servelab("results", "compare", ids[0], ids[2], "--results", str(root),
+                     "--fail-on", "worse")
+    assert worse.returncode == 1, worse.stderr
+    assert "worse" in worse.stdout
+    # Without --fail-on the comparison only reports.
+    assert servelab("results", "compare", ids[0], ids[2], "--results", str(root)).returncode == 0
+
+
+def test_results_as_json(tmp_path: Path) -> None:
+    import json
+
+    root = tmp_path / "results"
+    first, slower = _stored(root), _stored(root, slowdown=0.2)
+    listed = json.loads(servelab("results", "list", "--results", str(root), "--json").stdout)
+    assert [row["id"] for row in listed] == [first.id, slower.id]
+    assert listed[0]["name"] == "port-vs-socket" and listed[0]["runs"] == 6
+    compared = json.loads(servelab(
+        "results", "compare", str(first.id), str(slower.id), "--results", str(root), "--json"
+    ).stdout)
+    rps = [c for c in compared if c["metric"] == "rps"]
+    assert {(c["variant"], c["verdict"]) for c in rps} == {("tcp", "worse"), ("unix", "worse")}
+    assert all(-21 < c["change_pct"] < -19 for c in rps)
+
+
+def test_options_from_the_environment_and_h(tmp_path: Path) -> None:
+    root = tmp_path / "results"
+    first = _stored(root)
+    listed = servelab("results", "list", "--json", env={"SERVELAB_RESULTS": str(root)})
+    assert f'"id": {first.id}' in listed.stdout
+    assert "SERVELAB_RESULTS" in servelab("results", "list", "-h").stdout
+    # Any option by SERVELAB_<COMMAND>_<OPTION> (click's auto_envvar_prefix).
+    done = servelab("study", "quick", env={"SERVELAB_STUDY_REPETITIONS": "0"})
+    assert done.returncode == 2 and "--repetitions must be 1 or more" in done.stderr
+
+
+def test_shell_completion_offers_studies_and_result_ids(tmp_path: Path) -> None:
+    """As bash asks the installed `servelab` script (docs: eval "$(_SERVELAB_COMPLETE=...")."""
+    import os
+    import subprocess
+    import sys
+
+    root = tmp_path / "results"
+    first = _stored(root)
+    script = str(Path(sys.executable).with_name("servelab"))
+    env = {"_SERVELAB_COMPLETE": "bash_complete", "SERVELAB_RESULTS": str(root)}
+
+    def complete(words: str, cword: int) -> list[str]:
+        done = subprocess.run(
+            [script], capture_output=True, text=True, timeout=60,
+            env={**os.environ, **env, "COMP_WORDS": words, "COMP_CWORD": str(cword)},
+        )
+        return [line.split(",", 1)[1] for line in done.stdout.splitlines()]
+
+    assert complete("servelab study qu", 2) == ["quick"]
+    assert complete("servelab results show ", 3) == [str(first.id)]
+    assert complete("servelab report ", 2) == [str(first.id)]

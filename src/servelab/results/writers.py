@@ -1,0 +1,70 @@
+"""Result files a measuring command keeps up to date (``--export-json``,
+``--export-markdown``, ``--export-csv``, as hyperfine names them): each is rewritten after
+every run, so an interrupted experiment leaves them describing every run measured.
+
+JSON holds every run as stored and every comparison with the baseline (what ``results
+show --json`` prints); markdown is the report (the same sections as the terminal's); CSV
+is one row per run (and per slice), as ``servelab report`` writes ``runs.csv``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from servelab.errors import SpecError
+from servelab.report.base import ReportInput
+
+
+def _json(report: ReportInput) -> str:
+    from servelab.analysis.analyze import comparisons_document
+    from servelab.report.data import runs_json
+
+    document = {
+        **json.loads(runs_json(report)),
+        "comparisons": comparisons_document(report.analysis)["comparisons"],
+    }
+    return json.dumps(document, indent=2)
+
+
+def _markdown(report: ReportInput) -> str:
+    from servelab.report.markdown import render_markdown
+    from servelab.report.sections import report_sections
+
+    return render_markdown(report_sections(report, with_files=False))
+
+
+def _csv(report: ReportInput) -> str:
+    from servelab.report.data import runs_csv
+
+    return runs_csv(report)
+
+
+# format -> how its file is rendered; the CLI's --export-FORMAT options come from here.
+WRITERS: dict[str, Callable[[ReportInput], str]] = {
+    "json": _json,
+    "markdown": _markdown,
+    "csv": _csv,
+}
+
+
+def check_writable(files: Mapping[str, Path]) -> None:
+    """SpecError (one line) for a result file that could not be written, before anything
+    is measured."""
+    for fmt, path in files.items():
+        parent = path.parent if str(path.parent) else Path(".")
+        if path.is_dir() or not parent.is_dir() or not os.access(parent, os.W_OK):
+            raise SpecError(
+                f"--export-{fmt} {path}: cannot write there",
+                "give a file in an existing, writable directory",
+            )
+
+
+def write_result_files(files: Mapping[str, Path], report: ReportInput) -> None:
+    """(Re)write each file, atomically (a reader never sees half a file)."""
+    for fmt, path in files.items():
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(WRITERS[fmt](report))
+        os.replace(tmp, path)
