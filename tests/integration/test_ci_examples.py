@@ -1,0 +1,96 @@
+"""The CI examples of docs/ci.md, for real: the `servelab check` line of the GitHub
+Actions workflow runs in a clone whose pull-request branch is checked against
+origin/main (as the workflow's variables say); the GitLab job's line is the same command
+once its own variables are filled in."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import xmlschema
+import yaml
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+SCHEMA = ROOT / "tests" / "fixtures" / "schemas" / "junit.xsd"
+APP = """
+def app(environ, start_response):
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    return [b"shop"]
+"""
+
+
+def yaml_blocks(markdown: str) -> list[dict]:
+    blocks, inside, lines = [], False, []
+    for line in markdown.splitlines():
+        if line.startswith("```yaml"):
+            inside, lines = True, []
+        elif line.startswith("```") and inside:
+            inside = False
+            blocks.append(yaml.safe_load("\n".join(lines)))
+        elif inside:
+            lines.append(line)
+    return blocks
+
+
+def servelab_lines(commands: list[str], variables: dict[str, str]) -> list[list[str]]:
+    found = []
+    for command in commands:
+        text = command.strip()
+        for name, value in variables.items():
+            text = text.replace(f"${name}", value)
+        if text.startswith("servelab "):
+            found.append(shlex.split(text))
+    return found
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.org", *args],
+        check=True, capture_output=True, text=True,
+    ).stdout.strip()
+
+
+def test_the_documented_ci_commands_run(tmp_path: Path, no_leftover_processes) -> None:
+    github, gitlab = yaml_blocks((ROOT / "docs" / "ci.md").read_text())
+    steps = github["jobs"]["servelab"]["steps"]
+    [on_github] = servelab_lines([s.get("run", "") for s in steps], {"GITHUB_BASE_REF": "main"})
+    [on_gitlab] = servelab_lines(
+        gitlab["servelab"]["script"], {"CI_MERGE_REQUEST_TARGET_BRANCH_NAME": "main"}
+    )
+    assert on_gitlab == on_github  # one command, two CI systems
+    assert gitlab["servelab"]["artifacts"]["reports"]["junit"] == "servelab-junit.xml"
+
+    # The project: an app `shop.wsgi:app` on origin/main, and a pull-request branch.
+    origin, clone = tmp_path / "origin.git", tmp_path / "clone"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(origin)], check=True)
+    subprocess.run(["git", "clone", "-q", str(origin), str(clone)], check=True,
+                   capture_output=True)
+    (clone / "shop").mkdir()
+    (clone / "shop" / "__init__.py").write_text("")
+    (clone / "shop" / "wsgi.py").write_text(APP)
+    git(clone, "add", ".")
+    git(clone, "commit", "-q", "-m", "the shop")
+    git(clone, "push", "-q", "origin", "HEAD:main")
+    git(clone, "checkout", "-q", "-b", "pr")
+    (clone / "shop" / "wsgi.py").write_text(APP + "\n# a comment, nothing slower\n")
+    git(clone, "commit", "-q", "-am", "a harmless change")
+    git(clone, "fetch", "-q", "origin")
+
+    summary = tmp_path / "step-summary.md"
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("servelab")), *on_github[1:]],
+        cwd=clone, capture_output=True, text=True, timeout=600,
+        env={**os.environ, "GITHUB_STEP_SUMMARY": str(summary)},
+    )
+    assert done.returncode in (0, 10), done.stdout + done.stderr[-3000:]  # not slower
+    assert "against baseline `origin/main at " in summary.read_text()
+    xmlschema.XMLSchema(SCHEMA).validate(str(clone / "servelab-junit.xml"))
+    assert (clone / "servelab-results" / "servelab.db").is_file()
+    assert git(clone, "worktree", "list", "--porcelain").count("worktree ") == 1
