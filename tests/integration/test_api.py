@@ -60,8 +60,10 @@ def test_quiet_and_verbose(tmp_path: Path) -> None:
 
     verbose = run("-v")
     assert verbose.returncode == 0, verbose.stderr
-    assert "servelab: starting nginx" in verbose.stderr  # every command line it starts
-    assert "-m gunicorn" in verbose.stderr
+    started = [line for line in verbose.stderr.splitlines() if "servelab: starting" in line]
+    assert any(line.startswith("servelab: starting nginx: ") and "/nginx -p " in line
+               for line in started), started  # every command line it starts
+    assert any("-m gunicorn -c " in line for line in started), started
     quiet = run("-q")
     assert quiet.returncode == 0, quiet.stderr
     assert quiet.stderr == ""  # no progress, no notes

@@ -67,7 +67,9 @@ def cli(quiet: bool, verbose: bool) -> None:
 
     console.quiet = quiet
     procs.announce_start = (
-        (lambda argv: console.print(f"servelab: starting {shlex.join(argv)}", highlight=False))
+        (lambda name, argv: console.print(
+            f"servelab: starting {name}: {shlex.join(argv)}", highlight=False, markup=False
+        ))
         if verbose else None
     )
 

@@ -19,8 +19,9 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
-# Called with each command line before it starts (``servelab -v``); None: silent.
-announce_start: Callable[[Sequence[str]], None] | None = None
+# Called with each process's name and command line before it starts (``servelab -v``);
+# None: silent.
+announce_start: Callable[[str, Sequence[str]], None] | None = None
 
 
 class Janitor:
@@ -123,7 +124,7 @@ class ManagedProcess:
 
     def start(self) -> ManagedProcess:
         if announce_start is not None:
-            announce_start(self.argv)
+            announce_start(self.name, self.argv)
         with open(self.log_path, "ab") as log:
             self._popen = subprocess.Popen(
                 self.argv,
