@@ -440,6 +440,7 @@ def _server_deploy(
     stack: StackSpec, layout: DeployLayout, unix: bool, source: str
 ) -> ServerDeploy:
     """The app server's part: its config files, command line and notes (from its module)."""
+    front = get_front(stack.proxy.kind)
     target = DeployTarget(
         app=_app_target(stack),
         name=layout.name,
@@ -452,6 +453,8 @@ def _server_deploy(
         socket_umask=SOCKET_UMASK if unix else None,
         socket_group=layout.socket_group if unix else None,
         source=source,
+        front=front.title,
+        front_timeout=f"`{front.timeout_setting}`",
     )
     deploy = get_server(stack.server.kind).deploy(stack, target)
     assert deploy is not None, "check_exportable lets only exportable servers through"

@@ -64,8 +64,14 @@ class DeployTarget:
     app_dir: Path
     graceful_timeout_s: int
     socket_umask: int | None  # for a unix socket: only owner and group may connect
-    socket_group: str | None  # the group that may connect to the socket (with nginx in it)
+    socket_group: str | None  # the group that may connect to the socket (the front in it)
     source: str  # named in the files' header comments
+    front: str = "the front"  # its title ("nginx", "Apache")
+    front_timeout: str = "its timeouts"  # the front's setting that bounds a request
+
+    def front_waits(self, seconds: int) -> str:
+        """How long the front waits for the app: "nginx waits 65 s (`proxy_...`)"."""
+        return f"{self.front} waits {seconds} s ({self.front_timeout})"
 
 
 @dataclass(frozen=True)

@@ -172,8 +172,8 @@ class Gunicorn(AppServer):
         if server.worker_class == "sync" and stack.proxy.upstream_keepalive:
             notes.append(
                 "gunicorn's sync worker closes every connection after its response, so "
-                "nginx's upstream keepalive pool stays empty with it; the setting is kept as "
-                "measured"
+                f"{target.front}'s upstream keepalive pool stays empty with it; the setting is "
+                "kept as measured"
             )
         packages = self.needs(server)
         return ServerDeploy(
@@ -185,10 +185,9 @@ class Gunicorn(AppServer):
                 f"× {server.threads} threads"
             ),
             timeout=(
-                f"gunicorn kills a worker silent for {server.timeout_s} s; nginx waits "
-                f"{stack.proxy.timeout_s} s (`proxy_connect/read/send_timeout`), so a stuck "
-                "request is ended and logged by the app, not turned into a 504 while the app "
-                "still works on it."
+                f"gunicorn kills a worker silent for {server.timeout_s} s; "
+                f"{target.front_waits(stack.proxy.timeout_s)}, so a stuck request is ended "
+                "and logged by the app, not turned into a 504 while the app still works on it."
             ),
             packages=packages,
             files={CONF_NAME: conf},

@@ -114,9 +114,10 @@ class Hypercorn(AppServer):
             lines.append("# The socket: rw for owner and group only.")
             lines.append(f"umask = 0o{target.socket_umask:03o}")
         notes = [
-            "hypercorn has no request timeout (it never kills a busy worker); the front's "
-            f"{stack.proxy.timeout_s} s timeouts are the only limit; it runs in the app's "
-            "directory (the unit's WorkingDirectory), which it puts first on sys.path"
+            "hypercorn has no request timeout (it never kills a busy worker); "
+            f"{target.front}'s {stack.proxy.timeout_s} s timeouts are the only limit",
+            "hypercorn runs in the app's directory (the unit's WorkingDirectory), which it "
+            "puts first on sys.path"
         ]
         return ServerDeploy(
             exec_start=[
@@ -125,7 +126,7 @@ class Hypercorn(AppServer):
             ],
             summary=f"hypercorn with {server.workers} workers",
             timeout=(
-                f"hypercorn has no request timeout; the front waits {stack.proxy.timeout_s} s."
+                f"hypercorn has no request timeout; {target.front_waits(stack.proxy.timeout_s)}."
             ),
             packages=self.packages,
             files={CONF_NAME: "\n".join(lines) + "\n"},

@@ -143,9 +143,9 @@ class ModWsgi(AppServer):
             ),
             timeout=(
                 f"mod_wsgi restarts a daemon process whose requests run longer than "
-                f"{server.timeout_s} s (`request-timeout`); Apache waits "
-                f"{stack.proxy.timeout_s} s (`Timeout`), so a stuck request is ended by "
-                "mod_wsgi, not left running after Apache gave up."
+                f"{server.timeout_s} s (`request-timeout`); "
+                f"{target.front_waits(stack.proxy.timeout_s)}, so a stuck request is ended by "
+                f"mod_wsgi, not left running after {target.front} gave up."
             ),
             packages=("mod_wsgi",),
             files={SCRIPT_NAME: wsgi_script(target.app)},

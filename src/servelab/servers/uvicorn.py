@@ -94,8 +94,8 @@ class Uvicorn(AppServer):
             },
         )
         notes = [
-            "uvicorn has no request timeout (it never kills a busy worker); nginx's "
-            f"{stack.proxy.timeout_s} s proxy timeouts are the only limit"
+            "uvicorn has no request timeout (it never kills a busy worker); "
+            f"{target.front}'s {stack.proxy.timeout_s} s timeouts are the only limit"
         ]
         if target.socket is not None:
             notes.append(
@@ -106,10 +106,7 @@ class Uvicorn(AppServer):
         return ServerDeploy(
             exec_start=argv,
             summary=f"uvicorn with {stack.server.workers} workers",
-            timeout=(
-                f"uvicorn has no request timeout; nginx waits {stack.proxy.timeout_s} s "
-                "(`proxy_connect/read/send_timeout`)."
-            ),
+            timeout=f"uvicorn has no request timeout; {target.front_waits(stack.proxy.timeout_s)}.",
             packages=("uvicorn",),
             notes=tuple(notes),
         )

@@ -156,9 +156,9 @@ class UWsgi(AppServer):
             ],
             summary=f"uWSGI with {server.workers} processes × {server.threads} threads",
             timeout=(
-                f"uWSGI kills a worker busy for {server.timeout_s} s (`harakiri`); the front "
-                f"waits {stack.proxy.timeout_s} s, so a stuck request is ended and logged by the "
-                "app, not turned into a 504 while the app still works on it."
+                f"uWSGI kills a worker busy for {server.timeout_s} s (`harakiri`); "
+                f"{target.front_waits(stack.proxy.timeout_s)}, so a stuck request is ended and "
+                "logged by the app, not turned into a 504 while the app still works on it."
             ),
             packages=("pyuwsgi",),
             files={CONF_NAME: "\n".join(lines) + "\n"},
