@@ -371,6 +371,7 @@ def render_deploy_set(
         "front": front,
         "front_title": get_front(stack.proxy.kind).title,
         "hosted": hosted,
+        "ends_slow": get_server(stack.server.kind).ends_slow_requests,
         "measured": measured,
         "unix": unix,
         "origin": source,

@@ -101,24 +101,17 @@ class Granian(AppServer):
         threads = (
             f", {server.blocking_threads} blocking threads" if server.blocking_threads else ""
         )
-        notes = [
-            "granian has no request timeout (it never kills a busy worker); "
-            f"{target.front}'s {stack.proxy.timeout_s} s timeouts are the only limit",
-        ]
-        if stack.proxy.upstream_keepalive:
-            notes.append(
-                "granian has no idle timeout for HTTP/1 keep-alive connections: "
-                f"{target.front} closes its idle upstream connections first, as it should"
-            )
         return ServerDeploy(
             exec_start=argv,
             summary=(
                 f"granian ({'WSGI' if app.interface == 'wsgi' else 'ASGI'}) with "
                 f"{server.workers} workers × {server.threads} runtime threads{threads}"
             ),
-            timeout=f"granian has no request timeout; {target.front_waits(stack.proxy.timeout_s)}.",
+            timeout=(
+                "granian has no request timeout (it never kills a busy worker); "
+                f"{target.front_waits(stack.proxy.timeout_s)}."
+            ),
             packages=self.packages,
             umask_also_in="`--uds-permissions` on granian's command line"
             if target.socket_umask is not None else "",
-            notes=tuple(notes),
         )

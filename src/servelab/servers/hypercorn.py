@@ -105,8 +105,9 @@ class Hypercorn(AppServer):
             settings["max_requests_jitter"] = server.max_requests_jitter
         lines = [
             f"# Written by `servelab export` for variant {json.dumps(stack.name)} of "
-            f"{target.source}; read by `hypercorn --config` (see the systemd unit). "
-            "README.md explains every choice.",
+            f"{target.source};",
+            "# read by `hypercorn --config` (see the systemd unit). README.md explains every "
+            "choice.",
         ]
         # TOML's basic strings and arrays of them are JSON's.
         lines += [f"{key} = {json.dumps(value)}" for key, value in settings.items()]
@@ -114,8 +115,6 @@ class Hypercorn(AppServer):
             lines.append("# The socket: rw for owner and group only.")
             lines.append(f"umask = 0o{target.socket_umask:03o}")
         notes = [
-            "hypercorn has no request timeout (it never kills a busy worker); "
-            f"{target.front}'s {stack.proxy.timeout_s} s timeouts are the only limit",
             "hypercorn runs in the app's directory (the unit's WorkingDirectory), which it "
             "puts first on sys.path"
         ]
@@ -126,7 +125,8 @@ class Hypercorn(AppServer):
             ],
             summary=f"hypercorn with {server.workers} workers",
             timeout=(
-                f"hypercorn has no request timeout; {target.front_waits(stack.proxy.timeout_s)}."
+                "hypercorn has no request timeout (it never kills a busy worker); "
+                f"{target.front_waits(stack.proxy.timeout_s)}."
             ),
             packages=self.packages,
             files={CONF_NAME: "\n".join(lines) + "\n"},
