@@ -427,7 +427,6 @@ def _front_deploy(
         run_dir=layout.front_run_dir,
         state_dir=layout.front_state_dir,
         user=layout.front_user,
-        app_user=layout.app_user,
         upstream=upstream,
         hosted=server.hosted,
         source=source,

@@ -32,7 +32,6 @@ class FrontTarget:
     run_dir: Path  # its unit's RuntimeDirectory (pid file, sockets of its own)
     state_dir: Path  # its unit's StateDirectory (temp files)
     user: str  # its workers' user: a member of the app socket's group
-    app_user: str  # the user the app runs as (a front that runs the app itself)
     upstream: AppAddress | None  # where the app server listens; None: the front runs the app
     hosted: Mapping[str, object] | None  # the app it runs itself (``ServerDeploy.hosted``)
     source: str  # named in the files' header comments
