@@ -205,3 +205,31 @@ def test_apache_checks_the_staged_mod_wsgi_conf(tmp_path: Path) -> None:
     staged.front_conf.write_text(staged.front_conf.read_text() + "NoSuchDirective on\n")
     with pytest.raises(ServelabError, match=r"fails apache2 -t: .*NoSuchDirective"):
         get_front("apache").check_deploy(staged.front_conf)
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="no systemd-analyze")
+def test_systemd_accepts_the_apache_and_uwsgi_units(tmp_path: Path) -> None:
+    import subprocess
+
+    hosted = export(
+        server={"kind": "mod_wsgi", **NOT_GUNICORN},
+        proxy={"kind": "apache", "upstream_keepalive": 0},
+    )
+    uwsgi = export(server={"kind": "uwsgi", **NOT_GUNICORN}, proxy={"upstream_keepalive": 0})
+    units = []
+    for kind, deploy, name in (("apache", hosted, "shop-apache.service"),
+                               ("uwsgi", uwsgi, "shop-app.service")):
+        # systemd checks that ExecStart's program exists: point it at this machine's.
+        text = deploy.files[name].replace(
+            "/opt/shop/venv/bin/uwsgi", str(Path(sys.executable).parent / "uwsgi")
+        ).replace("/usr/sbin/apache2", str(apache.FALLBACK_BINARY))
+        (tmp_path / f"{kind}-{name}").write_text(text)
+        units.append(str(tmp_path / f"{kind}-{name}"))
+    done = subprocess.run(
+        ["systemd-analyze", "verify", *units],
+        capture_output=True, text=True, timeout=60, check=False,
+    )
+    complaints = [
+        line for line in (done.stdout + done.stderr).splitlines() if str(tmp_path) in line
+    ]
+    assert not complaints, "\n".join(complaints)
