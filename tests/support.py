@@ -319,3 +319,25 @@ def memory_lines(experiment, runs) -> list[str]:
 
     table = memory_table(experiment, runs)
     return markdown_lines([MemorySection(table)]) if table else []
+
+
+def report_with_stack(report, variant: str, *, server=None, proxy=None):
+    """``report`` (a ReportInput) with ``variant``'s stack given other ``server`` and
+    ``proxy`` knobs (dicts), its runs kept: what ``servelab export`` reads, for a stack that
+    was not measured."""
+    import dataclasses
+
+    from servelab.config.stack import StackSpec
+
+    experiment = report.experiment
+    stacks = []
+    for stack in experiment.stacks:
+        if stack.name == variant:
+            data = stack.model_dump()
+            data["server"].update(server or {})
+            data["proxy"].update(proxy or {})
+            stack = StackSpec.model_validate(data)
+        stacks.append(stack)
+    return dataclasses.replace(report, experiment=experiment.model_copy(
+        update={"baseline": stacks[0], "variants": tuple(stacks[1:])}
+    ))

@@ -9,6 +9,7 @@ through both. Both are stopped and reaped, and the directory removed.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -18,12 +19,14 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from support import report_with_stack
 
 from servelab.config.load import RequestSpec
 from servelab.export import DeployLayout, export_result
 from servelab.export.choose import Choice
 from servelab.export.deploy import render_deploy_set
 from servelab.export.validate import boot, stage
+from servelab.fronts.apache import FALLBACK_BINARY
 from servelab.report.base import ReportInput
 from servelab.results.store import ResultStore
 
@@ -98,3 +101,55 @@ def test_uvicorn_tcp_export_boots(scratch: Path) -> None:
         status, body = _get(url, workload.request)
     assert status == 200
     assert json.loads(body)["name"] == "string"
+
+
+HAVE_APACHE = shutil.which("apache2") is not None or FALLBACK_BINARY.exists()
+NOT_GUNICORN = {"worker_class": "uvicorn"}  # a gunicorn knob the others refuse
+# (server knobs, proxy knobs, what must be installed): each server and front export can
+# pick, on the sleepy app's best variant (a unix socket, upstream keepalive 8).
+EXPORTS = {
+    "granian": ({"kind": "granian", "workers": 1, "threads": 1, **NOT_GUNICORN}, {}, "granian"),
+    "hypercorn": (
+        {"kind": "hypercorn", "workers": 1, "threads": 1, **NOT_GUNICORN}, {}, "hypercorn"
+    ),
+    "uwsgi-uwsgi-protocol": (
+        {"kind": "uwsgi", "workers": 1, **NOT_GUNICORN},
+        {"protocol": "uwsgi", "upstream_keepalive": 0},
+        "pyuwsgi",
+    ),
+    "apache-gunicorn": ({"workers": 1}, {"kind": "apache"}, "apache2"),
+    "apache-mod_wsgi": (
+        {"kind": "mod_wsgi", "workers": 1, **NOT_GUNICORN},
+        {"kind": "apache", "upstream_keepalive": 0},
+        "mod_wsgi",
+    ),
+}
+
+
+def _missing(what: str) -> bool:
+    if what == "apache2":
+        return not HAVE_APACHE
+    return importlib.util.find_spec(what) is None or (what == "mod_wsgi" and not HAVE_APACHE)
+
+
+@pytest.mark.parametrize("case", EXPORTS)
+def test_every_server_and_front_exports_a_set_that_boots(
+    case: str, scratch: Path, no_leftover_processes
+) -> None:
+    """export_result's check runs the front's and the server's own checks on the staged
+    files, then boots them and sends the measured request through the front."""
+    server, proxy, needs = EXPORTS[case]
+    if _missing(needs):
+        pytest.skip(f"{needs} is not installed")
+    variant = "gthread-2x4-unix-keepalive"
+    report = report_with_stack(
+        ReportInput.from_store(ResultStore.open(FIXTURES / "sleepy-workers")), variant,
+        server=server, proxy=proxy,
+    )
+    outcome = export_result(report, variant, scratch / "export", source="t", name="shop")
+    assert outcome.checks[-1].startswith("booted: GET / through the exported ")
+    assert outcome.checks[-1].endswith("answered HTTP 200")
+    front_check = "apache2 -t accepts httpd.conf" if "apache" in case else "nginx -t accepts"
+    assert outcome.checks[0].startswith(front_check)
+    # The app server and the front, or the front alone when it runs the app (mod_wsgi).
+    assert len(no_leftover_processes) == (1 if "mod_wsgi" in case else 2)

@@ -2,8 +2,8 @@
 registry and the studies that choose it; everything else asks the registries.
 
 The exceptions are the same word in another vocabulary (a gunicorn worker class named
-uvicorn, the uwsgi protocol) and the export's front (deploy sets are nginx's only; the
-app server's part comes from its module, ``AppServer.deploy``)."""
+uvicorn, the uwsgi protocol). The export asks the modules too (``Front.deploy``,
+``AppServer.deploy``)."""
 
 from __future__ import annotations
 
@@ -30,8 +30,6 @@ EXCEPTIONS = {
     ("servers/mod_wsgi.py", "apache"): "mod_wsgi runs inside Apache (inside_front)",
     ("host/procs.py", "ab"): "open(..., 'ab'): a file mode",
     ("launch/templates/__init__.py", "nginx"): "the Jinja filter quoting nginx strings",
-    ("export/deploy.py", "nginx"): "deploy sets: behind nginx only (no front hook yet)",
-    ("export/validate.py", "nginx"): "nginx -t and the staged nginx",
 }
 
 

@@ -199,10 +199,14 @@ def report(
     show_default=True,
     help="Deployment name: app user, socket group NAME-sock, units, /etc/NAME, /run/NAME.",
 )
-@click.option("--listen", default="80", show_default=True, help="nginx's listen address.")
+@click.option(
+    "--listen", default="80", show_default=True, help="The front's listen address."
+)
 @click.option("--overwrite", is_flag=True, help="Replace the exported files in a non-empty --out.")
 @click.option(
-    "--no-check", is_flag=True, help="Skip nginx -t and gunicorn --check-config (app not here)."
+    "--no-check",
+    is_flag=True,
+    help="Skip the front's and the app server's checks and the boot (app not here).",
 )
 def export(result, variant, out_dir, results_dir, name, listen, overwrite, no_check) -> None:
     """Write the deployable configuration of RESULT's best (or --variant NAME) stack."""

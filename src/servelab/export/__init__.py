@@ -1,11 +1,12 @@
 """``servelab export``: the measured stack as files that boot on a real machine.
 
 ``choose`` picks the variant (by name, or the measured best), ``deploy``
-renders its nginx.conf, the app server's part (its config and command line, from its
-module's ``AppServer.deploy``), systemd units, sysctl snippet and a README that
-justifies each choice with the numbers, and ``validate`` checks them with the real
-tools (nginx -t, and the server's own check, e.g. gunicorn --check-config) and can
-boot them with their paths moved into a temporary directory.
+renders the front's config (nginx.conf, Apache's httpd.conf: ``Front.deploy``), the
+app server's part (its config and command line: ``AppServer.deploy``), systemd units,
+sysctl snippet and a README that justifies each choice with the numbers, and
+``validate`` checks them with the real tools (nginx -t or apache2 -t, and the server's
+own check, e.g. gunicorn --check-config) and boots them with their paths moved into a
+temporary directory.
 """
 
 from __future__ import annotations
@@ -48,8 +49,8 @@ def export_result(
     force: bool = False,
     check: bool = True,
 ) -> ExportOutcome:
-    """Choose ``variant`` (or "best"), render its deployable set, check it with nginx -t
-    and the server's own check, and only then write it into ``out_dir``."""
+    """Choose ``variant`` (or "best"), render its deployable set, check it with the front's
+    and the server's own checks and a boot, and only then write it into ``out_dir``."""
     from servelab.export.validate import check_export
 
     choice = choose_variant(report, variant, source=source)
@@ -62,7 +63,7 @@ def export_result(
         probe = report.experiment.workloads[0].request
         if probe.mix:  # the first path of a request mix
             probe = probe.model_copy(update={"path": probe.mix[0].path, "mix": ()})
-        checks = tuple(check_export(staging, layout, server, probe)) if check else ()
+        checks = tuple(check_export(staging, deploy.layout, server, probe)) if check else ()
     return ExportOutcome(
         choice, deploy, tuple(out_dir / file_name for file_name in deploy.files), checks
     )

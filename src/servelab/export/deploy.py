@@ -1,21 +1,23 @@
 """Render the deployable set of files for one measured stack.
 
-The nginx.conf and the app server's config come from the very templates servelab
-measured with (``servelab.launch``, in their deploy mode), so what is exported
-is what was measured, with three kinds of changes, each listed in the README:
+The front's config (nginx.conf, Apache's httpd.conf) and the app server's come from
+the very templates and command lines servelab measured with, each rendered by its own
+module (``Front.deploy``, ``AppServer.deploy``), so what is exported is what was
+measured, with three kinds of changes, each listed in the README:
 
 - places: real paths (/etc, /run, /var/lib), a real listen address, the
-  workers' user, a socket readable only by nginx and the app (a dedicated
+  workers' user, a socket readable only by the front and the app (a dedicated
   group and umask 007, seed nginx_port_socket.md);
-- consistency fixes: the app must time out before the proxy gives up on it,
-  and the app must keep idle connections open longer than nginx keeps them
-  in its upstream pool, else nginx reuses a connection the app is closing
+- consistency fixes: the app must time out before the front gives up on it,
+  and the app must keep idle connections open longer than the front keeps them
+  in its pool, else the front reuses a connection the app is closing
   (502 "upstream prematurely closed");
 - production values where measuring used short ones (graceful timeout).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import re
 import shlex
@@ -31,7 +33,8 @@ from servelab.apps import BUILTIN_APPS, resolve_app
 from servelab.config.stack import StackSpec
 from servelab.errors import SpecError
 from servelab.export.choose import Choice
-from servelab.fronts import nginx
+from servelab.fronts.base import FrontDeploy, FrontTarget
+from servelab.fronts.registry import DEFAULT_FRONT, FRONTS, get_front
 from servelab.report.base import (
     ReportInput,
     describe_workload,
@@ -42,17 +45,15 @@ from servelab.report.base import (
 from servelab.servers.base import DeployTarget, ServerDeploy
 from servelab.servers.registry import SERVERS, get_server
 
-NGINX_BINARY = "/usr/sbin/nginx"  # Debian's
 DEFAULT_NAME = "webapp"
 DEFAULT_LISTEN = "80"
-NGINX_USER = "www-data"  # Debian's nginx workers' user
-APP_PORT = 8000  # the app's loopback port when nginx reaches it over TCP
+FRONT_USER = "www-data"  # Debian's nginx and Apache workers' user
+APP_PORT = 8000  # the app's loopback port when the front reaches it over TCP
 SOCKET_UMASK = 0o007
 GRACEFUL_TIMEOUT_S = 30
 MIN_SOMAXCONN = 4096  # Linux's default since 5.4: never lower it
 _NAME = re.compile(r"[a-z][a-z0-9-]{0,30}")
 
-NGINX_CONF = "nginx.conf"
 README = "README.md"
 
 
@@ -66,6 +67,7 @@ class DeployLayout:
     # files name them as they are; None: /opt/NAME/app and /opt/NAME/venv.
     own_app_dir: Path | None = None
     own_venv: Path | None = None
+    front: str = DEFAULT_FRONT  # the front's kind (the measured stack's)
 
     @property
     def app_user(self) -> str:
@@ -76,8 +78,8 @@ class DeployLayout:
         return f"{self.name}-sock"
 
     @property
-    def nginx_user(self) -> str:
-        return NGINX_USER
+    def front_user(self) -> str:
+        return FRONT_USER
 
     @property
     def conf_dir(self) -> Path:
@@ -93,12 +95,12 @@ class DeployLayout:
         return self.app_run_dir / "app.sock"
 
     @property
-    def nginx_run_dir(self) -> Path:
-        return Path("/run") / f"{self.name}-nginx"
+    def front_run_dir(self) -> Path:
+        return Path("/run") / f"{self.name}-{self.front}"
 
     @property
-    def nginx_state_dir(self) -> Path:
-        return Path("/var/lib") / f"{self.name}-nginx"
+    def front_state_dir(self) -> Path:
+        return Path("/var/lib") / f"{self.name}-{self.front}"
 
     @property
     def app_dir(self) -> Path:
@@ -113,8 +115,8 @@ class DeployLayout:
         return f"{self.name}-app.service"
 
     @property
-    def nginx_unit(self) -> str:
-        return f"{self.name}-nginx.service"
+    def front_unit(self) -> str:
+        return f"{self.name}-{self.front}.service"
 
     @property
     def sysctl_file(self) -> str:
@@ -125,8 +127,8 @@ class DeployLayout:
         paths = {
             "conf": self.conf_dir,
             "run-app": self.app_run_dir,
-            "run-nginx": self.nginx_run_dir,
-            "state-nginx": self.nginx_state_dir,
+            "run-front": self.front_run_dir,
+            "state-front": self.front_state_dir,
         }
         # The app's own places exist here already: they are not moved.
         if self.own_app_dir is None:
@@ -162,9 +164,10 @@ def check_name(name: str) -> str:
 
 
 def check_listen(listen: str) -> str:
-    """``listen`` as nginx's ``listen`` takes it: a port, or an address and a port
-    (``0.0.0.0:8080``, ``*:80``, ``[::]:8080``); SpecError otherwise. The export's check
-    runs nginx -t on a free loopback port, so the address the user gave is checked here."""
+    """``listen`` as the front's listen directive takes it (nginx's ``listen``, Apache's
+    ``Listen``): a port, or an address and a port (``0.0.0.0:8080``, ``*:80``,
+    ``[::]:8080``); SpecError otherwise. The export's check runs the front on a free
+    loopback port, so the address the user gave is checked here."""
     address, colon, port = listen.rpartition(":")
     if not (port.isascii() and port.isdigit()) or not 1 <= int(port) <= 65535 or (
         colon and not address
@@ -181,7 +184,7 @@ def check_listen(listen: str) -> str:
             parsed = None
         if parsed is None or (parsed.version == 6) != address.startswith("["):
             raise SpecError(
-                f"--listen {listen!r}: {address!r} is not an IP address nginx can listen on",
+                f"--listen {listen!r}: {address!r} is not an IP address to listen on",
                 "give an IPv4 address (0.0.0.0:8080), an IPv6 one in brackets ([::]:8080), "
                 "or '*:8080'",
             )
@@ -201,16 +204,17 @@ class Adjustment:
 def consistent_stack(stack: StackSpec) -> tuple[StackSpec, list[Adjustment]]:
     """``stack`` with its timeouts made consistent for production, and what changed."""
     server, proxy = stack.server, stack.proxy
+    front = get_front(proxy.kind)
     adjustments: list[Adjustment] = []
     if get_server(server.kind).ends_slow_requests and server.timeout_s >= proxy.timeout_s:
         new = server.timeout_s + 5
         adjustments.append(
             Adjustment(
-                "nginx proxy_connect/read/send_timeout",
+                f"{front.title} {front.timeout_setting}",
                 f"{proxy.timeout_s} s",
                 f"{new} s",
                 f"{server.kind}'s timeout is {server.timeout_s} s: the app must give up (and log "
-                "it) before nginx answers 504 for a request the app is still working on",
+                f"it) before {front.title} answers 504 for a request the app is still working on",
             )
         )
         proxy = proxy.model_copy(update={"timeout_s": new})
@@ -224,19 +228,19 @@ def consistent_stack(stack: StackSpec) -> tuple[StackSpec, list[Adjustment]]:
                     "app keepalive timeout",
                     f"{server.keepalive_s} s",
                     "2 s",
-                    "nginx's idle upstream timeout cannot be shorter than 1 s, and the app's "
-                    "must be longer than it",
+                    f"{front.title}'s idle upstream timeout cannot be shorter than 1 s, and "
+                    "the app's must be longer than it",
                 )
             )
             server = server.model_copy(update={"keepalive_s": 2})
         adjustments.append(
             Adjustment(
-                "nginx upstream keepalive_timeout",
+                f"{front.title} {front.pool_idle_setting}",
                 f"{proxy.upstream_keepalive_timeout_s} s",
                 f"{idle} s",
-                f"the app closes idle connections after {server.keepalive_s} s; nginx must "
-                "drop them from its pool first, or it may send a request on a connection the "
-                "app is closing (502, 'upstream prematurely closed connection')",
+                f"the app closes idle connections after {server.keepalive_s} s; {front.title} "
+                "must drop them from its pool first, or it may send a request on a connection "
+                "the app is closing (502, 'upstream prematurely closed connection')",
             )
         )
         proxy = proxy.model_copy(update={"upstream_keepalive_timeout_s": idle})
@@ -354,45 +358,51 @@ def render_deploy_set(
     check_exportable(measured)
     stack, adjustments = consistent_stack(measured)
     check_name(layout.name)
-    unix = stack.proxy.transport == "unix"
-    files = {NGINX_CONF: _nginx_conf(stack, layout, unix, source)}
+    layout = dataclasses.replace(layout, front=stack.proxy.kind)
+    hosted = get_server(stack.server.kind).inside_front is not None  # no unit of its own
+    unix = stack.proxy.transport == "unix" and not hosted
     server = _server_deploy(stack, layout, unix, source)
-    files.update(server.files)
+    front = _front_deploy(stack, layout, unix, server, source)
+    files = {**front.files, **server.files}
     context = {
         "layout": layout,
         "stack": stack,
         "server": server,
+        "front": front,
+        "front_title": get_front(stack.proxy.kind).title,
+        "hosted": hosted,
+        "ends_slow": get_server(stack.server.kind).ends_slow_requests,
         "measured": measured,
         "unix": unix,
         "origin": source,
         "exec_start": shlex.join(server.exec_start),
         "app_env": sorted(stack.app.env.items()),
-        "nginx_binary": NGINX_BINARY,
         "graceful_timeout_s": GRACEFUL_TIMEOUT_S,
-        "nofile": max(
-            8192, 2 * stack.proxy.worker_connections * stack.proxy.worker_processes + 1024
-        ),
         "somaxconn": somaxconn_for(stack.server.backlog),
         "measured_somaxconn": report.environment.get("somaxconn") or "unknown",
         "min_somaxconn": MIN_SOMAXCONN,
     }
     templates = _templates()
-    files[layout.app_unit] = templates.get_template("app.service.j2").render(**context)
-    files[layout.nginx_unit] = templates.get_template("nginx.service.j2").render(**context)
+    if not hosted:
+        files[layout.app_unit] = templates.get_template("app.service.j2").render(**context)
+    files[layout.front_unit] = templates.get_template("front.service.j2").render(**context)
     files[layout.sysctl_file] = templates.get_template("sysctl.conf.j2").render(**context)
-    deploy = DeploySet(files, choice, stack, tuple(adjustments), layout, server.notes)
+    deploy = DeploySet(
+        files, choice, stack, tuple(adjustments), layout, server.notes + front.notes
+    )
     files[README] = render_readme(report, deploy, context, source=source)
     return deploy
 
 
 def check_exportable(measured: StackSpec) -> None:
-    """SpecError unless servelab can export ``measured`` (nginx + a server whose module
-    can deploy itself)."""
-    if measured.proxy.kind != "nginx":
+    """SpecError unless servelab can export ``measured`` (a front and a server whose
+    modules can deploy themselves)."""
+    if not get_front(measured.proxy.kind).exportable:
+        able = " or ".join(FRONTS.where(lambda front: front.exportable))
         raise SpecError(
-            f"variant {measured.name!r} was measured without nginx in front; servelab exports "
-            "nginx + app server sets",
-            "choose a variant measured behind nginx (--variant NAME)",
+            f"variant {measured.name!r} was measured with proxy kind {measured.proxy.kind!r}; "
+            f"servelab exports stacks with {able} in front",
+            f"choose a variant measured behind {able} (--variant NAME)",
         )
     if not get_server(measured.server.kind).exportable:
         able = " and ".join(SERVERS.where(lambda server: server.exportable))
@@ -403,30 +413,34 @@ def check_exportable(measured: StackSpec) -> None:
         )
 
 
-def _nginx_conf(stack: StackSpec, layout: DeployLayout, unix: bool, source: str) -> str:
-    upstream = (
-        nginx.upstream_address("unix", socket=layout.socket)
-        if unix
-        else nginx.upstream_address("tcp", port=APP_PORT)
-    )
-    return nginx.render_nginx_conf(
-        stack.proxy,
+def _front_deploy(
+    stack: StackSpec, layout: DeployLayout, unix: bool, server: ServerDeploy, source: str
+) -> FrontDeploy:
+    """The front's part: its config and its unit's lines (from its module)."""
+    upstream = None
+    if server.hosted is None:
+        upstream = layout.socket if unix else ("127.0.0.1", APP_PORT)
+    target = FrontTarget(
+        name=layout.name,
+        listen=layout.listen,
+        conf_dir=layout.conf_dir,
+        run_dir=layout.front_run_dir,
+        state_dir=layout.front_state_dir,
+        user=layout.front_user,
         upstream=upstream,
-        stack_name=stack.name,
-        deploy=nginx.NginxDeploy(
-            listen=layout.listen,
-            user=layout.nginx_user,
-            pid_path=layout.nginx_run_dir / "nginx.pid",
-            temp_dir=layout.nginx_state_dir,
-            source=source,
-        ),
+        hosted=server.hosted,
+        source=source,
     )
+    deploy = get_front(stack.proxy.kind).deploy(stack, target)
+    assert deploy is not None, "check_exportable lets only exportable fronts through"
+    return deploy
 
 
 def _server_deploy(
     stack: StackSpec, layout: DeployLayout, unix: bool, source: str
 ) -> ServerDeploy:
     """The app server's part: its config files, command line and notes (from its module)."""
+    front = get_front(stack.proxy.kind)
     target = DeployTarget(
         app=_app_target(stack),
         name=layout.name,
@@ -439,6 +453,8 @@ def _server_deploy(
         socket_umask=SOCKET_UMASK if unix else None,
         socket_group=layout.socket_group if unix else None,
         source=source,
+        front=front.title,
+        front_timeout=f"`{front.timeout_setting}`",
     )
     deploy = get_server(stack.server.kind).deploy(stack, target)
     assert deploy is not None, "check_exportable lets only exportable servers through"

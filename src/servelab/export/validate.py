@@ -1,20 +1,21 @@
 """Check exported files with the real tools, and boot them away from the target's paths.
 
 The exported files name the target machine's places (/etc/NAME, /run/NAME,
-/var/lib/NAME-nginx, /opt/NAME, port 80). ``stage`` copies them into a
-private directory with every such path moved under it, loopback ports that
-are free right now, and nginx's workers as a user that can reach the staged
-socket; the rest of each file is left exactly as exported. The staged copy
-is then checked (``nginx -t``, and the app server's own check, e.g.
-``gunicorn --check-config``, which also imports the app) or booted: the app
-server from the unit's own ExecStart line and environment, nginx in front, and
-a real request through both.
+/var/lib/NAME-FRONT, /opt/NAME, port 80). ``stage`` copies them into a
+private directory with every such path moved under it (the target's venv
+replaced by this Python's environment), loopback ports that are free right
+now, and the front's workers as users that can reach the staged socket; the
+rest of each file is left exactly as exported. The staged copy is then checked
+(the front's own check, ``nginx -t`` or ``apache2 -t``, and the app server's,
+e.g. ``gunicorn --check-config``, which also imports the app) or booted: the
+app server from the unit's own ExecStart line and environment (unless the front
+runs the app itself, mod_wsgi), the front in front, and a real request through
+both.
 """
 
 from __future__ import annotations
 
 import os
-import pwd
 import re
 import shlex
 import shutil
@@ -28,16 +29,15 @@ from pathlib import Path
 from servelab.apps import app_environment
 from servelab.config.load import RequestSpec
 from servelab.errors import ServelabError, StackStartError
-from servelab.export.deploy import APP_PORT, NGINX_CONF, README, DeployLayout
-from servelab.fronts import nginx
+from servelab.export.deploy import APP_PORT, README, DeployLayout
+from servelab.fronts.base import Front
+from servelab.fronts.registry import get_front
 from servelab.host.procs import ManagedProcess, free_port
 from servelab.launch import OWNER_ENV
 from servelab.launch.readiness import wait_listening, wait_ready
 from servelab.servers.base import AppServer
 
-CHECK_TIMEOUT_S = 60.0
-_USER_LINE = re.compile(r"^(\s*)user\s+([^;\s]+)[^;]*;", re.MULTILINE)
-_LISTEN_LINE = re.compile(r"^(\s*)listen\s+[^;]+;", re.MULTILINE)
+CHECK_ROOT_MODE = 0o711
 
 
 @dataclass(frozen=True)
@@ -45,12 +45,13 @@ class StagedDeploy:
     """An exported set, moved into ``root`` and ready to check or boot."""
 
     root: Path
-    nginx_conf: Path
-    conf_dir: Path  # where the units expect the configs (nginx's and the app server's)
-    app_argv: list[str]
-    app_env: dict[str, str]
+    front: Front
+    front_conf: Path
+    conf_dir: Path  # where the units expect the configs (the front's and the app server's)
+    app_argv: list[str] | None  # None: the front runs the app itself
+    app_env: dict[str, str]  # the app's environment (the front's, when it runs the app)
     app_cwd: Path
-    app_address: tuple[str, int] | Path
+    app_address: tuple[str, int] | Path | None  # None: the front runs the app itself
     front_url: str
     python: str  # the interpreter that runs the app here
 
@@ -62,13 +63,17 @@ def _unit_values(text: str, key: str) -> list[str]:
 def stage(export_dir: Path, layout: DeployLayout, root: Path, *, for_boot: bool) -> StagedDeploy:
     """Copy the exported set in ``export_dir`` into ``root``, with its places moved there.
 
-    ``for_boot``: nginx's workers run as the current user (as root: root), so
-    that they can reach the staged socket; otherwise the exported user is kept
-    when it exists on this machine, so that ``nginx -t`` checks it.
+    ``for_boot``: the front's workers run as users that can reach the staged socket
+    (nginx's as root when root; Apache's, never root, as www-data); otherwise the
+    exported users are kept when they exist on this machine, so that the front's check
+    checks them.
     """
+    front = get_front(layout.front)
     moved = {path: root / key for key, path in layout.machine_paths().items()}
     for path in moved.values():
         path.mkdir(parents=True, exist_ok=True)
+    if layout.own_venv is None:  # this Python's environment stands in for the target's venv
+        moved[layout.venv] = Path(sys.prefix)
     pattern = re.compile(
         "(" + "|".join(re.escape(str(p)) for p in sorted(moved, key=lambda p: -len(str(p))))
         + r")(?![\w.-])"
@@ -82,23 +87,24 @@ def stage(export_dir: Path, layout: DeployLayout, root: Path, *, for_boot: bool)
         text = pattern.sub(lambda m: str(moved[Path(m.group(1))]), text)
         return text.replace(f"127.0.0.1:{APP_PORT}", f"127.0.0.1:{app_port}")
 
-    conf = move((export_dir / NGINX_CONF).read_text())
-    conf = _LISTEN_LINE.sub(rf"\g<1>listen 127.0.0.1:{listen_port};", conf)
-    conf = _USER_LINE.sub(lambda m: _user_line(m, for_boot), conf)
     conf_dir = moved[layout.conf_dir]  # where the units expect the configs
-    nginx_conf = conf_dir / NGINX_CONF
-    nginx_conf.write_text(conf)
-
-    not_configs = {NGINX_CONF, README, layout.app_unit, layout.nginx_unit, layout.sysctl_file}
-    for path in export_dir.iterdir():  # the app server's config files, places moved
+    not_configs = {README, layout.app_unit, layout.front_unit, layout.sysctl_file}
+    for path in export_dir.iterdir():  # the front's and the app server's configs, moved
         if path.name not in not_configs:
-            (conf_dir / path.name).write_text(move(path.read_text()))
+            text = move(path.read_text())
+            if path.name == front.conf_name:
+                text = front.stage_deploy(text, listen_port=listen_port, for_boot=for_boot)
+            (conf_dir / path.name).write_text(text)
+    front_conf = conf_dir / front.conf_name
 
-    unit = (export_dir / layout.app_unit).read_text()
-    argv = shlex.split(move(_unit_values(unit, "ExecStart")[0]))
-    argv = _runnable_here(argv, layout, moved)
-    if "--port" in argv:
-        argv[argv.index("--port") + 1] = str(app_port)
+    app_unit = export_dir / layout.app_unit
+    hosted = not app_unit.exists()  # the front runs the app: its unit has the app's env
+    unit = (export_dir / (layout.front_unit if hosted else layout.app_unit)).read_text()
+    argv = None
+    if not hosted:
+        argv = _runnable_here(shlex.split(move(_unit_values(unit, "ExecStart")[0])), layout)
+        if "--port" in argv:
+            argv[argv.index("--port") + 1] = str(app_port)
     env: dict[str, str] = {}
     for value in _unit_values(unit, "Environment"):
         for item in shlex.split(value):
@@ -108,72 +114,56 @@ def stage(export_dir: Path, layout: DeployLayout, root: Path, *, for_boot: bool)
     own_python = layout.own_venv / "bin" / "python" if layout.own_venv else None
     app_env = app_environment(env, None, own_python)
     app_env.update({"PYTHONUNBUFFERED": "1", OWNER_ENV: str(os.getpid())})
-    unix = f"unix:{moved[layout.app_run_dir]}" in conf
-    address: tuple[str, int] | Path = (
-        moved[layout.app_run_dir] / layout.socket.name if unix else ("127.0.0.1", app_port)
-    )
+    address: tuple[str, int] | Path | None = None
+    if not hosted:
+        unix = f"unix:{moved[layout.app_run_dir]}" in front_conf.read_text()
+        address = (
+            moved[layout.app_run_dir] / layout.socket.name if unix else ("127.0.0.1", app_port)
+        )
     return StagedDeploy(
-        root, nginx_conf, conf_dir, argv, app_env, cwd, address,
+        root, front, front_conf, conf_dir, argv, app_env, cwd, address,
         f"http://127.0.0.1:{listen_port}", str(own_python or sys.executable),
     )
 
 
-def _user_line(match: re.Match[str], for_boot: bool) -> str:
-    indent, user = match.group(1), match.group(2)
-    if for_boot:
-        return f"{indent}user root;" if os.geteuid() == 0 else f"{indent}# user {user}; (staged)"
-    try:
-        pwd.getpwnam(user)
-    except KeyError:
-        return f"{indent}# user {user}; (no such user on this machine)"
-    return match.group(0)
-
-
-def _runnable_here(argv: list[str], layout: DeployLayout, moved: dict[Path, Path]) -> list[str]:
-    """The unit's command with the target's venv replaced by this Python (the app's own
-    venv, measured here, runs as it is)."""
+def _runnable_here(argv: list[str], layout: DeployLayout) -> list[str]:
+    """The unit's command, its venv already moved to this Python's environment (the app's
+    own venv, measured here, runs as it is): its Python is this one, and a server's
+    console script missing there runs as ``python -m``."""
     if layout.own_venv is not None:
         return argv
-    venv_bin = moved[layout.venv] / "bin"
+    venv_bin = Path(sys.prefix) / "bin"
     program = Path(argv[0])
     if program == venv_bin / "python":
         return [sys.executable, *argv[1:]]
-    if program.parent == venv_bin:  # a server's console script, as ``python -m`` here
-        return [sys.executable, "-m", program.name, *argv[1:]]
+    if program.parent == venv_bin:
+        return argv if program.exists() else [sys.executable, "-m", program.name, *argv[1:]]
     raise ServelabError(
         f"the exported unit runs {argv[0]}, not a program of its venv",
         "this is a servelab bug; please report it",
     )
 
 
-def check_nginx(staged: StagedDeploy) -> None:
-    """``nginx -t`` on the staged nginx.conf."""
-    try:
-        nginx.nginx_check(staged.nginx_conf, timeout_s=CHECK_TIMEOUT_S)
-    except StackStartError as exc:
-        raise ServelabError(
-            f"the exported nginx.conf fails nginx -t: {exc.problem.split(': ', 1)[-1]}",
-            "this is a servelab bug unless a knob is out of nginx's range; see nginx's message",
-            detail=exc.detail,
-        ) from None
-
-
 def check_export(
     export_dir: Path, layout: DeployLayout, server: AppServer, probe: RequestSpec
 ) -> list[str]:
-    """Run every check on an exported set: nginx -t, the server's own check, then boot
-    it and send ``probe`` (the measured request, expecting the measured status); what
-    was checked, one line each. ServelabError (one line) for the first that fails."""
+    """Run every check on an exported set: the front's own check (nginx -t, apache2 -t),
+    the server's, then boot it and send ``probe`` (the measured request, expecting the
+    measured status); what was checked, one line each. ServelabError (one line) for the
+    first that fails."""
     root = Path(tempfile.mkdtemp(prefix="servelab-check-", dir="/tmp"))
+    # Traversable (not listable): a front whose workers run as another user (Apache's
+    # www-data) reaches the staged socket and files in it.
+    root.chmod(CHECK_ROOT_MODE)
     try:
         staged = stage(export_dir, layout, root / "check", for_boot=False)
-        check_nginx(staged)
-        checks = ["nginx -t accepts nginx.conf"]
-        checked = server.check_deploy(
-            staged.conf_dir, staged.app_cwd, staged.app_env, staged.python
-        )
-        if checked:
-            checks.append(checked)
+        checks = [staged.front.check_deploy(staged.front_conf)]
+        if staged.app_argv is not None:
+            checked = server.check_deploy(
+                staged.conf_dir, staged.app_cwd, staged.app_env, staged.python
+            )
+            if checked:
+                checks.append(checked)
         booted = stage(export_dir, layout, root / "boot", for_boot=True)
         try:
             with boot(booted, probe):
@@ -187,9 +177,10 @@ def check_export(
                 "this is a servelab bug unless the app needs something this machine lacks "
                 "(then pass --no-check)",
             ) from None
+        what = "app server" if booted.app_argv is not None else "app it runs"
         checks.append(
-            f"booted: {probe.method} {probe.path} through the exported nginx and app server "
-            f"answered HTTP {probe.expect_status}"
+            f"booted: {probe.method} {probe.path} through the exported {staged.front.title} "
+            f"and {what} answered HTTP {probe.expect_status}"
         )
         return checks
     finally:
@@ -214,18 +205,27 @@ def _last_error(log: Path) -> str:
 
 @contextmanager
 def boot(staged: StagedDeploy, probe: RequestSpec, *, timeout_s: float = 30.0) -> Iterator[str]:
-    """Run the staged app server and nginx until the block ends; yields nginx's URL
+    """Run the staged app server and front until the block ends; yields the front's URL
     once ``probe`` gets its expected answer through both. Both are always stopped."""
     processes: dict[str, ManagedProcess] = {}
+    front = staged.front
     try:
-        processes["app"] = ManagedProcess(
-            "app server", staged.app_argv, log_path=staged.root / "app.log",
-            cwd=staged.app_cwd, env=staged.app_env,
-        ).start()
-        wait_listening(staged.app_address, processes, timeout_s)
-        processes["nginx"] = ManagedProcess(
-            "nginx", nginx.nginx_command(staged.nginx_conf), log_path=staged.root / "nginx.out",
-            cwd=staged.root, env={**os.environ, OWNER_ENV: str(os.getpid())},
+        if staged.app_argv is not None:
+            processes["app"] = ManagedProcess(
+                "app server", staged.app_argv, log_path=staged.root / "app.log",
+                cwd=staged.app_cwd, env=staged.app_env,
+            ).start()
+            assert staged.app_address is not None
+            wait_listening(staged.app_address, processes, timeout_s)
+            front.before_start(staged.app_address, staged.root)
+            env = {**os.environ, OWNER_ENV: str(os.getpid())}
+        else:  # the front runs the app: the app's environment is its own
+            env = staged.app_env
+        role = front.role or front.kind
+        processes[role] = ManagedProcess(
+            role, front.command(staged.front_conf),
+            log_path=staged.root / ("app.log" if staged.app_argv is None else f"{role}.out"),
+            cwd=staged.app_cwd if staged.app_argv is None else staged.root, env=env,
         ).start()
         wait_ready(staged.front_url + probe.path, probe, processes, timeout_s)
         yield staged.front_url

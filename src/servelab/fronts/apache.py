@@ -36,8 +36,8 @@ from pathlib import Path
 from servelab.apps import SERVELAB_ROOT, ResolvedApp, app_environment
 from servelab.apps.interpreter import python_facts
 from servelab.config.stack import ProxySpec, StackSpec
-from servelab.errors import MissingToolError, StackStartError
-from servelab.fronts.base import AppAddress, Configured, Front
+from servelab.errors import MissingToolError, ServelabError, StackStartError
+from servelab.fronts.base import AppAddress, Configured, Front, FrontDeploy, FrontTarget
 from servelab.host.doctor import Check
 from servelab.host.environment import program_version
 from servelab.host.paths import find_program
@@ -51,6 +51,10 @@ MODULES_DIR = Path("/usr/lib/apache2/modules")
 FALLBACK_BINARY = Path("/usr/sbin/apache2")  # not on a non-root user's PATH on Debian
 RUN_USER = "www-data"
 INSTALL_FIX = "scripts/setup.sh --with apache (or apt-get install apache2)"
+CHECK_TIMEOUT_S = 60.0
+_LISTEN_LINE = re.compile(r"^Listen\s+\S+.*$", re.MULTILINE)
+_USER_LINE = re.compile(r"^(User|Group)\s+(\S+)\s*$", re.MULTILINE)
+_DAEMON_USER = re.compile(r'\buser="([^"]*)" group="([^"]*)" ')
 # Apache's built-in limits that bound MaxRequestWorkers and ThreadsPerChild.
 _PREFORK_SERVER_LIMIT = 256
 _SERVER_LIMIT = 16
@@ -231,23 +235,62 @@ def _modules(spec: StackSpec, wsgi_module: Path | None) -> list[tuple[str, Path]
     return modules
 
 
+@dataclass(frozen=True)
+class ApacheDeploy:
+    """Where an exported httpd.conf (``servelab export``) puts things on the target machine,
+    instead of a private temp dir."""
+
+    listen: str  # what follows ``Listen``: "80", "0.0.0.0:8080"
+    server_root: Path  # its config directory
+    runtime_dir: Path  # pid file, scoreboard, mod_wsgi's sockets
+    user: str  # the children's user (Debian's www-data)
+    group: str
+    error_log: str = "/dev/stderr"  # under systemd: the journal
+    source: str = "a servelab result"  # named in the header comment
+
+
 def render_httpd_conf(
     spec: StackSpec,
     *,
-    workdir: Path,
-    listen_port: int,
+    workdir: Path | None = None,
+    listen_port: int | None = None,
     target: str | None = None,
     wsgi: dict[str, object] | None = None,
     wsgi_module: Path | None = None,
     who: RunAs | None = None,
     python: Path | None = None,
+    deploy: ApacheDeploy | None = None,
 ) -> str:
     """httpd.conf: mod_proxy to ``target`` (see :func:`proxy_target`), or with ``wsgi``
-    (:func:`wsgi_settings`) the app in mod_wsgi daemon processes."""
+    (:func:`wsgi_settings`) the app in mod_wsgi daemon processes.
+
+    Measuring: everything in ``workdir``, listening on 127.0.0.1:``listen_port``. With
+    ``deploy``: the same config for a real machine, with its paths and listen address.
+    """
     if (target is None) == (wsgi is None):
         raise ValueError("give a proxy target or mod_wsgi settings, not both")
     if wsgi is not None and wsgi_module is None:
         wsgi_module = mod_wsgi.mod_wsgi_module(python)
+    if deploy is not None:
+        places: dict[str, object] = {
+            "server_root": deploy.server_root,
+            "runtime_dir": deploy.runtime_dir,
+            "error_log": deploy.error_log,
+            "listen": deploy.listen,
+            "run_user": deploy.user,
+            "run_group": deploy.group,
+        }
+    elif workdir is None or listen_port is None:
+        raise ValueError("give workdir and listen_port, or deploy")
+    else:
+        places = {
+            "server_root": workdir,
+            "runtime_dir": workdir,
+            "error_log": workdir / LOG_NAME,
+            "listen": f"127.0.0.1:{listen_port}",
+            "run_user": who.user if who else None,
+            "run_group": who.group if who else None,
+        }
     server_limit, thread_limit = _limits(spec.proxy)
     pool, pool_comment = pool_params(spec.proxy)
     return render(
@@ -256,17 +299,15 @@ def render_httpd_conf(
         proxy=spec.proxy,
         stack_name=spec.name,
         workdir=workdir,
-        error_log=workdir / LOG_NAME,
-        listen_port=listen_port,
+        deploy=deploy,
         modules=_modules(spec, wsgi_module if wsgi is not None else None),
-        run_user=who.user if who else None,
-        run_group=who.group if who else None,
         server_limit=server_limit,
         thread_limit=thread_limit,
         target=target,
         pool=pool,
         pool_comment=pool_comment,
         wsgi=wsgi,
+        **places,
     )
 
 
@@ -291,7 +332,7 @@ def write_httpd_conf(
     if app is not None:
         wsgi = mod_wsgi.wsgi_settings(spec.server, app, workdir, python_path or [])
         script = workdir / mod_wsgi.SCRIPT_NAME
-        script.write_text(mod_wsgi.wsgi_script(app))
+        script.write_text(mod_wsgi.wsgi_script(app.gunicorn_target))
         script.chmod(0o644)
     conf = workdir / CONF_NAME
     conf.write_text(
@@ -461,6 +502,102 @@ class Apache(Front):
 
     def command(self, conf: Path) -> list[str]:
         return apache_command(conf)
+
+    conf_name = CONF_NAME
+    timeout_setting = "Timeout and ProxyPass timeout"
+    pool_idle_setting = "ProxyPass ttl"
+
+    def deploy(self, stack: StackSpec, target: FrontTarget) -> FrontDeploy:
+        """httpd.conf from the measuring template in its deploy mode: mod_proxy to the app
+        server, or the app in mod_wsgi daemon processes (``target.hosted``)."""
+        wsgi = dict(target.hosted) if target.hosted is not None else None
+        proxied = None
+        if isinstance(target.upstream, Path):
+            proxied = proxy_target(stack.proxy.protocol, socket=target.upstream)
+        elif target.upstream is not None:
+            proxied = proxy_target(stack.proxy.protocol, port=target.upstream[1])
+        conf = render_httpd_conf(
+            stack,
+            target=proxied,
+            wsgi=wsgi,
+            wsgi_module=Path(str(wsgi["module"])) if wsgi else None,
+            deploy=ApacheDeploy(
+                listen=target.listen,
+                server_root=target.conf_dir,
+                runtime_dir=target.run_dir,
+                user=target.user,
+                group=target.user,
+                source=target.source,
+            ),
+        )
+        path = str(target.conf_dir / CONF_NAME)
+        binary = str(FALLBACK_BINARY)  # Debian's
+        runs = "the app in mod_wsgi daemon processes" if wsgi else "mod_proxy to the app server"
+        workers = stack.proxy.max_request_workers or 400  # the event MPM's default
+        return FrontDeploy(
+            files={CONF_NAME: conf},
+            file_roles={
+                CONF_NAME: f"Apache httpd ({stack.proxy.apache_mpm} MPM): {runs}, listening "
+                f"on `{target.listen}`"
+            },
+            exec_start=[binary, "-f", path, "-DFOREGROUND"],
+            check=[binary, "-t", "-f", path],
+            check_name="apache2 -t",
+            distro_unit="apache2",
+            # mod_wsgi's PyPI build compiles against Apache's headers (apxs).
+            apt_packages=("apache2", "apache2-dev") if wsgi else ("apache2",),
+            reload_signal="USR1",  # graceful restart: children finish their requests
+            stop_signal="SIGWINCH",
+            stop_comment="SIGWINCH: graceful stop, the children finish their requests.",
+            nofile=max(8192, 2 * workers + 1024),
+            pool="" if wsgi else pool_params(stack.proxy)[1],
+            pool_idle="`ttl` on the ProxyPass line",
+            uses_state_dir=False,
+        )
+
+    def stage_deploy(self, conf: str, *, listen_port: int, for_boot: bool) -> str:
+        conf = _LISTEN_LINE.sub(f"Listen 127.0.0.1:{listen_port}", conf)
+        who = run_as() if for_boot else None
+
+        def user(name: str, lookup=pwd.getpwnam) -> str | None:
+            """The user to keep (or use instead of) ``name``; None: leave it out."""
+            if for_boot:  # as root, children (never root) must reach the staged files
+                return who.user if who else None
+            try:
+                lookup(name)
+            except KeyError:
+                return None
+            return name
+
+        def user_line(match: re.Match[str]) -> str:
+            if match[1] == "Group":
+                found = (who.group if who else None) if for_boot else user(match[2], grp.getgrnam)
+            else:
+                found = user(match[2])
+            if found is None:
+                return f"# {match[0]} (staged: not switched to here)"
+            return f"{match[1]} {found}"
+
+        def daemon_user(match: re.Match[str]) -> str:
+            found = user(match[1])
+            if found is None:
+                return ""
+            group = who.group if for_boot and who else match[2]
+            return f"user={apache_quote(found)} group={apache_quote(group)} "
+
+        return _DAEMON_USER.sub(daemon_user, _USER_LINE.sub(user_line, conf))
+
+    def check_deploy(self, conf: Path) -> str:
+        try:
+            apache_check(conf, timeout_s=CHECK_TIMEOUT_S)
+        except StackStartError as exc:
+            raise ServelabError(
+                f"the exported {CONF_NAME} fails apache2 -t: {exc.problem.split(': ', 1)[-1]}",
+                "this is a servelab bug unless a knob is out of Apache's range; see Apache's "
+                "message",
+                detail=exc.detail,
+            ) from None
+        return f"apache2 -t accepts {CONF_NAME}"
 
     def classify_log_line(self, line: str) -> str | None:
         return classify_apache_line(line)

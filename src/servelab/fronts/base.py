@@ -23,6 +23,42 @@ AppAddress = tuple[str, int] | Path  # where the app server listens: (host, port
 
 
 @dataclass(frozen=True)
+class FrontTarget:
+    """Where an exported front runs on the target machine (``servelab export``)."""
+
+    name: str  # the deployment's name
+    listen: str  # "80", "0.0.0.0:8080" (checked by ``servelab.export.deploy.check_listen``)
+    conf_dir: Path  # where its config files go
+    run_dir: Path  # its unit's RuntimeDirectory (pid file, sockets of its own)
+    state_dir: Path  # its unit's StateDirectory (temp files)
+    user: str  # its workers' user: a member of the app socket's group
+    upstream: AppAddress | None  # where the app server listens; None: the front runs the app
+    hosted: Mapping[str, object] | None  # the app it runs itself (``ServerDeploy.hosted``)
+    source: str  # named in the files' header comments
+
+
+@dataclass(frozen=True)
+class FrontDeploy:
+    """A front's part of a deployable set, and what its unit and the README say about it."""
+
+    files: dict[str, str]  # config files for conf_dir (``Front.conf_name`` among them)
+    file_roles: dict[str, str]  # file -> what it is (README)
+    exec_start: list[str]  # the unit's command line (in the foreground)
+    check: list[str]  # its own config check, before every start and reload
+    check_name: str  # "nginx -t"
+    distro_unit: str  # the distribution's own unit of it, to keep off the same port
+    apt_packages: tuple[str, ...]  # what to install on Debian
+    reload_signal: str  # graceful reload
+    stop_signal: str  # graceful stop
+    stop_comment: str  # what the stop signal does
+    nofile: int  # the unit's LimitNOFILE
+    pool: str  # what the README says of its connections to the app (upstream keepalive)
+    pool_idle: str  # the setting that closes its idle connections to the app
+    uses_state_dir: bool = True
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Configured:
     """A front's config file, checked, and the environment its process needs."""
 
@@ -91,6 +127,31 @@ class Front(ABC):
     # How its processes that run the app itself are named (argv[0] prefix), if any: the
     # CPU and memory sampler counts them as the app's.
     app_process_prefix: ClassVar[str | None] = None
+
+    # Its main config file in an exported set; its settings named in the export's README
+    # and adjustments ("proxy_read_timeout").
+    conf_name: ClassVar[str] = ""
+    timeout_setting: ClassVar[str] = "timeout"
+    pool_idle_setting: ClassVar[str] = "idle connection timeout"
+
+    def deploy(self, stack: StackSpec, target: FrontTarget) -> FrontDeploy | None:
+        """Its part of a deployable set (``servelab export``); None: not exportable."""
+        return None
+
+    @property
+    def exportable(self) -> bool:
+        return type(self).deploy is not Front.deploy
+
+    def stage_deploy(self, conf: str, *, listen_port: int, for_boot: bool) -> str:
+        """Its exported config ``conf`` (paths already moved) made runnable here: listening
+        on 127.0.0.1:``listen_port``; users that do not exist here (``for_boot``: users
+        it cannot switch to) left out."""
+        raise NotImplementedError(f"{self.kind} is not exportable")
+
+    def check_deploy(self, conf: Path) -> str:
+        """Its own check of a staged config (``nginx -t``): what was checked;
+        ServelabError (one line, its own message) when it fails."""
+        raise NotImplementedError(f"{self.kind} is not exportable")
 
     def classify_log_line(self, line: str) -> str | None:
         """The event class of one line of its error log (``servelab.observe.attribution``),

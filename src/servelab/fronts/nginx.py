@@ -9,14 +9,15 @@ on loopback only.
 from __future__ import annotations
 
 import os
+import pwd
 import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from servelab.config.stack import ProxySpec, StackSpec
-from servelab.errors import StackStartError
-from servelab.fronts.base import AppAddress, Configured, Front
+from servelab.errors import ServelabError, StackStartError
+from servelab.fronts.base import AppAddress, Configured, Front, FrontDeploy, FrontTarget
 from servelab.host.doctor import SETUP_FIX, Check, check_program
 from servelab.host.environment import program_version
 from servelab.host.paths import require_program
@@ -25,6 +26,10 @@ from servelab.observe.attribution import classify_by_rules
 
 CONF_NAME = "nginx.conf"
 LOG_NAME = "nginx.log"
+BINARY = "/usr/sbin/nginx"  # Debian's, named in exported units
+CHECK_TIMEOUT_S = 60.0
+_USER_LINE = re.compile(r"^(\s*)user\s+([^;\s]+)[^;]*;", re.MULTILINE)
+_LISTEN_LINE = re.compile(r"^(\s*)listen\s+[^;]+;", re.MULTILINE)
 _TEMP_DIRS = ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
 # nginx: "2026/11/22 00:31:04 [error] 29672#29672: *267 message"
 _NGINX_LINE = re.compile(r"^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d \[(?P<level>\w+)\] [^:]*: (?P<msg>.*)$")
@@ -178,6 +183,19 @@ def nginx_check(conf_path: Path, *, timeout_s: float = 30.0) -> None:
     )
 
 
+def _staged_user(match: re.Match[str], for_boot: bool) -> str:
+    """The ``user`` line of a staged nginx.conf: booted, workers that can reach the staged
+    socket (root as root, else none); checked, the exported user if it exists here."""
+    indent, user = match.group(1), match.group(2)
+    if for_boot:
+        return f"{indent}user root;" if os.geteuid() == 0 else f"{indent}# user {user}; (staged)"
+    try:
+        pwd.getpwnam(user)
+    except KeyError:
+        return f"{indent}# user {user}; (no such user on this machine)"
+    return match.group(0)
+
+
 def _first_problem(output: str) -> str:
     for line in output.splitlines():
         if "[emerg]" in line or "[alert]" in line or "[crit]" in line:
@@ -212,6 +230,73 @@ class Nginx(Front):
 
     def command(self, conf: Path) -> list[str]:
         return nginx_command(conf)
+
+    conf_name = CONF_NAME
+    timeout_setting = "proxy_connect/read/send_timeout"
+    pool_idle_setting = "upstream keepalive_timeout"
+
+    def deploy(self, stack: StackSpec, target: FrontTarget) -> FrontDeploy:
+        """nginx.conf from the measuring template in its deploy mode, and its unit's lines."""
+        if target.upstream is None:
+            raise ValueError("nginx runs no app itself")
+        if isinstance(target.upstream, Path):
+            upstream = upstream_address("unix", socket=target.upstream)
+        else:
+            upstream = upstream_address("tcp", port=target.upstream[1])
+        conf = render_nginx_conf(
+            stack.proxy,
+            upstream=upstream,
+            stack_name=stack.name,
+            deploy=NginxDeploy(
+                listen=target.listen,
+                user=target.user,
+                pid_path=target.run_dir / "nginx.pid",
+                temp_dir=target.state_dir,
+                source=target.source,
+            ),
+        )
+        path = str(target.conf_dir / CONF_NAME)
+        proxy = stack.proxy
+        pool = (
+            f"{proxy.upstream_keepalive} idle connections per nginx worker "
+            "(`proxy_http_version 1.1` and an empty `Connection` header, as in seed keepalive.md)"
+            if proxy.upstream_keepalive
+            else "off"
+        )
+        return FrontDeploy(
+            files={CONF_NAME: conf},
+            file_roles={
+                CONF_NAME: f"nginx: upstream + server blocks, listening on `{target.listen}`"
+            },
+            exec_start=[BINARY, "-c", path],
+            check=[BINARY, "-t", "-q", "-c", path],
+            check_name="nginx -t",
+            distro_unit="nginx",
+            apt_packages=("nginx-light",),
+            reload_signal="HUP",
+            stop_signal="SIGQUIT",
+            stop_comment="SIGQUIT: finish the requests in flight, then exit.",
+            # Two descriptors per proxied connection.
+            nofile=max(8192, 2 * proxy.worker_connections * proxy.worker_processes + 1024),
+            pool=pool,
+            pool_idle="`keepalive_timeout` in the upstream block",
+        )
+
+    def stage_deploy(self, conf: str, *, listen_port: int, for_boot: bool) -> str:
+        conf = _LISTEN_LINE.sub(rf"\g<1>listen 127.0.0.1:{listen_port};", conf)
+        return _USER_LINE.sub(lambda m: _staged_user(m, for_boot), conf)
+
+    def check_deploy(self, conf: Path) -> str:
+        try:
+            nginx_check(conf, timeout_s=CHECK_TIMEOUT_S)
+        except StackStartError as exc:
+            raise ServelabError(
+                f"the exported {CONF_NAME} fails nginx -t: {exc.problem.split(': ', 1)[-1]}",
+                "this is a servelab bug unless a knob is out of nginx's range; see nginx's "
+                "message",
+                detail=exc.detail,
+            ) from None
+        return f"nginx -t accepts {CONF_NAME}"
 
     def classify_log_line(self, line: str) -> str | None:
         match = _NGINX_LINE.match(line)

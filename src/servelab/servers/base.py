@@ -8,6 +8,7 @@ the environment record and the CLI's choices read it from there.
 from __future__ import annotations
 
 import re
+import subprocess
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -16,10 +17,12 @@ from typing import ClassVar
 
 from servelab.apps import ResolvedApp
 from servelab.config.stack import ServerSpec, StackSpec
-from servelab.errors import SpecError
+from servelab.errors import ServelabError, SpecError
 from servelab.host.doctor import Check, package_check
 from servelab.host.environment import package_version
 from servelab.servers.registry import SERVERS
+
+CHECK_TIMEOUT_S = 60.0  # a server's own check of its exported config may import the app
 
 # ServerSpec knobs that only some servers have; each server lists the ones it honours.
 OPTIONAL_KNOBS = ("threads", "blocking_threads", "worker_class", "max_requests",
@@ -61,8 +64,14 @@ class DeployTarget:
     app_dir: Path
     graceful_timeout_s: int
     socket_umask: int | None  # for a unix socket: only owner and group may connect
-    socket_group: str | None  # the group that may connect to the socket (with nginx in it)
+    socket_group: str | None  # the group that may connect to the socket (the front in it)
     source: str  # named in the files' header comments
+    front: str = "the front"  # its title ("nginx", "Apache")
+    front_timeout: str = "its timeouts"  # the front's setting that bounds a request
+
+    def front_waits(self, seconds: int) -> str:
+        """How long the front waits for the app: "nginx waits 65 s (`proxy_...`)"."""
+        return f"{self.front} waits {seconds} s ({self.front_timeout})"
 
 
 @dataclass(frozen=True)
@@ -79,6 +88,48 @@ class ServerDeploy:
     app_named_in: str = "the unit's `ExecStart`"
     umask_also_in: str = ""  # where, besides the unit, the socket's umask is set
     notes: tuple[str, ...] = ()
+    # A server that runs inside its front (``inside_front``): no unit of its own
+    # (``exec_start`` empty), and what the front's config says about the app
+    # (``Front.deploy`` reads it from ``FrontTarget.hosted``).
+    hosted: Mapping[str, object] | None = None
+
+
+def deploy_argv(
+    argv: list[str], interpreter: str, target: DeployTarget, values: Mapping[str, str]
+) -> list[str]:
+    """A measured command line (``[interpreter, "-m", server, ...]``) for the target
+    machine: run by the target venv's Python, each flag of ``values`` given its value there
+    (where the command has the flag)."""
+    if argv[0] != interpreter:
+        raise AssertionError("the server's command no longer starts with the interpreter")
+    argv = [str(target.venv / "bin" / "python"), *argv[1:]]
+    for flag, value in values.items():
+        if flag in argv:
+            argv[argv.index(flag) + 1] = value
+    return argv
+
+
+def run_check(
+    argv: list[str], cwd: Path, env: Mapping[str, str], what: str, failure: str
+) -> None:
+    """Run a server's own check of its exported config (``check_deploy``); ServelabError
+    "``failure``: its last line" when it fails, or "``what`` took more than..."."""
+    try:
+        done = subprocess.run(
+            argv, capture_output=True, text=True, errors="replace", cwd=cwd, env=dict(env),
+            stdin=subprocess.DEVNULL, timeout=CHECK_TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired:
+        raise ServelabError(
+            f"{what} took more than {CHECK_TIMEOUT_S:g} s", "check that the app imports quickly"
+        ) from None
+    if done.returncode != 0:
+        output = (done.stderr + done.stdout).strip()
+        last = output.splitlines()[-1] if output else f"exit code {done.returncode}"
+        raise ServelabError(
+            f"{failure}: {last}",
+            f"if the app is not installed here, pass --no-check; else see {what}'s output",
+        )
 
 
 class AppServer(ABC):

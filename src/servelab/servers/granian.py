@@ -4,9 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from servelab.apps import ResolvedApp
-from servelab.config.stack import ServerSpec
-from servelab.servers.base import AppServer, Command, Listen
+from servelab.apps import ResolvedApp, resolve_app
+from servelab.config.stack import ServerSpec, StackSpec
+from servelab.servers.base import (
+    AppServer,
+    Command,
+    DeployTarget,
+    Listen,
+    ServerDeploy,
+    deploy_argv,
+)
 
 LOG_NAME = "granian.log"
 GRACEFUL_TIMEOUT_S = 3
@@ -73,4 +80,38 @@ class Granian(AppServer):
     ) -> Command:
         return Command(
             granian_command(server, app, port=listen.port, socket=listen.socket), LOG_NAME
+        )
+
+    def deploy(self, stack: StackSpec, target: DeployTarget) -> ServerDeploy:
+        """The measured command line, with the target's interpreter and places."""
+        server = stack.server
+        app = resolve_app(stack.app)  # tells ASGI from WSGI, which decides a flag
+        argv = deploy_argv(
+            granian_command(server, app, port=target.port, socket=target.socket),
+            app.interpreter,
+            target,
+            {
+                "--workers-kill-timeout": str(target.graceful_timeout_s),
+                "--working-dir": str(target.app_dir),
+            },
+        )
+        if target.socket_umask is not None:  # rw for owner and group only
+            permissions = 0o666 & ~target.socket_umask
+            argv[-1:-1] = ["--uds-permissions", f"0{permissions:o}"]
+        threads = (
+            f", {server.blocking_threads} blocking threads" if server.blocking_threads else ""
+        )
+        return ServerDeploy(
+            exec_start=argv,
+            summary=(
+                f"granian ({'WSGI' if app.interface == 'wsgi' else 'ASGI'}) with "
+                f"{server.workers} workers × {server.threads} runtime threads{threads}"
+            ),
+            timeout=(
+                "granian has no request timeout (it never kills a busy worker); "
+                f"{target.front_waits(stack.proxy.timeout_s)}."
+            ),
+            packages=self.packages,
+            umask_also_in="`--uds-permissions` on granian's command line"
+            if target.socket_umask is not None else "",
         )

@@ -4,23 +4,28 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from servelab.apps import ResolvedApp
 from servelab.config.stack import ServerSpec, StackSpec
-from servelab.errors import ServelabError, SpecError
+from servelab.errors import SpecError
 from servelab.launch.templates import render
-from servelab.servers.base import AppServer, Command, DeployTarget, Listen, ServerDeploy
+from servelab.servers.base import (
+    AppServer,
+    Command,
+    DeployTarget,
+    Listen,
+    ServerDeploy,
+    run_check,
+)
 
 CONF_NAME = "gunicorn.conf.py"
 # gunicorn: "[2026-11-22 00:31:03 +0000] [29668] [INFO] message"
 _GUNICORN_LINE = re.compile(r"^\[[^\]]+\] \[\d+\] \[(?P<level>[A-Z]+)\] (?P<msg>.*)$")
 LOG_NAME = "gunicorn.log"
 GRACEFUL_TIMEOUT_S = 3
-CHECK_TIMEOUT_S = 60.0  # gunicorn --check-config imports the app
 
 WORKER_CLASSES: dict[str, str] = {
     "uvicorn": "uvicorn_worker.UvicornWorker",
@@ -167,8 +172,8 @@ class Gunicorn(AppServer):
         if server.worker_class == "sync" and stack.proxy.upstream_keepalive:
             notes.append(
                 "gunicorn's sync worker closes every connection after its response, so "
-                "nginx's upstream keepalive pool stays empty with it; the setting is kept as "
-                "measured"
+                f"{target.front}'s upstream keepalive pool stays empty with it; the setting is "
+                "kept as measured"
             )
         packages = self.needs(server)
         return ServerDeploy(
@@ -180,10 +185,9 @@ class Gunicorn(AppServer):
                 f"× {server.threads} threads"
             ),
             timeout=(
-                f"gunicorn kills a worker silent for {server.timeout_s} s; nginx waits "
-                f"{stack.proxy.timeout_s} s (`proxy_connect/read/send_timeout`), so a stuck "
-                "request is ended and logged by the app, not turned into a 504 while the app "
-                "still works on it."
+                f"gunicorn kills a worker silent for {server.timeout_s} s; "
+                f"{target.front_waits(stack.proxy.timeout_s)}, so a stuck request is ended "
+                "and logged by the app, not turned into a 504 while the app still works on it."
             ),
             packages=packages,
             files={CONF_NAME: conf},
@@ -200,21 +204,8 @@ class Gunicorn(AppServer):
         """``gunicorn --check-config`` on the staged config; it also imports the app."""
         conf = conf_dir / CONF_NAME
         argv = [python, "-m", "gunicorn", "--check-config", "-c", str(conf)]
-        try:
-            done = subprocess.run(
-                argv, capture_output=True, text=True, errors="replace", cwd=cwd, env=dict(env),
-                stdin=subprocess.DEVNULL, timeout=CHECK_TIMEOUT_S,
-            )
-        except subprocess.TimeoutExpired:
-            raise ServelabError(
-                f"gunicorn --check-config took more than {CHECK_TIMEOUT_S:g} s",
-                "check that the app imports quickly",
-            ) from None
-        if done.returncode != 0:
-            output = (done.stderr + done.stdout).strip()
-            last = output.splitlines()[-1] if output else f"exit code {done.returncode}"
-            raise ServelabError(
-                f"the exported {CONF_NAME} fails gunicorn --check-config: {last}",
-                "if the app is not installed here, pass --no-check; else see gunicorn's output",
-            )
+        run_check(
+            argv, cwd, env, "gunicorn --check-config",
+            f"the exported {CONF_NAME} fails gunicorn --check-config",
+        )
         return f"gunicorn --check-config accepts {CONF_NAME} and loads the app"

@@ -13,11 +13,11 @@ from pathlib import Path
 
 from servelab.apps import ResolvedApp
 from servelab.apps.interpreter import python_facts
-from servelab.config.stack import ServerSpec
+from servelab.config.stack import ServerSpec, StackSpec
 from servelab.errors import MissingToolError, StackStartError
 from servelab.host.doctor import Check
 from servelab.host.environment import package_version
-from servelab.servers.base import AppServer, Command, Listen
+from servelab.servers.base import AppServer, Command, DeployTarget, Listen, ServerDeploy
 
 SCRIPT_NAME = "app.wsgi"
 MOD_WSGI_FIX = "scripts/setup.sh --with apache (pip install 'servelab[apache]'; needs apache2-dev)"
@@ -50,36 +50,49 @@ def mod_wsgi_module(python: Path | None = None) -> Path:
     return path
 
 
+def _daemons(server: ServerSpec) -> dict[str, object]:
+    """What the WSGIDaemonProcess line says of the daemon processes (see httpd.conf.j2)."""
+    return {
+        "processes": server.workers,
+        "threads": server.threads,
+        "backlog": server.backlog,
+        "request_timeout": server.timeout_s,
+        "maximum_requests": server.max_requests,
+    }
+
+
 def wsgi_settings(
     server: ServerSpec, app: ResolvedApp, workdir: Path, python_path: list[Path]
 ) -> dict[str, object]:
     """What the WSGIDaemonProcess line needs (see httpd.conf.j2)."""
     return {
-        "processes": server.workers,
-        "threads": server.threads,
+        **_daemons(server),
+        "group": "servelab",  # the daemon process group's name
+        "user": None,  # Apache's children's (when root)
         # The app's venv (or servelab's), as mod_wsgi-express module-config would say.
-        "python_home": Path(python_facts(app.interpreter).prefix) if app.python else Path(
-            sys.prefix
-        ),
+        "python_home": _prefix(app.python),
         "python_path": ":".join(str(p) for p in python_path),
         "home": app.app_dir or python_path[-1],
-        "backlog": server.backlog,
-        "request_timeout": server.timeout_s,
-        "maximum_requests": server.max_requests,
         "script": workdir / SCRIPT_NAME,
     }
 
 
-def wsgi_script(app: ResolvedApp) -> str:
-    """The script mod_wsgi loads: it imports the app (calling a factory) as ``application``."""
-    module, _, attr = app.import_path.partition(":")
-    call = "()" if app.is_factory else ""
+def _prefix(python: Path | None) -> Path:
+    """The environment (sys.prefix) of the app's Python (None: servelab's)."""
+    return Path(python_facts(str(python)).prefix) if python else Path(sys.prefix)
+
+
+def wsgi_script(target: str) -> str:
+    """The script mod_wsgi loads: it imports the app ``target`` ("module:attr", a factory
+    "module:attr()" called) as ``application``."""
+    module, _, attr = target.partition(":")
+    call = "()" if attr.endswith("()") else ""
     return (
         "# Written by servelab: mod_wsgi serves `application` from this file.\n"
         "import importlib\n\n"
-        f"application = getattr(importlib.import_module({module!r}), {attr!r}){call}\n"
+        f"application = getattr(importlib.import_module({module!r}), {attr.removesuffix('()')!r})"
+        f"{call}\n"
     )
-
 
 
 class ModWsgi(AppServer):
@@ -87,6 +100,7 @@ class ModWsgi(AppServer):
     interfaces = frozenset({"wsgi"})
     knobs = frozenset({"threads", "max_requests"})
     inside_front = "apache"
+    ends_slow_requests = True  # request-timeout: the daemon process is restarted
     packages = ("mod_wsgi",)
     extra = "apache"
 
@@ -98,6 +112,52 @@ class ModWsgi(AppServer):
 
     def describe(self, server: ServerSpec) -> str:
         return f"mod_wsgi daemon processes={server.workers} threads={server.threads}"
+
+    def deploy(self, stack: StackSpec, target: DeployTarget) -> ServerDeploy:
+        """The app's script and the daemon settings its front's config says (no process of
+        its own: Apache runs it)."""
+        server = stack.server
+        module = mod_wsgi_module(stack.app.python)  # as measured, in the target's venv
+        prefix = _prefix(stack.app.python)
+        if module.is_relative_to(prefix):  # else: not in the measured venv, named as it is
+            module = target.venv / module.relative_to(prefix)
+        hosted = {
+            **_daemons(server),
+            "group": target.name,
+            "user": target.name,  # the app's own user, as the other servers' units say
+            "python_home": target.venv,
+            "python_path": str(target.app_dir),
+            "home": target.app_dir,
+            "script": target.conf_dir / SCRIPT_NAME,
+            "module": module,
+        }
+        recycle = (
+            f", each restarted after {server.max_requests} requests"
+            if server.max_requests else ""
+        )
+        return ServerDeploy(
+            exec_start=[],
+            summary=(
+                f"mod_wsgi in daemon mode, {server.workers} processes × {server.threads} "
+                f"threads{recycle}"
+            ),
+            timeout=(
+                f"mod_wsgi restarts a daemon process whose requests run longer than "
+                f"{server.timeout_s} s (`request-timeout`); "
+                f"{target.front_waits(stack.proxy.timeout_s)}, so a stuck request is ended by "
+                f"mod_wsgi, not left running after {target.front} gave up."
+            ),
+            packages=("mod_wsgi",),
+            files={SCRIPT_NAME: wsgi_script(target.app)},
+            file_roles={SCRIPT_NAME: "the WSGI script mod_wsgi loads: it imports the app"},
+            app_named_in=f"{SCRIPT_NAME}",
+            hosted=hosted,
+            notes=(
+                "mod_wsgi is the PyPI build (`pip install mod_wsgi`, which needs apache2-dev "
+                f"to compile), loaded from the venv ({module}); the venv's Python must be the "
+                "one it was built against",
+            ),
+        )
 
     def doctor_checks(self) -> list[Check]:
         """Optional: only server kind 'mod_wsgi' needs it."""

@@ -7,7 +7,14 @@ from pathlib import Path
 
 from servelab.apps import ResolvedApp, resolve_app
 from servelab.config.stack import ServerSpec, StackSpec
-from servelab.servers.base import AppServer, Command, DeployTarget, Listen, ServerDeploy
+from servelab.servers.base import (
+    AppServer,
+    Command,
+    DeployTarget,
+    Listen,
+    ServerDeploy,
+    deploy_argv,
+)
 
 # uvicorn alone: "WARNING:  message"
 _UVICORN_LINE = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+(?P<msg>.*)$")
@@ -77,19 +84,18 @@ class Uvicorn(AppServer):
     def deploy(self, stack: StackSpec, target: DeployTarget) -> ServerDeploy:
         """The measured command line, with the target's interpreter and places."""
         app = resolve_app(stack.app)  # tells ASGI from WSGI, which decides a flag
-        argv = uvicorn_command(stack.server, app, port=target.port, socket=target.socket)
-        if argv[0] != app.interpreter:
-            raise AssertionError("uvicorn_command no longer starts with the interpreter")
-        argv[0] = str(target.venv / "bin" / "python")
-        for flag, value in (
-            ("--timeout-graceful-shutdown", str(target.graceful_timeout_s)),
-            ("--app-dir", str(target.app_dir)),
-        ):
-            if flag in argv:
-                argv[argv.index(flag) + 1] = value
+        argv = deploy_argv(
+            uvicorn_command(stack.server, app, port=target.port, socket=target.socket),
+            app.interpreter,
+            target,
+            {
+                "--timeout-graceful-shutdown": str(target.graceful_timeout_s),
+                "--app-dir": str(target.app_dir),
+            },
+        )
         notes = [
-            "uvicorn has no request timeout (it never kills a busy worker); nginx's "
-            f"{stack.proxy.timeout_s} s proxy timeouts are the only limit"
+            "uvicorn has no request timeout (it never kills a busy worker); "
+            f"{target.front}'s {stack.proxy.timeout_s} s timeouts are the only limit"
         ]
         if target.socket is not None:
             notes.append(
@@ -100,10 +106,7 @@ class Uvicorn(AppServer):
         return ServerDeploy(
             exec_start=argv,
             summary=f"uvicorn with {stack.server.workers} workers",
-            timeout=(
-                f"uvicorn has no request timeout; nginx waits {stack.proxy.timeout_s} s "
-                "(`proxy_connect/read/send_timeout`)."
-            ),
+            timeout=f"uvicorn has no request timeout; {target.front_waits(stack.proxy.timeout_s)}.",
             packages=("uvicorn",),
             notes=tuple(notes),
         )

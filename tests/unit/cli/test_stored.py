@@ -26,8 +26,8 @@ servelab = run_cli  # in-process, as the shell sees it
         (["export", str(SLEEPY), "--name", "Web App"], "is not usable as a user"),
         (["export", str(SLEEPY), "--listen", "notaport"], "--listen 'notaport' has no port"),
         (["export", str(SLEEPY), "--listen", "99999"], "has no port between 1 and 65535"),
-        (["export", str(SLEEPY), "--listen", "localhost:80"], "is not an IP address nginx"),
-        (["export", str(SLEEPY), "--listen", "::1:80"], "is not an IP address nginx"),
+        (["export", str(SLEEPY), "--listen", "localhost:80"], "is not an IP address to listen on"),
+        (["export", str(SLEEPY), "--listen", "::1:80"], "is not an IP address to listen on"),
     ],
 )
 def test_bad_input_is_one_clear_line(args: list[str], message: str, tmp_path: Path) -> None:

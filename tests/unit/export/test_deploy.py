@@ -153,12 +153,13 @@ def test_a_non_empty_output_directory_is_not_overwritten(tmp_path: Path) -> None
     assert (tmp_path / "nginx.conf").read_text() == "mine"
 
 
-def test_a_variant_without_nginx_is_not_exported() -> None:
+def test_a_variant_without_a_front_is_not_exported() -> None:
     report = load(SLEEPY)
     stack = report.experiment.baseline
     alone = stack.model_copy(update={"proxy": stack.proxy.model_copy(update={"kind": "none"})})
-    with pytest.raises(SpecError, match="measured without nginx"):
+    with pytest.raises(SpecError, match="measured with proxy kind 'none'") as caught:
         render_deploy_set(report, Choice(alone, "named", "t", ()), DeployLayout("w"), source="r")
+    assert "nginx or apache" in caught.value.problem
 
 
 @pytest.mark.parametrize(

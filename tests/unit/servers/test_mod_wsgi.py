@@ -79,14 +79,16 @@ def test_mod_wsgi_module_is_the_venvs() -> None:
 
 
 def test_wsgi_script_imports_or_builds_the_app() -> None:
-    script = mod_wsgi.wsgi_script(WSGI_APP)
+    script = mod_wsgi.wsgi_script(WSGI_APP.gunicorn_target)
     namespace: dict[str, object] = {}
     exec(compile(script, "app.wsgi", "exec"), namespace)
     from servelab.apps.sleepy_wsgi import app
 
     assert namespace["application"] is app
     factory = ResolvedApp("pkg.mod:make", "wsgi", None, True)
-    assert "getattr(importlib.import_module('pkg.mod'), 'make')()" in mod_wsgi.wsgi_script(factory)
+    assert "getattr(importlib.import_module('pkg.mod'), 'make')()" in mod_wsgi.wsgi_script(
+        factory.gunicorn_target
+    )
 
 
 def test_mod_wsgi_refuses_asgi_app() -> None:

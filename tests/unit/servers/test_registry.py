@@ -89,14 +89,11 @@ def test_describe_names_server_and_protocol() -> None:
     assert "granian workers=2 threads=1 blocking_threads=3" in granian_spec.describe()
 
 
-def test_export_refuses_the_new_servers_clearly() -> None:
-    from servelab.export.choose import Choice
-    from servelab.export.deploy import render_deploy_set
+def test_every_server_and_front_with_a_process_can_be_exported() -> None:
+    from servelab.fronts.registry import PROCESS_FRONTS, get_front
 
-    stack = StackSpec(name="granian", server=ServerSpec(kind="granian"))
-    choice = Choice(stack=stack, how="named", reason="", candidates=())
-    with pytest.raises(SpecError, match="runs granian; servelab exports gunicorn and uvicorn"):
-        render_deploy_set(None, choice, None, source="t")  # type: ignore[arg-type]
+    assert all(get_server(kind).exportable for kind in SERVER_KINDS)
+    assert all(get_front(kind).exportable for kind in PROCESS_FRONTS)
 
 
 @pytest.mark.parametrize("kind", SERVER_KINDS)
