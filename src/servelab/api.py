@@ -61,6 +61,7 @@ def run(
         return ExperimentSession(
             ready, cpu_plan, options.results_dir, console=console, out=out,
             resume=options.resume, force=options.allow_other_machine,
+            listen_host=options.listen,
         )
 
     if not needs_preparing:

@@ -36,7 +36,7 @@ from pathlib import Path
 from servelab.apps import SERVELAB_ROOT, ResolvedApp, app_environment
 from servelab.config.stack import ProxySpec, StackSpec
 from servelab.errors import MissingToolError, StackStartError
-from servelab.fronts.base import AppAddress, Configured, Front
+from servelab.fronts.base import LOOPBACK, AppAddress, Configured, Front, host_port
 from servelab.host.doctor import Check
 from servelab.host.environment import program_version
 from servelab.host.paths import find_program
@@ -229,6 +229,7 @@ def render_httpd_conf(
     *,
     workdir: Path,
     listen_port: int,
+    listen_host: str = LOOPBACK,
     target: str | None = None,
     wsgi: dict[str, object] | None = None,
     wsgi_module: Path | None = None,
@@ -249,7 +250,7 @@ def render_httpd_conf(
         stack_name=spec.name,
         workdir=workdir,
         error_log=workdir / LOG_NAME,
-        listen_port=listen_port,
+        listen=host_port(listen_host, listen_port),
         modules=_modules(spec, wsgi_module if wsgi is not None else None),
         run_user=who.user if who else None,
         run_group=who.group if who else None,
@@ -273,6 +274,7 @@ def write_httpd_conf(
     *,
     workdir: Path,
     listen_port: int,
+    listen_host: str = LOOPBACK,
     target: str | None = None,
     app: ResolvedApp | None = None,
     python_path: list[Path] | None = None,
@@ -288,7 +290,8 @@ def write_httpd_conf(
     conf = workdir / CONF_NAME
     conf.write_text(
         render_httpd_conf(
-            spec, workdir=workdir, listen_port=listen_port, target=target, wsgi=wsgi, who=who
+            spec, workdir=workdir, listen_port=listen_port, target=target, wsgi=wsgi, who=who,
+            listen_host=listen_host,
         )
     )
     return conf
@@ -405,7 +408,8 @@ class Apache(Front):
         return f"apache[{' '.join([proxy.apache_mpm, *knobs])}]"
 
     def configure(
-        self, spec: StackSpec, *, workdir: Path, listen_port: int, app_address: AppAddress
+        self, spec: StackSpec, *, workdir: Path, listen_port: int, app_address: AppAddress,
+        listen_host: str = LOOPBACK,
     ) -> Configured:
         who = run_as()
         open_to(workdir, who, 0o710)
@@ -414,13 +418,15 @@ class Apache(Front):
         else:
             target = proxy_target(spec.proxy.protocol, port=app_address[1])
         conf = write_httpd_conf(
-            spec, workdir=workdir, listen_port=listen_port, target=target, who=who
+            spec, workdir=workdir, listen_port=listen_port, target=target, who=who,
+            listen_host=listen_host,
         )
         apache_check(conf)  # before anything runs
         return Configured(conf)
 
     def configure_hosting(
-        self, spec: StackSpec, app: ResolvedApp, *, workdir: Path, listen_port: int
+        self, spec: StackSpec, app: ResolvedApp, *, workdir: Path, listen_port: int,
+        listen_host: str = LOOPBACK,
     ) -> Configured:
         """Apache running the app in mod_wsgi daemon processes (the sampler gives the
         daemons role "app")."""
@@ -433,7 +439,7 @@ class Apache(Front):
         open_database(env, who)
         conf = write_httpd_conf(
             spec, workdir=workdir, listen_port=listen_port, app=app, python_path=python_path,
-            who=who,
+            who=who, listen_host=listen_host,
         )
         apache_check(conf)
         return Configured(conf, env)

@@ -71,6 +71,7 @@ ADDED_SINCE_HASHING: tuple[tuple[tuple[str, ...], Any], ...] = (
     (("slices",), 1),
     (("side_by_side",), False),
     (("warmup", "duration_s"), None),
+    (("driver_options",), {}),
 )
 
 

@@ -105,7 +105,8 @@ CASES: list[tuple[list[str], str]] = [
      "load driver wrk cannot do this (workload 'w')"),
     ([TOML + '[baseline]\n[database]\nkind = "sqlite"\nlatency_ms = 5\n' + LOAD],
      "latency_ms and jitter_ms need kind = 'postgresql'"),
-    ([TOML + 'driver = "ab"\nslices = 2\n[baseline]\n' + LOAD], "slices need the oha driver"),
+    ([TOML + 'driver = "ab"\nslices = 2\n[baseline]\n' + LOAD],
+     "slices need the oha or locust driver"),
     # stored results
     (["results", "list", "--results", "/nonexistent"], "no servelab results database"),
     (["results", "show", "abc", "--results", "/nonexistent"], "no result 'abc'"),

@@ -183,6 +183,7 @@ def test_unsliced_experiments_keep_the_hash_they_had_before_slices_existed():
     assert data.pop("side_by_side") is False
     assert data.pop("stopping") is None
     assert data["warmup"].pop("duration_s") is None
+    assert data.pop("driver_options") == {}
     data["seed"] = data.pop("order_seed")  # renamed since
     import hashlib
     import json

@@ -1,0 +1,110 @@
+"""servelab's side of every Locust run, loaded beside the scenario (``-f scenario.py,this``).
+
+The scenario itself (the user's locustfile) is left as it is. This file only:
+
+- adds the ``--servelab-*`` options servelab passes (Locust forwards custom options
+  to its workers with every spawn message);
+- stops the run after ``--servelab-run-time`` seconds (fractions allowed: Locust's own
+  ``--run-time`` takes whole seconds), counted from the test's start, once the
+  expected workers have connected;
+- with ``--servelab-user-rate R``, paces every User at R task runs per second
+  (Locust's ``constant_throughput``), replacing the scenario's own ``wait_time``:
+  servelab's open model;
+- when Locust quits (master or single process), with ``--servelab-report``, prints one
+  line to stdout, after the statistics Locust's ``--json`` printed there: the
+  failures by request and message (``RequestStats.serialize_errors``, the same as
+  Locust's ``_failures.csv``), the User classes and their HTTP client, the workers
+  that took part, and whether Locust warned that a process's CPU was above 90 %.
+
+Request statistics themselves come from Locust's own ``--json``.
+"""
+
+from __future__ import annotations
+
+import json
+
+import gevent
+from locust import FastHttpUser, HttpUser, constant_throughput, events
+from locust.runners import MasterRunner, WorkerRunner
+
+_state: dict = {}
+
+
+@events.init_command_line_parser.add_listener
+def _options(parser, **_kwargs):
+    parser.add_argument("--servelab-report", action="store_true", include_in_web_ui=False)
+    parser.add_argument("--servelab-run-time", type=float, default=0.0, include_in_web_ui=False)
+    parser.add_argument("--servelab-user-rate", type=float, default=0.0, include_in_web_ui=False)
+
+
+def _client(cls) -> str:
+    if issubclass(cls, FastHttpUser):
+        return "FastHttpUser"
+    if issubclass(cls, HttpUser):
+        return "HttpUser"
+    return "User"
+
+
+def _paced(own):
+    """``own`` wait_time, unless servelab asked for a rate: then constant_throughput."""
+
+    def wait_time(user):
+        options = user.environment.parsed_options
+        rate = getattr(options, "servelab_user_rate", 0.0) or 0.0
+        if rate <= 0:
+            return own(user)
+        pacing = user.__dict__.get("_servelab_pacing")
+        if pacing is None:
+            pacing = user.__dict__["_servelab_pacing"] = constant_throughput(rate)
+        return pacing(user)
+
+    return wait_time
+
+
+@events.init.add_listener
+def _init(environment, **_kwargs):
+    _state["environment"] = environment
+    for cls in environment.user_classes:
+        if not getattr(cls, "_servelab_paced", False):
+            cls.wait_time = _paced(cls.wait_time)
+            cls._servelab_paced = True
+
+
+@events.test_start.add_listener
+def _start(environment, **_kwargs):
+    if isinstance(environment.runner, WorkerRunner):
+        return
+    run_time = getattr(environment.parsed_options, "servelab_run_time", 0.0) or 0.0
+    if run_time > 0:
+        gevent.spawn_later(run_time, environment.runner.quit)
+
+
+@events.quit.add_listener
+def _quit(exit_code, **_kwargs):
+    environment = _state.get("environment")
+    if environment is None or isinstance(environment.runner, WorkerRunner):
+        return
+    if not getattr(environment.parsed_options, "servelab_report", False):
+        return
+    runner = environment.runner
+    stats = runner.stats
+    report = {
+        "exit_code": exit_code,
+        "user_classes": {cls.__name__: _client(cls) for cls in environment.user_classes},
+        "workers": len(runner.clients) if isinstance(runner, MasterRunner) else 0,
+        "cpu_warning": bool(runner.cpu_warning_emitted),
+        "worker_cpu_warning": bool(getattr(runner, "worker_cpu_warning_emitted", False)),
+        "errors": list(stats.serialize_errors().values()),
+        # Exceptions the scenario's own code raised (not failed requests).
+        "exceptions": [
+            {"count": e["count"], "msg": e["msg"], "traceback": e["traceback"]}
+            for e in runner.exceptions.values()
+        ],
+        "total": {
+            "start_time": stats.total.start_time,
+            "last_request_timestamp": stats.total.last_request_timestamp,
+            "num_requests": stats.total.num_requests,
+            "num_failures": stats.total.num_failures,
+        },
+    }
+    print(json.dumps({"servelab_locust": report}), flush=True)
