@@ -281,7 +281,8 @@ class LocustDriver(LoadDriver):
                 "fix the locustfile (run `locust -f FILE --list` to see the whole traceback)",
             )
         _, _, listed = text.partition("Available Users:")
-        names = [line.strip() for line in listed.splitlines() if line.strip()]
+        # Each class on its own indented line; Locust's log lines (stderr) are not.
+        names = [line.strip() for line in listed.splitlines() if line.startswith("    ")]
         if not names:
             raise SpecError(
                 f"locustfile {path} defines no User class",
@@ -437,9 +438,14 @@ def split_output(stdout: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     if not marked:
         raise ValueError(f"no {REPORT_MARKER}...}} line from {HOOKS}")
     report = json.loads(lines[marked[-1]])["servelab_locust"]
-    start = next(i for i, line in enumerate(lines) if line.startswith("["))
-    entries = json.loads("\n".join(lines[start : marked[-1]]))
-    return entries, report
+    # With --processes each worker prints its own (emptied) statistics too: "[]".
+    text, decoder, arrays, at = "\n".join(lines[: marked[-1]]), json.JSONDecoder(), [], 0
+    while (at := text.find("[", at)) >= 0:
+        value, at = decoder.raw_decode(text, at)
+        arrays.append(value)
+    if not arrays:
+        raise ValueError("no statistics from Locust's --json")
+    return next((a for a in reversed(arrays) if a), []), report
 
 
 def check_scenario_ran(

@@ -74,6 +74,8 @@ def _init(environment, **_kwargs):
 def _start(environment, **_kwargs):
     if isinstance(environment.runner, WorkerRunner):
         return
+    if isinstance(environment.runner, MasterRunner):
+        _state["workers"] = environment.runner.worker_count
     run_time = getattr(environment.parsed_options, "servelab_run_time", 0.0) or 0.0
     if run_time > 0:
         gevent.spawn_later(run_time, environment.runner.quit)
@@ -91,7 +93,7 @@ def _quit(exit_code, **_kwargs):
     report = {
         "exit_code": exit_code,
         "user_classes": {cls.__name__: _client(cls) for cls in environment.user_classes},
-        "workers": len(runner.clients) if isinstance(runner, MasterRunner) else 0,
+        "workers": _state.get("workers", 0),  # connected when the test started
         "cpu_warning": bool(runner.cpu_warning_emitted),
         "worker_cpu_warning": bool(getattr(runner, "worker_cpu_warning_emitted", False)),
         "errors": list(stats.serialize_errors().values()),
