@@ -182,6 +182,8 @@ def test_locust_bad_input_is_refused_in_one_line(args, message, tmp_path: Path) 
 
 
 def test_driver_options_need_a_driver_that_takes_them(tmp_path: Path) -> None:
-    done = run_cli("study", "quick", "--locustfile", "x.py", "--results", str(tmp_path), cwd=tmp_path)
+    done = run_cli(
+        "study", "quick", "--locustfile", "x.py", "--results", str(tmp_path), cwd=tmp_path
+    )
     assert done.returncode == 2
     assert "load driver oha takes no options of its own (--locustfile)" in done.stderr

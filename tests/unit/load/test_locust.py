@@ -83,7 +83,7 @@ def test_latencies_are_the_histogram_of_every_request(tmp_path):
     ("fixture", "kind"), [("locust_refused.out", "connect"), ("locust_timeout.out", "timeout")]
 )
 def test_a_run_whose_requests_all_fail_is_an_error(fixture, kind):
-    with pytest.raises(SpecError, match="every one of the .* requests .* failed"):
+    with pytest.raises(SpecError, match=r"every one of the .* requests .* failed"):
         locust().parse(read(fixture), "", LoadSpec(duration_s=1))
     _, report = split_output(read(fixture))
     assert {failure_key(e["error"]) for e in report["errors"]} == {("connection", kind)}
