@@ -377,7 +377,11 @@ class LocustDriver(LoadDriver):
     def details(self, report: Mapping[str, Any]) -> dict[str, str]:
         """What the run was, in words: scenario, User classes and their client, workers."""
         classes = ", ".join(f"{name} ({client})" for name, client in report["user_classes"].items())
-        details = {"scenario": self.locustfile_label(), "user classes": classes}
+        details = {
+            "scenario": self.locustfile_label(),
+            "user classes": classes,
+            "scale with": "--locust-processes N, or workers on more machines",
+        }
         if self.options.processes > 1:
             details["processes"] = f"{self.options.processes} workers + master"
         if self.options.expect_workers:
