@@ -56,8 +56,8 @@ def cli() -> None:
 
 
 
-for command in (measure.studies, measure.study, measure.run, measure.ramp, stored.results,
-                stored.report, stored.export):
+for command in (measure.studies, measure.study, measure.run, measure.ramp,
+                measure.locust_worker, stored.results, stored.report, stored.export):
     cli.add_command(command)
 
 

@@ -417,6 +417,25 @@ class LocustDriver(LoadDriver):
         return []
 
 
+def worker_command(
+    master_host: str, master_port: int, locustfile: str | None, processes: int
+) -> list[str]:
+    """``servelab locust-worker``: a plain Locust worker, with servelab's hooks loaded beside
+    the scenario (needed for the open model's pacing on other machines) and the same
+    built-in scenarios by name. The master sends the host, users and servelab's options."""
+    driver = LocustDriver(options={"locustfile": locustfile} if locustfile else None)
+    path = driver._file()
+    if not driver.options.scenario and not Path(path).is_file():
+        raise SpecError(f"locustfile {path} does not exist", "pass the master's --locustfile")
+    argv = [
+        driver.executable(), "--worker", "--master-host", master_host,
+        "--master-port", str(master_port), "-f", f"{path},{scenario_path(HOOKS)}",
+    ]  # fmt: skip
+    if processes > 1:
+        argv += ["--processes", str(processes)]
+    return argv
+
+
 def request_json(request: RequestSpec, load: LoadSpec) -> str:
     """The workload's request for the built-in scenario (``--servelab-request``)."""
     return json.dumps(
