@@ -2,7 +2,7 @@
 # Everything servelab needs on a fresh Debian machine, idempotent:
 #   1. Debian packages: nginx (proxy under test), apache2-utils (ab), wrk, util-linux (taskset),
 #      iproute2 (ss, ip netns), python3-venv, chromium (the HTML report in a real browser).
-#   2. A virtualenv in .venv with servelab and its test tools.
+#   2. A virtualenv in .venv with servelab, its test tools and Locust (an optional driver).
 #   3. The oha load generator, built once with cargo into servelab's cache and reused.
 #   4. toxiproxy (a slow link in front of PostgreSQL), built once with go into the cache.
 #   5. As root: www-data (mod_wsgi's daemons) may traverse to the project's Python.
@@ -54,7 +54,7 @@ stamp=.venv/.servelab-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   say "installing servelab and its dependencies into .venv"
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e '.[test]'
+  .venv/bin/python -m pip install -q -e '.[test,locust]'  # locust: --driver locust and its tests
   touch "$stamp"
 fi
 

@@ -56,6 +56,16 @@ CAPABILITIES = {
 }
 
 
+def kind_of(message: str, kinds: Sequence[tuple[str, Sequence[str]]]) -> str:
+    """The first kind whose substrings (lower case) ``message`` contains; else "other".
+    Each driver sorts its failure messages with its own table (e.g. oha's ERROR_KINDS)."""
+    lowered = message.lower()
+    for kind, needles in kinds:
+        if any(needle in lowered for needle in needles):
+            return kind
+    return "other"
+
+
 def needed_capabilities(request: RequestSpec, load: LoadSpec) -> set[str]:
     """The capabilities ``request`` and ``load`` need of a driver."""
     needed = set()

@@ -76,7 +76,7 @@ from servelab.config.load import LoadSpec, RequestSpec
 from servelab.errors import LoadDriverError, MissingToolError, SpecError
 from servelab.host.doctor import Check
 from servelab.host.procs import free_port
-from servelab.load.base import LoadDriver, program_output
+from servelab.load.base import LoadDriver, kind_of, program_output
 from servelab.measure.slices import percentile
 from servelab.results.records import LoadMeasurement, NamedRequests
 
@@ -118,11 +118,7 @@ _STATUS_PATTERNS = (
 
 def error_kind(message: str) -> str:
     """The short kind ("timeout", "connect", "reset", "other") of a failure message."""
-    lowered = message.lower()
-    for kind, needles in ERROR_KINDS:
-        if any(needle in lowered for needle in needles):
-            return kind
-    return "other"
+    return kind_of(message, ERROR_KINDS)
 
 
 def failure_key(message: str) -> tuple[str, str]:
