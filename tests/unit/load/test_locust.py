@@ -215,3 +215,10 @@ def test_import_error_is_the_last_line_with_the_files_line():
 
 def test_fixtures_are_real_runs():
     assert (FIXTURES / "capture_locust.py").is_file()
+
+
+def test_a_run_in_which_nothing_was_answered_is_a_zero_not_an_error():
+    text = '[]\n{"servelab_locust": {"errors": [], "exceptions": [], "total": {}, ' \
+        '"user_classes": {}, "cpu_warning": false, "worker_cpu_warning": false}}\n'
+    m = locust().parse(text, "", LoadSpec(duration_s=1))
+    assert (m.requests_total, m.rps, m.latency_p99_ms) == (0, 0.0, 0.0)

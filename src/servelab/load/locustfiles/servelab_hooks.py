@@ -6,7 +6,8 @@ The scenario itself (the user's locustfile) is left as it is. This file only:
   to its workers with every spawn message);
 - stops the run after ``--servelab-run-time`` seconds (fractions allowed: Locust's own
   ``--run-time`` takes whole seconds), counted from the test's start, once the
-  expected workers have connected;
+  expected workers have connected; requests in flight then are waited for (up to
+  ``--stop-timeout``) and counted;
 - with ``--servelab-user-rate R``, paces every User at R task runs per second
   (Locust's ``constant_throughput``), replacing the scenario's own ``wait_time``:
   servelab's open model;
@@ -78,7 +79,16 @@ def _start(environment, **_kwargs):
         _state["workers"] = environment.runner.worker_count
     run_time = getattr(environment.parsed_options, "servelab_run_time", 0.0) or 0.0
     if run_time > 0:
-        gevent.spawn_later(run_time, environment.runner.quit)
+        gevent.spawn_later(run_time, _finish, environment.runner)
+
+
+def _finish(runner) -> None:
+    """Stop, letting every user finish the request in flight (``--stop-timeout``, as
+    oha's -w), then quit. A master first waits for its workers to stop and report:
+    its own quit would give them only 0.5 s, and a slow request's answer would be lost."""
+    if isinstance(runner, MasterRunner):
+        runner.stop()
+    runner.quit()
 
 
 @events.quit.add_listener
