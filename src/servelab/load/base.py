@@ -194,6 +194,10 @@ def run_load(
     try:
         status, rusage, peak_rss = _wait_bounded(popen, limit)
     finally:
+        # Whatever the driver started in its group and left behind (a worker process
+        # that outlived its parent) goes with it.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(popen.pid, signal.SIGKILL)
         JANITOR.forget("group", popen.pid)
     stdout, stderr = out_path.read_text(errors="replace"), err_path.read_text(errors="replace")
     if status is None:

@@ -18,7 +18,9 @@ class BookshopVisitor(FastHttpUser):
     wait_time = constant(0)
 
     def _get(self, path: str, name: str) -> None:
-        with self.client.get(path, name=name, catch_response=True) as response:
+        with self.client.get(
+            path, name=name, catch_response=True, headers={"Accept-Encoding": "identity"}
+        ) as response:
             if response.status_code == 200:
                 response.success()
             elif response.status_code:

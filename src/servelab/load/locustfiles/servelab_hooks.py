@@ -23,9 +23,11 @@ Request statistics themselves come from Locust's own ``--json``.
 from __future__ import annotations
 
 import json
+import time
 
 import gevent
 from locust import FastHttpUser, HttpUser, constant_throughput, events
+from locust.rpc import Message
 from locust.runners import MasterRunner, WorkerRunner
 
 _state: dict = {}
@@ -83,12 +85,26 @@ def _start(environment, **_kwargs):
 
 
 def _finish(runner) -> None:
-    """Stop, letting every user finish the request in flight (``--stop-timeout``, as
-    oha's -w), then quit. A master first waits for its workers to stop and report:
-    its own quit would give them only 0.5 s, and a slow request's answer would be lost."""
+    """Quit, letting every user finish the request in flight (``--stop-timeout``, as
+    oha's -w). A master first tells its workers to quit and waits for each one's final
+    report (sent once its users have stopped): its own quit would wait only 0.5 s for
+    them, and a slow request's answer would be lost. (Not ``runner.stop()``: stopped
+    workers leave the master's list, then never get its quit and outlive it.)"""
     if isinstance(runner, MasterRunner):
-        runner.stop()
+        pending = _state["awaiting"] = {client.id for client in runner.clients.all}
+        for client_id in list(pending):
+            runner.server.send_to_client(Message("quit", None, client_id))
+        deadline = time.monotonic() + (runner.environment.stop_timeout or 0) + 5
+        while pending and time.monotonic() < deadline:
+            gevent.sleep(0.05)
     runner.quit()
+
+
+@events.worker_report.add_listener
+def _reported(client_id, data, **_kwargs):
+    """A worker's report after its users stopped (user_count 0) is its final one."""
+    if data.get("user_count", 1) == 0:
+        _state.get("awaiting", set()).discard(client_id)
 
 
 @events.quit.add_listener

@@ -1,7 +1,9 @@
 """servelab's built-in scenario: each User sends the workload's request (the seed app's
 endpoints in the studies, the user's ``--path``/``--body-file`` with ``--app``, or a
 weighted mix of paths such as the Django reference app's pages), with no wait between
-requests unless servelab paces the Users (open model, ``servelab_hooks``).
+requests unless servelab paces the Users (open model, ``servelab_hooks``). Like every
+servelab driver it asks for uncompressed answers (``Accept-Encoding: identity``) unless
+the workload's headers say otherwise.
 
 The request arrives as ``--servelab-request JSON`` (method, path, headers, body,
 content_type, mix, expect_status, keepalive, timeout_s), which Locust also forwards to
@@ -48,6 +50,11 @@ class _Sends:
             headers["Content-Type"] = request["content_type"]
         if not request["keepalive"]:
             headers["Connection"] = "close"
+        # Both clients ask for gzip by default; servelab's drivers send the same request
+        # (oha runs with --disable-compression): compressed answers only when the
+        # workload's own headers ask for them.
+        if not any(h.lower() == "accept-encoding" for h in headers):
+            headers["Accept-Encoding"] = "identity"
         mix = request["mix"] or [[request["path"], 1]]
         self._servelab = {
             "method": request["method"],
