@@ -2,8 +2,12 @@
 
 A bare nginx (one worker, ``return 200``) runs pinned to CPU 0; each driver
 runs pinned to CPU 1 through ``run_load(cpus="1")`` with keepalive and
-concurrency 50: oha and ab for a request count, wrk (which has none) for a
-duration. Drivers take turns (round-robin) so that drift hits them alike.
+concurrency 50: oha and ab for a request count, wrk and Locust (which have none)
+for a duration. Locust runs its built-in scenario twice: FastHttpUser
+(``locust-fast``) and HttpUser (``locust-http``), one process (``--locust-processes``
+adds ``locust-fast-pN``: a master and N workers, all on the driver's CPU); its CPU
+includes its start-up (imports, gevent: about half a CPU second, printed apart).
+Drivers take turns (round-robin) so that drift hits them alike.
 Prints one row per driver: requests/s and driver CPU microseconds per
 request (user + system, from wait4), as mean ± half the range of the runs.
 
@@ -81,6 +85,24 @@ def start_nginx(workdir: Path) -> tuple[ManagedProcess, str]:
             time.sleep(0.02)
 
 
+def driver_variants(processes: int) -> list[tuple[str, str, dict]]:
+    """(driver name, label, driver options) of every driver measured."""
+    found = []
+    for name in DRIVER_NAMES:
+        model = get_driver(name).options_model
+        if model is None:
+            found.append((name, name, {}))
+            continue
+        found.append((name, f"{name}-fast", {"users": ("FastRequestUser",)}))
+        found.append((name, f"{name}-http", {"users": ("RequestUser",)}))
+        if processes > 1:
+            found.append(
+                (name, f"{name}-fast-p{processes}",
+                 {"users": ("FastRequestUser",), "processes": processes})
+            )
+    return found
+
+
 def spread(values: list[float]) -> str:
     """'mean ± half the range', the range covering every run."""
     half = (max(values) - min(values)) / 2
@@ -93,27 +115,34 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=20000, help="for oha and ab")
     parser.add_argument("--duration", type=int, default=5, help="seconds, for wrk")
     parser.add_argument("--concurrency", type=int, default=50)
+    parser.add_argument("--locust-processes", type=int, default=0, help="also locust-fast-pN")
+    parser.add_argument("--only", default="", help="comma list of driver labels to run")
     args = parser.parse_args()
 
     if not {0, 1} <= os.sched_getaffinity(0):
         sys.exit("needs CPUs 0 and 1 (nginx on one, the driver on the other)")
     drivers: dict[str, LoadDriver] = {}
-    for name in DRIVER_NAMES:
-        if find_program(name) is None:
-            print(f"skipping {name}: not installed")
-        else:
-            drivers[name] = get_driver(name)
+    for name, label, options in driver_variants(args.locust_processes):
+        try:
+            get_driver(name, options).executable()
+        except ServelabError:
+            print(f"skipping {label}: not installed")
+            continue
+        drivers[label] = get_driver(name, options)
+    if args.only:
+        drivers = {k: v for k, v in drivers.items() if k in args.only.split(",")}
+    timed = {label for label, d in drivers.items() if "request_count" not in d.capabilities}
     loads = {
         name: LoadSpec(
             concurrency=args.concurrency,
-            **({"duration_s": args.duration} if name == "wrk" else {"requests": args.requests}),
+            **({"duration_s": args.duration} if name in timed else {"requests": args.requests}),
         )
         for name in drivers
     }
     warmups = {
         name: LoadSpec(
             concurrency=args.concurrency,
-            **({"duration_s": 1} if name == "wrk" else {"requests": 2000}),
+            **({"duration_s": 1} if name in timed else {"requests": 2000}),
         )
         for name in drivers
     }
@@ -138,7 +167,7 @@ def main() -> None:
                     )
                 runs[name].append(m)
                 print(
-                    f"run {repetition + 1} {name:>3}: {m.rps:>10,.0f} req/s  "
+                    f"run {repetition + 1} {name:>14}: {m.rps:>10,.0f} req/s  "
                     f"{m.driver_cpu_us_per_request:6.2f} µs CPU/request  "
                     f"({m.requests_total} requests, {m.driver_cpu_s:.3f} s CPU, "
                     f"peak RSS {m.driver_peak_rss_bytes / 2**20:.0f} MiB)",
@@ -154,13 +183,13 @@ def main() -> None:
     print(
         f"\nnginx (1 worker, return 200) on CPU {STACK_CPU}; driver on CPU {DRIVER_CPU}; "
         f"keepalive, concurrency {args.concurrency}; oha/ab {args.requests} requests, "
-        f"wrk {args.duration} s; {args.repetitions} runs each; mean ± half the range\n"
+        f"wrk and Locust {args.duration} s; {args.repetitions} runs each; mean ± half the range\n"
     )
-    print(f"{'driver':<8}{'version':<22}{'requests/s':>22}{'driver CPU µs/request':>26}")
+    print(f"{'driver':<16}{'version':<22}{'requests/s':>22}{'driver CPU µs/request':>26}")
     for name, measured in runs.items():
         rps = spread([m.rps for m in measured])
         cost = spread([m.driver_cpu_us_per_request for m in measured])
-        print(f"{name:<8}{drivers[name].version():<22}{rps:>22}{cost:>26}")
+        print(f"{name:<16}{drivers[name].version():<22}{rps:>22}{cost:>26}")
 
 
 if __name__ == "__main__":

@@ -82,7 +82,7 @@ def run(
             return ExperimentSession(
                 ready, cpu_plan, options.results_dir, console=console, out=out,
                 resume=options.resume, force=options.allow_other_machine,
-                result_files=dict(options.result_files),
+                result_files=dict(options.result_files), listen_host=options.listen,
             ).run()
 
     if not needs_preparing:

@@ -76,6 +76,7 @@ class ExperimentSession:
         force: bool = False,
         measure: Callable[..., list[RunRecord]] = run_experiment,
         result_files: Mapping[str, Path] | None = None,
+        listen_host: str | None = None,
     ) -> None:
         self.experiment = experiment
         self.cpu_plan = cpu_plan
@@ -86,6 +87,7 @@ class ExperimentSession:
         self.force = force
         self.measure = measure  # tests hand in a runner with a fake executor
         self.result_files = dict(result_files or {})  # --export-json ...: after every run
+        self.listen_host = listen_host  # None: loopback (--listen)
 
     def _environment(self, driver: LoadDriver) -> dict[str, Any]:
         """The machine's facts, with the driver's version and where things run."""
@@ -129,10 +131,11 @@ class ExperimentSession:
 
     def run(self) -> ResultStore:
         experiment = self.experiment
-        driver = get_driver(experiment.driver)
+        driver = get_driver(experiment.driver, experiment.driver_options)
         for workload in experiment.workloads:  # before anything starts or is stored
             check_driver_can(driver, workload.request, workload.load, workload.name)
         driver.executable()
+        driver.prepare(experiment.side_by_side)
         environment = self._environment(driver)
         store, runs = self._open_store(environment)
         total = len(experiment.stacks) * len(experiment.workloads) * experiment.repetitions
@@ -165,6 +168,7 @@ class ExperimentSession:
                     events=events,
                     driver=driver,
                     previous=tuple(runs),
+                    **({"listen_host": self.listen_host} if self.listen_host else {}),
                 )
         except BaseException:
             if not runs:  # refused or stopped before it measured anything: nothing is kept

@@ -31,6 +31,11 @@ from servelab.results.records import RunRecord, SliceFigures
 
 UNSTABLE_CV = 0.10  # pyperf warns from a standard deviation of 10 % of the mean
 DRIVER_SATURATED = 0.90  # share of its CPUs the load driver may use before it is the bottleneck
+# A driver process at most this busy leaves room; the processes a bottlenecked driver
+# needs are its CPU work divided by it.
+DRIVER_PROCESS_TARGET = 0.7
+# The driver detail that says how to spread it over processes (the hint names it).
+SCALE_WITH = "scale with"
 # Other processes' share of the stack's CPUs during a run above which it is flagged.
 NEIGHBOURS_SHARE = 0.05
 # Rounds from which variants are compared with the baseline round by round (paired).
@@ -245,6 +250,35 @@ def _driver_saturated(c: _Runs) -> ResultWarning | None:
     return None
 
 
+def _driver_bottleneck(c: _Runs) -> ResultWarning | None:
+    """A driver whose processes each run on one core (Locust: one Python process each)
+    near a full core, or that said so itself: the stack may be faster than measured."""
+    worst = None
+    for run in c.runs:
+        load = run.load
+        if load.duration_s <= 0 or not (load.driver_details or load.driver_overloaded):
+            continue  # drivers that report neither are covered by driver-saturated
+        per_process = load.driver_cpu_s / load.duration_s / load.driver_processes
+        if (load.driver_overloaded or per_process >= DRIVER_SATURATED) and (
+            worst is None or per_process > worst[1]
+        ):
+            worst = (run, per_process)
+    if worst is None:
+        return None
+    run, per_process = worst
+    load = run.load
+    total = load.driver_cpu_s / load.duration_s  # cores' worth of work, all processes
+    needed = max(load.driver_processes + 1, math.ceil(total / DRIVER_PROCESS_TARGET))
+    said = "; the driver itself warned its CPU was above 90 %" if load.driver_overloaded else ""
+    return c.warn(
+        WarningKind.DRIVER_BOTTLENECK,
+        f"the load driver's {load.driver_processes} process(es) used {100 * per_process:.0f} % "
+        f"of a core each in run {run.repetition}{said}: it, not the stack, may set the pace",
+        needed=needed,
+        how=load.driver_details.get(SCALE_WITH, "the driver's own option"),
+    )
+
+
 def _uneven_workers(c: _Runs) -> ResultWarning | None:
     uneven = [(run, split) for run in c.runs if (split := worker_split(run)) is not None]
     worst = max(uneven, key=lambda pair: pair[1][0] / pair[1][1], default=None)
@@ -291,7 +325,8 @@ def _too_few_runs(c: _Runs) -> ResultWarning | None:
 
 # Each variant's checks, in the order their warnings are listed.
 _VARIANT_CHECKS = (
-    _unstable, _errors, _driver_saturated, _uneven_workers, _neighbours, _too_few_runs
+    _unstable, _errors, _driver_saturated, _driver_bottleneck, _uneven_workers, _neighbours,
+    _too_few_runs,
 )
 
 

@@ -34,6 +34,11 @@ class WarningKind(StrEnum):
         "driver-saturated",
         "give the driver more CPUs (--driver-cpus) or use a lighter driver",
     )
+    DRIVER_BOTTLENECK = (
+        "driver-bottleneck",
+        "spread the load driver over at least {needed} processes ({how}), each with a CPU "
+        "of its own (--driver-cpus), or over more machines",
+    )
     UNEVEN_WORKERS = (
         "uneven-workers",
         "read the per-start figures (runs.csv) before trusting one start; measure "

@@ -76,7 +76,7 @@ def cli(quiet: bool, verbose: bool) -> None:
 
 
 for command in (measure.studies, measure.study, measure.run, measure.ramp, check.check,
-                stored.results, stored.report, stored.export):
+                measure.locust_worker, stored.results, stored.report, stored.export):
     cli.add_command(command)
 
 

@@ -221,3 +221,25 @@ def ramp(
     api.run(experiment, run, console=console, out=out)
 
 
+
+
+@click.command("locust-worker")
+@click.option("--master-host", required=True, help="Address of the machine running servelab.")
+@click.option("--master-port", type=int, default=5557, show_default=True)
+@click.option(
+    "--locustfile",
+    default=None,
+    help="The same locustfile as the master's (a copy on this machine), or a built-in "
+    "scenario's name; default: the built-in 'request'.",
+)
+@click.option("--processes", type=int, default=1, show_default=True, help="Worker processes.")
+def locust_worker(master_host: str, master_port: int, locustfile, processes: int) -> None:
+    """Run Locust workers on this machine for a servelab master elsewhere (--expect-workers).
+    The same as `locust --worker --master-host HOST -f FILE`, plus servelab's hooks."""
+    import os
+
+    from servelab.load.locust import worker_command
+
+    argv = worker_command(master_host, master_port, locustfile, processes)
+    console.print(f"servelab: {' '.join(argv)}", highlight=False)
+    os.execv(argv[0], argv)

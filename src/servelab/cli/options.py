@@ -12,7 +12,7 @@ import click
 from rich.console import Console
 
 from servelab.apps.user import UserRequest
-from servelab.config.run import DEFAULT_RESULTS_DIR, RunOptions, parse_duration
+from servelab.config.run import DEFAULT_RESULTS_DIR, LOOPBACK, RunOptions, parse_duration
 from servelab.config.stack import AppSpec
 from servelab.errors import SpecError
 from servelab.host.netns import check_somaxconn
@@ -175,7 +175,100 @@ _run_options = [
         help="Smallest change in percent that counts; an interval entirely beyond ± it "
         "is a clear answer.",
     ),
+    click.option(
+        "--listen",
+        default=None,
+        help="IP address the stacks' fronts listen on (default 127.0.0.1). Anything that "
+        "can reach it can send them requests while servelab runs: use a private network "
+        "address, only for load workers on other machines.",
+    ),
+    # The Locust driver's own options (stored as the experiment's driver_options).
+    click.option(
+        "--locustfile",
+        default=None,
+        help="Your locustfile (unchanged; servelab passes --host), or a built-in scenario: "
+        "'request' (the workload's request; default) or 'django' (the Django app's pages).",
+    ),
+    click.option(
+        "--locust-user",
+        "locust_users",
+        multiple=True,
+        help="User class of the locustfile to run (repeatable; default: all of them, or "
+        "FastRequestUser of the built-in 'request'; RequestUser uses HttpUser).",
+    ),
+    click.option(
+        "--locust-processes",
+        type=int,
+        default=None,
+        help="Locust worker processes on this machine (Locust's --processes).",
+    ),
+    click.option(
+        "--expect-workers",
+        type=int,
+        default=None,
+        help="Locust workers on other machines the master waits for (it listens on "
+        "--listen, port 5557).",
+    ),
+    click.option(
+        "--expect-workers-timeout",
+        default=None,
+        help="How long the master waits for them, e.g. '60s' (default 60 s).",
+    ),
 ]
+
+# The options above that are the driver's own: CLI name -> driver_options key.
+DRIVER_OPTION_KEYS = {
+    "locustfile": "locustfile",
+    "locust_users": "users",
+    "locust_processes": "processes",
+    "expect_workers": "expect_workers",
+    "expect_workers_timeout": "workers_timeout_s",
+}
+
+
+def driver_options(given: dict) -> dict:
+    """The driver options given on the command line (``--listen`` is where the master
+    listens for remote workers too)."""
+    options = {
+        key: given[name]
+        for name, key in DRIVER_OPTION_KEYS.items()
+        if given[name] not in (None, ())
+    }
+    if "users" in options:
+        options["users"] = tuple(options["users"])
+    if "workers_timeout_s" in options:
+        options["workers_timeout_s"] = parse_duration(options["workers_timeout_s"])
+    if "expect_workers" in options and given["listen"] is not None:
+        options["master_bind"] = given["listen"]
+    return options
+
+
+def check_listen(address: str) -> str:
+    """``--listen``: an IP address of this machine (SpecError otherwise)."""
+    import ipaddress
+    import socket
+
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        raise SpecError(
+            f"--listen {address!r} is not an IP address", "give one, e.g. 10.0.0.5 or 127.0.0.1"
+        ) from None
+    if ip.is_unspecified:
+        raise SpecError(
+            f"--listen {address} would listen on every network of this machine",
+            "give the one address the load workers reach (a private network's)",
+        )
+    family = socket.AF_INET6 if ip.version == 6 else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((address, 0))
+        except OSError as exc:
+            raise SpecError(
+                f"--listen {address} is not an address of this machine ({exc.strerror})",
+                "give one of its addresses (ip -brief address)",
+            ) from None
+    return address
 
 
 def run_options(func):
@@ -183,7 +276,8 @@ def run_options(func):
     names = ("stack_cpus", "driver_cpus", "no_pin", "stack_cpu_quota", "no_cpu_priority",
              "results_dir", "legacy_out", "resume", "allow_other_machine",
              "allow_beyond_machine", "order", "order_seed", "slices", "side_by_side",
-             "precision_pct", "budget", "min_effect_pct", *(f"export_{fmt}" for fmt in WRITERS))
+             "precision_pct", "budget", "min_effect_pct", "listen", *DRIVER_OPTION_KEYS,
+             *(f"export_{fmt}" for fmt in WRITERS))
 
     @functools.wraps(func)
     def with_run_options(*args, **kwargs):
@@ -208,6 +302,8 @@ def run_options(func):
             result_files=tuple(
                 (fmt, given[f"export_{fmt}"]) for fmt in WRITERS if given[f"export_{fmt}"]
             ),
+            driver_options=driver_options(given),
+            listen=check_listen(given["listen"]) if given["listen"] else LOOPBACK,
         )
         return func(*args, run=run, **kwargs)
 

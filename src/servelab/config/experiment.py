@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -18,7 +18,7 @@ from servelab.config.load import LoadSpec, SloSpec, WarmupSpec, Workload
 from servelab.config.stack import (
     StackSpec,
 )
-from servelab.load.registry import DEFAULT_DRIVER, DRIVER_NAMES, capabilities
+from servelab.load.registry import DEFAULT_DRIVER, DRIVER_NAMES, DRIVERS, capabilities
 
 # A slice shorter than this would be mostly the driver's connection set-up.
 MIN_SLICE_S = 1.0
@@ -103,6 +103,8 @@ class Experiment(Model):
     repetitions: PositiveInt = 3
     warmup: WarmupSpec = Field(default_factory=WarmupSpec)
     driver: Literal[DRIVER_NAMES] = DEFAULT_DRIVER
+    # The driver's own settings (e.g. a locustfile), checked by its ``options_model``.
+    driver_options: dict[str, Any] = Field(default_factory=dict)
     order: Literal["interleaved", "random"] = "interleaved"
     order_seed: int = 0  # the random order's seed (``order = "random"``)
     # Set for ramps: each launch measures its workloads in order (rising rates) and
@@ -127,6 +129,11 @@ class Experiment(Model):
     def _check(self) -> Experiment:
         if not self.workloads:
             raise ValueError("an experiment needs at least one workload")
+        if self.driver_options:
+            model = DRIVERS.cls(self.driver).options_model
+            if model is None:
+                raise ValueError(f"load driver {self.driver} takes no driver_options")
+            model.model_validate(self.driver_options)
         if self.slices > 1:
             self._check_slices()
         if self.side_by_side and (

@@ -4,9 +4,9 @@ caller) and handed to ``servelab.api.run``; and applying them to an experiment."
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -14,11 +14,13 @@ from servelab.config.building import default_slices, describe_validation_error
 from servelab.config.experiment import Experiment, StoppingSpec
 from servelab.config.stack import AppSpec
 from servelab.errors import SpecError
+from servelab.load.registry import DRIVER_NAMES, DRIVERS
 
 if TYPE_CHECKING:
     from servelab.apps.user import UserRequest
 
 DEFAULT_RESULTS_DIR = Path("servelab-results")
+LOOPBACK = "127.0.0.1"
 
 
 @dataclass(frozen=True)
@@ -58,13 +60,42 @@ class RunOptions:
     # Result files rewritten after every run: format ("json", "markdown", "csv") -> path
     # (servelab.results.writers; --export-json ...).
     result_files: tuple[tuple[str, Path], ...] = ()
+    # The load driver's own options (--locustfile...), merged into the experiment's.
+    driver_options: dict[str, Any] = field(default_factory=dict)
+    # The address the stacks' fronts listen on (remote load workers must reach it).
+    listen: str = LOOPBACK
 
     def apply(self, experiment: Experiment) -> Experiment:
-        """``experiment`` with this run's order, slicing and stopping overrides (checked)."""
+        """``experiment`` with this run's order, slicing, stopping and driver options
+        (checked)."""
         return with_stopping(
-            with_order(experiment, self.order, self.order_seed, self.slices, self.side_by_side),
+            with_order(
+                with_driver_options(experiment, self.driver_options),
+                self.order, self.order_seed, self.slices, self.side_by_side,
+            ),
             self.precision_pct, self.budget_s, self.min_effect_pct,
         )
+
+
+def with_driver_options(experiment: Experiment, options: dict[str, Any]) -> Experiment:
+    """The experiment with the driver options given on the command line added."""
+    if not options:
+        return experiment
+    if DRIVERS.cls(experiment.driver).options_model is None:
+        takers = [n for n in DRIVER_NAMES if DRIVERS.cls(n).options_model is not None]
+        flags = ", ".join(f"--{k.replace('_', '-')}" for k in options)
+        raise SpecError(
+            f"load driver {experiment.driver} takes no options of its own ({flags})",
+            f"pass --driver {' or '.join(takers)} (or set driver in the experiment file)",
+        )
+    merged = {**experiment.driver_options, **options}
+    try:
+        return Experiment.model_validate({**experiment.model_dump(), "driver_options": merged})
+    except ValidationError as exc:
+        raise SpecError(
+            f"driver options: {describe_validation_error(exc)}",
+            f"see --help for the {experiment.driver} options",
+        ) from None
 
 
 def with_order(

@@ -37,7 +37,15 @@ from servelab.apps import SERVELAB_ROOT, ResolvedApp, app_environment
 from servelab.apps.interpreter import python_facts
 from servelab.config.stack import ProxySpec, StackSpec
 from servelab.errors import MissingToolError, ServelabError, StackStartError
-from servelab.fronts.base import AppAddress, Configured, Front, FrontDeploy, FrontTarget
+from servelab.fronts.base import (
+    LOOPBACK,
+    AppAddress,
+    Configured,
+    Front,
+    FrontDeploy,
+    FrontTarget,
+    host_port,
+)
 from servelab.host.doctor import Check
 from servelab.host.environment import program_version
 from servelab.host.paths import find_program
@@ -254,6 +262,7 @@ def render_httpd_conf(
     *,
     workdir: Path | None = None,
     listen_port: int | None = None,
+    listen_host: str = LOOPBACK,
     target: str | None = None,
     wsgi: dict[str, object] | None = None,
     wsgi_module: Path | None = None,
@@ -287,7 +296,7 @@ def render_httpd_conf(
             "server_root": workdir,
             "runtime_dir": workdir,
             "error_log": workdir / LOG_NAME,
-            "listen": f"127.0.0.1:{listen_port}",
+            "listen": host_port(listen_host, listen_port),
             "run_user": who.user if who else None,
             "run_group": who.group if who else None,
         }
@@ -322,6 +331,7 @@ def write_httpd_conf(
     *,
     workdir: Path,
     listen_port: int,
+    listen_host: str = LOOPBACK,
     target: str | None = None,
     app: ResolvedApp | None = None,
     python_path: list[Path] | None = None,
@@ -339,6 +349,7 @@ def write_httpd_conf(
         render_httpd_conf(
             spec, workdir=workdir, listen_port=listen_port, target=target, wsgi=wsgi, who=who,
             python=app.python if app is not None else None,
+            listen_host=listen_host,
         )
     )
     return conf
@@ -455,7 +466,8 @@ class Apache(Front):
         return f"apache[{' '.join([proxy.apache_mpm, *knobs])}]"
 
     def configure(
-        self, spec: StackSpec, *, workdir: Path, listen_port: int, app_address: AppAddress
+        self, spec: StackSpec, *, workdir: Path, listen_port: int, app_address: AppAddress,
+        listen_host: str = LOOPBACK,
     ) -> Configured:
         who = run_as()
         open_to(workdir, who, 0o710)
@@ -464,13 +476,15 @@ class Apache(Front):
         else:
             target = proxy_target(spec.proxy.protocol, port=app_address[1])
         conf = write_httpd_conf(
-            spec, workdir=workdir, listen_port=listen_port, target=target, who=who
+            spec, workdir=workdir, listen_port=listen_port, target=target, who=who,
+            listen_host=listen_host,
         )
         apache_check(conf)  # before anything runs
         return Configured(conf)
 
     def configure_hosting(
-        self, spec: StackSpec, app: ResolvedApp, *, workdir: Path, listen_port: int
+        self, spec: StackSpec, app: ResolvedApp, *, workdir: Path, listen_port: int,
+        listen_host: str = LOOPBACK,
     ) -> Configured:
         """Apache running the app in mod_wsgi daemon processes (the sampler gives the
         daemons role "app")."""
@@ -484,7 +498,7 @@ class Apache(Front):
         open_database(env, who)
         conf = write_httpd_conf(
             spec, workdir=workdir, listen_port=listen_port, app=app, python_path=python_path,
-            who=who,
+            who=who, listen_host=listen_host,
         )
         apache_check(conf)
         return Configured(conf, env)

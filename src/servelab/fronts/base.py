@@ -19,6 +19,14 @@ from servelab.host.doctor import Check
 if TYPE_CHECKING:
     from servelab.apps import ResolvedApp
 
+LOOPBACK = "127.0.0.1"  # where a measured stack listens unless told (--listen)
+
+
+def host_port(host: str, port: int) -> str:
+    """``host:port`` as nginx, Apache and URLs write it (an IPv6 address in brackets)."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 AppAddress = tuple[str, int] | Path  # where the app server listens: (host, port) or a socket
 
 
@@ -100,14 +108,16 @@ class Front(ABC):
         """The front part of a stack's one-line description ("" for none)."""
 
     def configure(
-        self, spec: StackSpec, *, workdir: Path, listen_port: int, app_address: AppAddress
+        self, spec: StackSpec, *, workdir: Path, listen_port: int, app_address: AppAddress,
+        listen_host: str = LOOPBACK,
     ) -> Configured:
-        """Write the config that forwards ``listen_port`` to the app, checked before
-        anything runs (``nginx -t``)."""
+        """Write the config that forwards ``listen_host:listen_port`` to the app, checked
+        before anything runs (``nginx -t``)."""
         raise NotImplementedError(f"{self.kind} has no config")
 
     def configure_hosting(
-        self, spec: StackSpec, app: ResolvedApp, *, workdir: Path, listen_port: int
+        self, spec: StackSpec, app: ResolvedApp, *, workdir: Path, listen_port: int,
+        listen_host: str = LOOPBACK,
     ) -> Configured:
         """The config of a front that runs the app itself (a server ``inside_front``)."""
         raise NotImplementedError(f"{self.kind} cannot run an app itself")

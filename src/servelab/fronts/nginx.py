@@ -17,7 +17,15 @@ from pathlib import Path
 
 from servelab.config.stack import ProxySpec, StackSpec
 from servelab.errors import ServelabError, StackStartError
-from servelab.fronts.base import AppAddress, Configured, Front, FrontDeploy, FrontTarget
+from servelab.fronts.base import (
+    LOOPBACK,
+    AppAddress,
+    Configured,
+    Front,
+    FrontDeploy,
+    FrontTarget,
+    host_port,
+)
 from servelab.host.doctor import SETUP_FIX, Check, check_program
 from servelab.host.environment import program_version
 from servelab.host.paths import require_program
@@ -79,6 +87,7 @@ def render_nginx_conf(
     *,
     workdir: Path | None = None,
     listen_port: int | None = None,
+    listen_host: str = LOOPBACK,
     upstream: str,
     stack_name: str = "stack",
     run_as_root: bool | None = None,
@@ -106,7 +115,7 @@ def render_nginx_conf(
             "workdir": workdir,
             "pid_path": workdir / "nginx.pid",
             "temp_dir": workdir / "tmp",
-            "listen": f"127.0.0.1:{listen_port}",
+            "listen": host_port(listen_host, listen_port),
             "error_log": workdir / LOG_NAME,
         }
     return render(
@@ -127,6 +136,7 @@ def write_nginx_conf(
     listen_port: int,
     upstream: str,
     stack_name: str = "stack",
+    listen_host: str = LOOPBACK,
 ) -> Path:
     """Render nginx.conf into ``workdir`` and create the temp dirs it names."""
     for name in _TEMP_DIRS:
@@ -135,7 +145,7 @@ def write_nginx_conf(
     conf.write_text(
         render_nginx_conf(
             proxy, workdir=workdir, listen_port=listen_port, upstream=upstream,
-            stack_name=stack_name,
+            stack_name=stack_name, listen_host=listen_host,
         )
     )
     return conf
@@ -215,7 +225,8 @@ class Nginx(Front):
         return "nginx"
 
     def configure(
-        self, spec: StackSpec, *, workdir: Path, listen_port: int, app_address: AppAddress
+        self, spec: StackSpec, *, workdir: Path, listen_port: int, app_address: AppAddress,
+        listen_host: str = LOOPBACK,
     ) -> Configured:
         if isinstance(app_address, Path):
             upstream = upstream_address("unix", socket=app_address)
@@ -223,7 +234,7 @@ class Nginx(Front):
             upstream = upstream_address("tcp", port=app_address[1])
         conf = write_nginx_conf(
             spec.proxy, workdir=workdir, listen_port=listen_port, upstream=upstream,
-            stack_name=spec.name,
+            stack_name=spec.name, listen_host=listen_host,
         )
         nginx_check(conf)  # before anything runs
         return Configured(conf)

@@ -23,7 +23,8 @@ from servelab.apps import ResolvedApp, app_environment, resolve_app
 from servelab.apps.interpreter import check_app_servers
 from servelab.config.load import RequestSpec
 from servelab.config.stack import StackSpec
-from servelab.fronts.base import Configured, Front
+from servelab.errors import SpecError
+from servelab.fronts.base import LOOPBACK, Configured, Front, host_port
 from servelab.fronts.registry import get_front
 from servelab.host.cgroups import CpuGroup
 from servelab.host.netns import Placement, place_stack
@@ -65,6 +66,7 @@ def launch_stack(
     cpus: str | None = None,
     quota: CpuGroup | None = None,
     startup_timeout_s: float = 30.0,
+    listen_host: str = LOOPBACK,
 ) -> Iterator[RunningStack]:
     """Run ``spec`` until the ``with`` block ends; yields it once ``probe`` succeeds.
 
@@ -74,12 +76,19 @@ def launch_stack(
     server fails to start or to answer ``probe`` within ``startup_timeout_s``.
     With ``spec.network.somaxconn`` set the stack runs in a private network
     namespace (``stack.placement``), removed after the stack has stopped.
+    ``listen_host``: the address the front listens on (load workers on other machines).
     """
+    if listen_host != LOOPBACK and get_front(spec.proxy.kind).role is None:
+        raise SpecError(
+            f"--listen {listen_host}: stack {spec.name!r} has no front, and app servers "
+            "listen on loopback only",
+            "put nginx or Apache in front, or leave --listen out",
+        )
     with (
         place_stack(spec.network.somaxconn, spec.network.namespace) as on_network,
         _launch(
             _placed(spec, on_network), replace(on_network, quota=quota), probe, cpus,
-            startup_timeout_s,
+            startup_timeout_s, listen_host,
         ) as stack,
     ):
         yield stack
@@ -100,6 +109,7 @@ def _launch(
     probe: RequestSpec,
     cpus: str | None,
     startup_timeout_s: float,
+    listen_host: str = LOOPBACK,
 ) -> Iterator[RunningStack]:
     netns = placement.namespace
     app = resolve_app(spec.app)
@@ -113,9 +123,9 @@ def _launch(
     deadline = time.monotonic() + startup_timeout_s
     try:
         if server.inside_front is not None:
-            with _launch_hosted(spec, front, app, workdir, placement, probe, cpus, deadline) as (
-                stack
-            ):
+            with _launch_hosted(
+                spec, front, app, workdir, placement, probe, cpus, deadline, listen_host
+            ) as stack:
                 processes = stack.processes
                 yield stack
             return
@@ -124,9 +134,10 @@ def _launch(
         if front.role is not None:
             listen_port = _free_port_other_than(app_port, placement)
             configured = front.configure(
-                spec, workdir=workdir, listen_port=listen_port, app_address=app_address
+                spec, workdir=workdir, listen_port=listen_port, app_address=app_address,
+                listen_host=listen_host,
             )
-            front_url = f"http://127.0.0.1:{listen_port}"
+            front_url = f"http://{host_port(listen_host, listen_port)}"
         else:
             assert isinstance(app_address, tuple), "a unix socket is only allowed behind a proxy"
             front_url = "http://{}:{}".format(*app_address)
@@ -166,15 +177,18 @@ def _launch_hosted(
     probe: RequestSpec,
     cpus: str | None,
     deadline: float,
+    listen_host: str = LOOPBACK,
 ) -> Iterator[RunningStack]:
     """The front alone, running the app itself (a server ``inside_front``: mod_wsgi in
     Apache). The caller stops the processes."""
     listen_port = _free_port(placement)
-    configured = front.configure_hosting(spec, app, workdir=workdir, listen_port=listen_port)
+    configured = front.configure_hosting(
+        spec, app, workdir=workdir, listen_port=listen_port, listen_host=listen_host
+    )
     assert front.role is not None
     processes = {front.role: _front_process(front, configured, workdir, placement, cpus)}
     stack = RunningStack(
-        spec=spec, base_url=f"http://127.0.0.1:{listen_port}", workdir=workdir,
+        spec=spec, base_url=f"http://{host_port(listen_host, listen_port)}", workdir=workdir,
         processes=processes, placement=placement, app_address=None,
     )
     try:

@@ -22,6 +22,7 @@ from servelab.config.load import LoadSpec, RequestSpec
 from servelab.errors import LoadDriverError, SpecError
 from servelab.host.doctor import Check
 from servelab.host.procs import JANITOR, tail, with_cpus
+from servelab.launch import OWNER_ENV
 from servelab.results.records import LoadMeasurement
 
 # Extra seconds a driver gets beyond its own time limit before it is killed.
@@ -55,6 +56,16 @@ CAPABILITIES = {
 }
 
 
+def kind_of(message: str, kinds: Sequence[tuple[str, Sequence[str]]]) -> str:
+    """The first kind whose substrings (lower case) ``message`` contains; else "other".
+    Each driver sorts its failure messages with its own table (e.g. oha's ERROR_KINDS)."""
+    lowered = message.lower()
+    for kind, needles in kinds:
+        if any(needle in lowered for needle in needles):
+            return kind
+    return "other"
+
+
 def needed_capabilities(request: RequestSpec, load: LoadSpec) -> set[str]:
     """The capabilities ``request`` and ``load`` need of a driver."""
     needed = set()
@@ -76,6 +87,9 @@ class LoadDriver(ABC):
 
     name: ClassVar[str]
     capabilities: ClassVar[frozenset[str]] = frozenset()  # of CAPABILITIES
+    # The driver's own settings (an experiment's ``driver_options``), validated by this
+    # model and handed to ``__init__(options=...)``; None: it takes none.
+    options_model: ClassVar[type[Any] | None] = None
     # Set by the runner for runs measured in slices (needs the "latencies" capability).
     keep_latencies: bool = False
 
@@ -104,6 +118,17 @@ class LoadDriver(ABC):
     @abstractmethod
     def parse(self, stdout: str, stderr: str, load: LoadSpec) -> LoadMeasurement:
         """Read the driver's output; driver_cpu_s / peak RSS are filled in by run_load."""
+
+    def prepare(self, side_by_side: bool = False) -> None:  # noqa: B027 (optional hook)
+        """Checks of the driver's own input before anything starts (SpecError)."""
+
+    def startup_allowance_s(self) -> float:
+        """Seconds a run may take beyond its load's duration before it is killed."""
+        return KILL_MARGIN_S
+
+    def explain_failure(self, status: int, stdout: str, stderr: str) -> Exception | None:
+        """A clearer error than "failed with exit status N", when the output says why."""
+        return None
 
     def extra_measurements(self, workdir: Path, load: LoadSpec) -> dict[str, Any]:
         """Fields of the measurement read from files the run left in ``workdir``."""
@@ -156,16 +181,23 @@ def run_load(
         body_path.write_text(request.body)
     argv = with_cpus([*prefix, *driver.command(url, request, load, body_path, workdir)], cpus)
     out_path, err_path = workdir / f"{driver.name}.out", workdir / f"{driver.name}.err"
-    limit = (load.duration_s or load.max_time_s) + KILL_MARGIN_S
-    limit = min(limit, load.max_time_s + KILL_MARGIN_S)
+    margin = driver.startup_allowance_s()
+    limit = min((load.duration_s or load.max_time_s) + margin, load.max_time_s + margin)
+    # Marked as servelab's, like the stack's servers (servelab.launch.launched_by).
+    env = {**os.environ, OWNER_ENV: str(os.getpid())}
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
         popen = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True
+            argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True,
+            env=env,
         )
     JANITOR.watch("group", popen.pid)
     try:
         status, rusage, peak_rss = _wait_bounded(popen, limit)
     finally:
+        # Whatever the driver started in its group and left behind (a worker process
+        # that outlived its parent) goes with it.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(popen.pid, signal.SIGKILL)
         JANITOR.forget("group", popen.pid)
     stdout, stderr = out_path.read_text(errors="replace"), err_path.read_text(errors="replace")
     if status is None:
@@ -175,6 +207,9 @@ def run_load(
             detail=tail(err_path),
         )
     if status != 0:
+        explained = driver.explain_failure(status, stdout, stderr)
+        if explained is not None:
+            raise explained
         raise LoadDriverError(
             f"{driver.name} failed with exit status {status}",
             "see the driver's output below; check the URL and the request",

@@ -49,7 +49,7 @@ from servelab.config.load import LoadSpec, RequestSpec
 from servelab.errors import LoadDriverError
 from servelab.host.doctor import SETUP_FIX, Check, check_program
 from servelab.host.paths import cache_dir, require_program
-from servelab.load.base import LoadDriver, program_output
+from servelab.load.base import LoadDriver, kind_of, program_output
 from servelab.results.records import LoadMeasurement
 
 # Failure message substrings (lower case) -> kind; checked in this order.
@@ -87,11 +87,7 @@ REQUESTS_DB = "requests.sqlite"
 
 def error_kind(message: str) -> str:
     """The short kind ("timeout", "connect", "reset", "other") of an oha failure message."""
-    lowered = message.lower()
-    for kind, needles in ERROR_KINDS:
-        if any(needle in lowered for needle in needles):
-            return kind
-    return "other"
+    return kind_of(message, ERROR_KINDS)
 
 
 def duration_arg(seconds: float) -> str:

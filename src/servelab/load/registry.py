@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from servelab.registry import Registry
 
@@ -15,16 +16,19 @@ DRIVERS: Registry[LoadDriver] = Registry(
         "oha": "servelab.load.oha:OhaDriver",
         "ab": "servelab.load.ab:AbDriver",
         "wrk": "servelab.load.wrk:WrkDriver",
+        "locust": "servelab.load.locust:LocustDriver",
     },
 )
 DRIVER_NAMES = DRIVERS.names
 DEFAULT_DRIVER = DRIVER_NAMES[0]
 
 
-def get_driver(name: str) -> LoadDriver:
-    """A new driver of ``name`` (drivers keep state); SpecError naming the choices for an
+def get_driver(name: str, options: Mapping[str, Any] | None = None) -> LoadDriver:
+    """A new driver of ``name`` (drivers keep state) with its own ``options`` (an
+    experiment's ``driver_options``, checked there); SpecError naming the choices for an
     unknown one."""
-    return DRIVERS.cls(name)()
+    cls = DRIVERS.cls(name)
+    return cls(options=options) if options else cls()
 
 
 def capabilities(name: str) -> frozenset[str]:

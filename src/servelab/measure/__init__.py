@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from servelab.config.experiment import Experiment
 from servelab.errors import SpecError
+from servelab.fronts.base import LOOPBACK
 from servelab.host.cgroups import cpu_group, joined
 from servelab.host.cpus import CpuPlan
 from servelab.load.base import LoadDriver
@@ -27,10 +28,11 @@ def run_experiment(
     events: RunnerEvents | None = None,
     previous: Sequence[RunRecord] = (),
     driver: LoadDriver | None = None,
+    listen_host: str = LOOPBACK,
 ) -> list[RunRecord]:
     """Measure every (variant, workload, repetition) not in ``previous`` on this machine;
     store each result in ``store`` as soon as it is finished."""
-    driver = driver or get_driver(experiment.driver)
+    driver = driver or get_driver(experiment.driver, experiment.driver_options)
     driver.executable()  # a missing driver is an error before any stack starts
     if experiment.slices > 1:
         if not hasattr(driver, "latencies_ms"):
@@ -47,6 +49,8 @@ def run_experiment(
         cpu_group(favoured=favoured) as driver_group,
         joined(driver_group),  # servelab's own sampling keeps pace with the driver
     ):
-        executor = HostExecutor(driver, cpu_plan, Groups(stack_group, driver_group))
+        executor = HostExecutor(
+            driver, cpu_plan, Groups(stack_group, driver_group), listen_host=listen_host
+        )
         runner = Runner(experiment, store, executor, events or RunnerEvents(), previous)
         return runner.run()

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from servelab.config.load import LoadSpec, RequestSpec, Workload
 from servelab.config.stack import StackSpec
+from servelab.fronts.base import LOOPBACK
 from servelab.host.cgroups import CpuGroup
 from servelab.host.cpus import CpuPlan, parse_cpu_list
 from servelab.host.procs import JANITOR
@@ -118,10 +119,13 @@ def beside_the_driver(cpu_plan: CpuPlan) -> Iterator[None]:
 class HostExecutor:
     """Real stacks on this machine, the real load driver, every process watched."""
 
-    def __init__(self, driver: LoadDriver, cpu_plan: CpuPlan, groups: Groups) -> None:
+    def __init__(
+        self, driver: LoadDriver, cpu_plan: CpuPlan, groups: Groups, listen_host: str = LOOPBACK
+    ) -> None:
         self.driver = driver
         self.cpu_plan = cpu_plan
         self.groups = groups
+        self.listen_host = listen_host
 
     @property
     def favoured(self) -> bool:
@@ -133,7 +137,10 @@ class HostExecutor:
         return cpu_speed(self.cpu_plan.stack)
 
     def launch(self, spec: StackSpec, probe: RequestSpec) -> AbstractContextManager[RunningStack]:
-        return launch_stack(spec, probe=probe, cpus=self.cpu_plan.stack, quota=self.groups.stack)
+        return launch_stack(
+            spec, probe=probe, cpus=self.cpu_plan.stack, quota=self.groups.stack,
+            listen_host=self.listen_host,
+        )
 
     @contextmanager
     def scratch(self) -> Iterator[Path]:

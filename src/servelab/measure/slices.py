@@ -24,7 +24,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from servelab.config.load import LoadSpec
-from servelab.results.records import ListenQueue, LoadMeasurement, ProcessUsage, SliceFigures
+from servelab.results.records import (
+    ListenQueue,
+    LoadMeasurement,
+    NamedRequests,
+    ProcessUsage,
+    SliceFigures,
+)
 
 
 def slice_loads(load: LoadSpec, slices: int) -> list[LoadSpec]:
@@ -103,7 +109,44 @@ def merge_loads(parts: Sequence[LoadMeasurement], latencies_ms: Sequence[float])
         driver_cpu_s=sum(p.driver_cpu_s for p in parts),
         driver_peak_rss_bytes=max(p.driver_peak_rss_bytes for p in parts),
         slow_requests=None if any(s is None for s in slow) else sum(s or 0 for s in slow),
+        driver_processes=max(p.driver_processes for p in parts),
+        driver_overloaded=any(p.driver_overloaded for p in parts),
+        driver_details=parts[0].driver_details,
+        by_name=merge_named([p.by_name for p in parts], duration),
     )
+
+
+def merge_named(
+    parts: Sequence[Sequence[NamedRequests]], duration_s: float
+) -> tuple[NamedRequests, ...]:
+    """Per request name over the slices: counts added, the mean exact, the percentiles
+    the slices' request-weighted means, the highest max."""
+    groups: dict[tuple[str, str], list[NamedRequests]] = {}
+    for rows in parts:
+        for row in rows:
+            groups.setdefault((row.name, row.method), []).append(row)
+    merged = []
+    for rows in groups.values():
+        n = sum(r.requests for r in rows)
+
+        def weighted(field: str, rows: list[NamedRequests] = rows, n: int = n) -> float:
+            return sum(getattr(r, field) * r.requests for r in rows) / n if n else 0.0
+
+        merged.append(
+            rows[0].model_copy(
+                update={
+                    "requests": n,
+                    "failures": sum(r.failures for r in rows),
+                    "rps": n / duration_s if duration_s > 0 else 0.0,
+                    "latency_mean_ms": weighted("latency_mean_ms"),
+                    "latency_p50_ms": weighted("latency_p50_ms"),
+                    "latency_p99_ms": weighted("latency_p99_ms"),
+                    "latency_max_ms": max(r.latency_max_ms for r in rows),
+                    "failures_by_kind": _add_counts([r.failures_by_kind for r in rows]),
+                }
+            )
+        )
+    return tuple(sorted(merged, key=lambda r: (r.name, r.method)))
 
 
 def merge_usage(parts: Sequence[Sequence[ProcessUsage]]) -> tuple[ProcessUsage, ...]:

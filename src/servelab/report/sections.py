@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from servelab.config.experiment import Experiment
-from servelab.report import memory, timing
+from servelab.report import memory, names, timing
 from servelab.report.answer import Answer, answer_intro, build_answer
 from servelab.report.base import (
     ReportInput,
@@ -156,6 +156,19 @@ class MemorySection(ExplainedTableSection):
 
 
 @dataclass(frozen=True)
+class RequestNamesSection(ExplainedTableSection):
+    kind = "requests"
+    heading = "Requests by name"
+
+    ran: tuple[str, ...] = ()  # what the driver ran (names.driver_lines)
+
+    @property
+    def about(self) -> str:  # type: ignore[override]
+        ran = " ".join(f"Ran {line}." for line in self.ran)
+        return f"{names.ABOUT} {ran}".strip()
+
+
+@dataclass(frozen=True)
 class TimingSection(ExplainedTableSection):
     kind = "timing"
     heading = "Time per request (as ab prints it)"
@@ -203,6 +216,7 @@ SECTION_KINDS: tuple[type[Section], ...] = (
     RampSection,
     FailuresSection,
     MemorySection,
+    RequestNamesSection,
     TimingSection,
     WarningsSection,
     MethodSection,
@@ -242,6 +256,9 @@ def report_sections(
     memory_per_worker = memory.memory_table(experiment, runs)
     if memory_per_worker is not None:
         sections.append(MemorySection(memory_per_worker))
+    by_name = names.names_table(experiment, runs)
+    if by_name is not None:
+        sections.append(RequestNamesSection(by_name, tuple(names.driver_lines(runs))))
     time_per_request = timing.time_per_request_table(experiment, runs)
     if time_per_request is not None:
         sections.append(TimingSection(time_per_request))

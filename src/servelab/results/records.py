@@ -12,6 +12,22 @@ class Record(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+class NamedRequests(Record):
+    """One request name's figures (drivers that tell requests apart by name: Locust).
+    A sliced run's percentiles here are its slices' request-weighted means."""
+
+    method: str
+    name: str
+    requests: int
+    failures: int
+    rps: float
+    latency_mean_ms: float
+    latency_p50_ms: float
+    latency_p99_ms: float
+    latency_max_ms: float
+    failures_by_kind: dict[str, int] = {}  # HTTP code or connection-error kind -> count
+
+
 class LoadMeasurement(Record):
     """What the load driver saw during one run. Latencies in milliseconds.
 
@@ -36,6 +52,14 @@ class LoadMeasurement(Record):
     driver_peak_rss_bytes: int = 0
     # Answered requests slower than the load's slow_ms (None when not asked for).
     slow_requests: int | None = None
+    # Processes the driver ran as (its CPU time covers them all), and whether the driver
+    # itself said its CPU was overloaded (Locust's "CPU usage above 90%").
+    driver_processes: int = 1
+    driver_overloaded: bool = False
+    # What the driver ran, in words (Locust: scenario, User classes and their client).
+    driver_details: dict[str, str] = {}
+    # Per request name, for drivers that name requests (empty for the others).
+    by_name: tuple[NamedRequests, ...] = ()
 
     @property
     def ok_responses(self) -> int:

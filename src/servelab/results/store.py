@@ -73,6 +73,7 @@ ADDED_SINCE_HASHING: tuple[tuple[tuple[str, ...], Any], ...] = (
     (("warmup", "duration_s"), None),
     (("baseline", "app", "python"), None),
     (("variants", "*", "app", "python"), None),
+    (("driver_options",), {}),
 )
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from servelab.config.building import experiment_from_dict
 from servelab.config.experiment import Experiment
 from servelab.errors import SpecError
+from servelab.load.registry import DEFAULT_DRIVER, capabilities
 from servelab.studies import Study, StudyOptions
 
 SEED_ITEM_BODY = json.dumps({"name": "string", "description": "string", "price": 0, "tax": 0})
@@ -108,10 +109,10 @@ def _experiment(
 
 
 def _sliceable(options: StudyOptions) -> bool:
-    """Side by side needs oha and loads of at least two 1 s slices bounded by time;
-    otherwise the study measures in turns."""
+    """Side by side needs a driver that keeps latencies and loads of at least two 1 s
+    slices bounded by time; otherwise the study measures in turns."""
     return (
-        options.driver in (None, "oha")
+        "latencies" in capabilities(options.driver or DEFAULT_DRIVER)
         and options.requests is None
         and (options.duration_s is None or options.duration_s >= 2.0)
     )

@@ -10,6 +10,7 @@ NAMES = (
     "unstable",
     "errors",
     "driver-saturated",
+    "driver-bottleneck",
     "uneven-workers",
     "neighbours",
     "too-few-runs",
@@ -24,7 +25,7 @@ def test_a_kind_is_its_name_in_text_and_json_and_reads_back(name: str) -> None:
     kind = WarningKind(name)
     assert kind == name and f"{kind}" == name and str(kind) == name
     assert json.dumps({"kind": kind}) == json.dumps({"kind": name})
-    assert kind.hint and "{" not in kind.hint.format(needed=3)
+    assert kind.hint and "{" not in kind.hint.format(needed=3, how="its option")
 
 
 def test_every_kind_is_named_and_the_hint_takes_the_case_figures() -> None:

@@ -4,6 +4,7 @@ in-process (support.run_cli), so the whole table takes a few seconds."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -105,7 +106,8 @@ CASES: list[tuple[list[str], str]] = [
      "load driver wrk cannot do this (workload 'w')"),
     ([TOML + '[baseline]\n[database]\nkind = "sqlite"\nlatency_ms = 5\n' + LOAD],
      "latency_ms and jitter_ms need kind = 'postgresql'"),
-    ([TOML + 'driver = "ab"\nslices = 2\n[baseline]\n' + LOAD], "slices need the oha driver"),
+    ([TOML + 'driver = "ab"\nslices = 2\n[baseline]\n' + LOAD],
+     "slices need the oha or locust driver"),
     # stored results
     (["results", "list", "--results", "/nonexistent"], "no servelab results database"),
     (["results", "show", "abc", "--results", "/nonexistent"], "no result 'abc'"),
@@ -144,3 +146,56 @@ def test_bad_input_is_refused_in_one_line(args: list[str], message: str, tmp_pat
 
 def test_the_sweep_is_wide() -> None:
     assert len(CASES) >= 60
+
+
+LOCUSTFILES = {
+    "import": ("import no_such_module_here\n", "ModuleNotFoundError: No module named "
+               "'no_such_module_here' (line 1)"),
+    "raises": ('raise RuntimeError("API_TOKEN is not set")\n',
+               "RuntimeError: API_TOKEN is not set (line 1)"),
+    "no-user": ("x = 1\n", "defines no User class"),
+}
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--locustfile", "LF:import"], LOCUSTFILES["import"][1]),
+        (["--locustfile", "LF:raises"], LOCUSTFILES["raises"][1]),
+        (["--locustfile", "LF:no-user"], LOCUSTFILES["no-user"][1]),
+        (["--locustfile", "/nonexistent/locustfile.py"], "does not exist"),
+        (["--locust-user", "Nobody"], "has no User class 'Nobody'"),
+        (["--locust-processes", "0"], "processes: Input should be greater than or equal to 1"),
+        (["-n", "100"], "Locust runs for a duration"),
+        (["--expect-workers", "2", "--listen", "0.0.0.0"], "every network of this machine"),
+        (["--expect-workers", "2", "--listen", "192.0.2.1"], "not an address of this machine"),
+        (["--expect-workers", "1"], "workers on other machines serve one Locust master"),
+    ],
+    ids=lambda v: None,
+)
+def test_locust_bad_input_is_refused_in_one_line(args, message, tmp_path: Path) -> None:
+    if not (Path(sys.executable).parent / "locust").is_file():  # never import it: gevent
+        pytest.skip("locust is not installed beside this Python")
+    for i, arg in enumerate(args):
+        if arg.startswith("LF:"):
+            path = tmp_path / "locustfile.py"
+            path.write_text(LOCUSTFILES[arg[3:]][0])
+            args = [*args[:i], str(path), *args[i + 1 :]]
+    done = run_cli(
+        "study", "quick", "--driver", "locust", *args, "--results", str(tmp_path / "results"),
+        cwd=tmp_path,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("servelab: error: ") and "(fix: " in line, line
+    assert message in line, line
+    assert not (tmp_path / "results" / "servelab.db").exists()
+
+
+def test_driver_options_need_a_driver_that_takes_them(tmp_path: Path) -> None:
+    done = run_cli(
+        "study", "quick", "--locustfile", "x.py", "--results", str(tmp_path), cwd=tmp_path
+    )
+    assert done.returncode == 2
+    assert "load driver oha takes no options of its own (--locustfile)" in done.stderr

@@ -354,3 +354,10 @@ def test_only_servelabs_own_sqlite_dir_is_opened() -> None:
     finally:
         shutil.rmtree(private)
         shutil.rmtree(other)
+
+
+def test_apache_listens_on_loopback_unless_told(tmp_path: Path) -> None:
+    spec = StackSpec(proxy=ProxySpec(kind="apache"))
+    target = "http://127.0.0.1:9000/"
+    assert "Listen 127.0.0.1:8123" in _render(spec, tmp_path, target=target)
+    assert "Listen 10.0.0.5:8123" in _render(spec, tmp_path, target=target, listen_host="10.0.0.5")

@@ -118,3 +118,14 @@ def test_upstream_address_needs_its_target() -> None:
         nginx.upstream_address("unix")
     with pytest.raises(ValueError):
         nginx.upstream_address("tcp")
+
+
+@pytest.mark.parametrize(
+    ("host", "listen"), [("127.0.0.1", "127.0.0.1:8123"), ("10.0.0.5", "10.0.0.5:8123"),
+                         ("::1", "[::1]:8123")]
+)  # fmt: skip
+def test_nginx_listens_on_loopback_unless_told(tmp_path: Path, host: str, listen: str) -> None:
+    kwargs = {"workdir": tmp_path, "listen_port": 8123, "upstream": "127.0.0.1:2"}
+    text = nginx.render_nginx_conf(ProxySpec(), listen_host=host, **kwargs)
+    assert f"listen {listen};" in text
+    assert "listen 127.0.0.1:8123;" in nginx.render_nginx_conf(ProxySpec(), **kwargs)

@@ -16,6 +16,7 @@ from servelab.report.sections import (
     FilesSection,
     MemorySection,
     RampSection,
+    RequestNamesSection,
     TimingSection,
     live_sections,
     report_sections,
@@ -28,9 +29,12 @@ from .common import load, sections
 
 def every_kind_of_section() -> list[Section]:
     """A fixture's sections, plus the kinds its experiment has none of (a ramp's steps,
-    memory per worker, ab's time per request)."""
+    memory per worker, ab's time per request, requests by name)."""
     table = Table(("Variant", "Server", "Figure"), (("tcp", "gunicorn", "1.0"),), 2)
-    extra = [RampSection(table, ("tcp run 1: fine",)), MemorySection(table), TimingSection(table)]
+    extra = [
+        RampSection(table, ("tcp run 1: fine",)), MemorySection(table), TimingSection(table),
+        RequestNamesSection(table, ("scenario: built-in",)),
+    ]
     return [*sections("rate-steps"), *extra]
 
 

@@ -1,0 +1,553 @@
+"""Locust: the user's own scenario (a locustfile), or servelab's built-in ones, as load.
+
+Locust is an optional dependency (``pip install 'servelab[locust]'``); the driver runs
+the ``locust`` program installed beside servelab's Python.
+
+What servelab runs, for one run against ``http://HOST:PORT``::
+
+    locust -f SCENARIO,servelab_hooks.py --headless --host http://HOST:PORT
+           -u USERS -r SPAWN_RATE --json --only-summary --exit-code-on-error 0
+           --servelab-run-time SECONDS --servelab-report [USER CLASSES]
+           [--processes N --master-bind-host 127.0.0.1 --master-bind-port P --master-port P]
+           [--master --expect-workers N --expect-workers-max-wait S --master-bind-host ADDR]
+
+- SCENARIO: the user's ``--locustfile``, unchanged (servelab only passes ``--host``),
+  or a built-in one (``locustfiles/``): ``servelab_request.py`` sends the workload's
+  request (the seed app's endpoints, ``--app`` with ``--path``, a weighted mix such as
+  the Django app's pages), ``servelab_django.py`` (``--locustfile django``) browses the
+  Django reference app. Built-ins use ``FastHttpUser`` (``FastRequestUser``) unless
+  ``--locust-user RequestUser`` (``HttpUser``). Which User classes ran, and their HTTP
+  client, is recorded with every run (``driver_details``).
+- ``servelab_hooks.py`` (see there) stops the run after a duration that may be a
+  fraction of a second, paces the users for the open model, and prints one line after
+  Locust's own ``--json`` statistics: failures by request and message, the User
+  classes, the workers, Locust's CPU warnings.
+- closed model: ``-u concurrency`` users, each sending its next request as soon as the
+  previous one is answered (``wait_time`` 0 in the built-ins; the user's own otherwise),
+  all spawned within 0.1 s. Open model: the same users paced with Locust's
+  ``constant_throughput(rate / users)``: each user starts a task run every
+  ``users / rate`` seconds, and *waits for the answer first* when it is late, so a slow
+  stack gets fewer requests than asked (not a true open model: latency is measured
+  from the actual send, as Locust does; give enough users that each has slack).
+- runs are bounded by a duration only (Locust has no request count); whole runs and
+  slices alike.
+- ``--locust-processes N``: Locust's ``--processes N`` (a master and N worker
+  processes on this machine, the master's port on loopback). ``--expect-workers N``:
+  a master that waits up to ``--expect-workers-timeout`` for N workers started on
+  other machines (``locust --worker --master-host ADDR -f THE_SAME_FILE`` or
+  ``servelab locust-worker``), bound to the ``--listen`` address.
+
+Reading Locust's output:
+
+- requests/s, counts and latencies come from Locust's ``--json`` statistics (per
+  request name, with their response-time histograms). Locust keeps response times
+  rounded (whole ms under 100 ms, 10 ms under 1 s, then 100 ms): percentiles are
+  computed from those histograms, so they are as coarse as Locust's own; the mean and
+  max are exact. A sliced run merges the slices' histograms (``latencies_ms``), the
+  equivalent of oha's per-request latencies at Locust's resolution.
+- Locust times failed requests too; they are counted in its latencies.
+- failures by message: an HTTP status in the message (``status 502, expected 200``,
+  FastHttpUser's ``code=502``, requests' ``502 Server Error``) counts under that
+  status; the rest are connection errors sorted into ``ERROR_KINDS`` by substring
+  ("timeout", "connect", "reset", else "other"). Successful requests count as
+  ``2xx/3xx`` (Locust does not tell the codes of successes apart).
+- ``bytes_received``: Locust's content lengths (bodies only).
+- CSV output (``--csv``) is not used: Locust rewrites it once a second while running
+  and does not write the final state at exit, so it lags the ``--json`` figures.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import json
+import re
+import shutil
+import sys
+from collections.abc import Mapping
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any, ClassVar
+
+from pydantic import Field, ValidationError, field_validator
+
+from servelab.config.base import Model
+from servelab.config.load import LoadSpec, RequestSpec
+from servelab.errors import LoadDriverError, MissingToolError, SpecError
+from servelab.host.doctor import Check
+from servelab.host.procs import free_port
+from servelab.load.base import LoadDriver, kind_of, program_output
+from servelab.measure.slices import percentile
+from servelab.results.records import LoadMeasurement, NamedRequests
+
+PROGRAM = "locust"
+INSTALL_FIX = "pip install 'servelab[locust]' into servelab's environment (needed only for " \
+    "--driver locust)"
+HOOKS = "servelab_hooks.py"
+# Built-in scenarios, by the name --locustfile takes.
+SCENARIOS = {"request": "servelab_request.py", "django": "servelab_django.py"}
+DEFAULT_SCENARIO = "request"
+DEFAULT_USERS = {"request": ("FastRequestUser",), "django": ()}
+REPORT_MARKER = '{"servelab_locust"'
+CPU_WARNING = "CPU usage above"
+GAVE_UP = "Gave up waiting for workers"
+DEFAULT_MASTER_PORT = 5557  # Locust's own default: plain `locust --worker` finds it
+SPAWN_S = 0.1  # every user is started within this long
+
+# Failure message substrings (lower case) -> kind; checked in this order.
+ERROR_KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("timeout", ("timeout", "timed out")),
+    (
+        "connect",
+        ("refused", "unreachable", "no route", "name or service", "newconnectionerror",
+         "failed to establish", "gaierror", "errno 111"),
+    ),
+    (
+        "reset",
+        ("reset", "remotedisconnected", "connection aborted", "broken pipe",
+         "badstatusline", "incomplete", "connectionclosed", "chunkedencodingerror",
+         "protocolerror", "connection closed"),
+    ),
+)
+_STATUS_PATTERNS = (
+    re.compile(r"\bstatus (\d{3})\b"),  # servelab's built-in scenarios
+    re.compile(r"\bcode=(\d{3})\b"),  # FastHttpUser: LocustBadStatusCode(code=502)
+    re.compile(r"\b(\d{3}) (?:Client|Server) Error\b"),  # HttpUser: raise_for_status
+)
+
+
+def error_kind(message: str) -> str:
+    """The short kind ("timeout", "connect", "reset", "other") of a failure message."""
+    return kind_of(message, ERROR_KINDS)
+
+
+def failure_key(message: str) -> tuple[str, str]:
+    """("status", "502") for a failure that got an HTTP answer, else ("connection", kind)."""
+    for pattern in _STATUS_PATTERNS:
+        match = pattern.search(message)
+        if match:
+            return "status", match.group(1)
+    return "connection", error_kind(message)
+
+
+class LocustOptions(Model):
+    """The driver's own settings (``--locustfile``, ``--locust-processes``...), stored
+    with the experiment as its ``driver_options``."""
+
+    # A path, or a built-in scenario's name (SCENARIOS); None: "request".
+    locustfile: str | None = None
+    # User classes to run (Locust's positional arguments); empty: every class in the file,
+    # or the built-in scenario's default.
+    users: tuple[str, ...] = ()
+    processes: Annotated[int, Field(ge=1, le=64)] = 1
+    # Workers on other machines the master waits for (0: none, a single Locust or
+    # --processes), and how long.
+    expect_workers: Annotated[int, Field(ge=0, le=1000)] = 0
+    workers_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 60.0
+    # Where the master listens for workers on other machines (the --listen address).
+    master_bind: str = "127.0.0.1"
+    master_port: Annotated[int, Field(ge=1, le=65535)] = DEFAULT_MASTER_PORT
+
+    @field_validator("master_bind")
+    @classmethod
+    def _ip(cls, value: str) -> str:
+        ipaddress.ip_address(value)
+        return value
+
+    @property
+    def scenario(self) -> str:
+        """The built-in scenario's name, or "" for the user's own file."""
+        name = self.locustfile or DEFAULT_SCENARIO
+        return name if name in SCENARIOS else ""
+
+
+def scenario_path(name: str) -> Path:
+    """A built-in scenario (or the hooks) as a file Locust can open."""
+    resource = resources.files("servelab.load.locustfiles").joinpath(name)
+    if isinstance(resource, Path):
+        return resource
+    with resources.as_file(resource) as path:  # zipped install: a temporary copy
+        return Path(path)
+
+
+class LocustDriver(LoadDriver):
+    name = "locust"
+    capabilities = frozenset({"open_model", "request_mix", "latencies"})
+    options_model: ClassVar[type[Model]] = LocustOptions
+
+    def __init__(self, program: str | None = None, options: Mapping[str, Any] | None = None):
+        self._program = program
+        try:
+            self.options = LocustOptions.model_validate(dict(options or {}))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise SpecError(
+                f"invalid Locust option {where}: {first['msg']}",
+                "see `servelab study --help` (--locustfile, --locust-processes, "
+                "--expect-workers)",
+            ) from None
+
+    # -- the program ------------------------------------------------------------------
+    def executable(self) -> str:
+        if self._program is not None:
+            return self._program
+        beside = Path(sys.executable).parent / PROGRAM
+        if beside.is_file():
+            return str(beside)
+        found = shutil.which(PROGRAM)
+        if found is None:
+            raise MissingToolError(
+                f"{PROGRAM} is not installed (no {beside}, none on PATH)", INSTALL_FIX
+            )
+        return found
+
+    def doctor_checks(self) -> list[Check]:
+        try:
+            return [Check(PROGRAM, "ok", self.version())]
+        except (MissingToolError, LoadDriverError):
+            return [Check(PROGRAM, "warn", "not found", INSTALL_FIX)]
+
+    def version(self) -> str:
+        text = program_output([self.executable(), "--version"], "locust --version", PROGRAM)
+        match = re.search(r"locust (\S+)", text)
+        return match.group(1) if match else "unknown"
+
+    # -- what it can do -----------------------------------------------------------------
+    def unsupported(self, request: RequestSpec, load: LoadSpec) -> str | None:
+        if load.duration_s is None:
+            return "Locust runs for a duration and cannot stop after a request count; set " \
+                "duration_s (-d)"
+        if load.model == "bursts":
+            return "Locust has no bursts model"
+        if load.slow_ms is not None:
+            return "Locust keeps no per-request latencies to count slow requests"
+        own_file = not self.options.scenario
+        if own_file and not load.keepalive:
+            return "a locustfile's users manage their own connections; keepalive off " \
+                "applies to the built-in scenarios only"
+        return None
+
+    def startup_allowance_s(self) -> float:
+        """Seconds beyond the load's duration a run may take: start-up, and the wait for
+        workers on other machines."""
+        extra = self.options.workers_timeout_s if self.options.expect_workers else 0.0
+        return 30.0 + extra
+
+    def prepare(self, side_by_side: bool = False) -> None:
+        """Before anything starts: the locustfile imports and has the User classes asked
+        for (SpecError with its own message otherwise); remote workers serve one master at
+        a time, so they cannot drive stacks side by side."""
+        if self.options.expect_workers and side_by_side:
+            raise SpecError(
+                "workers on other machines serve one Locust master at a time; side-by-side "
+                "measuring runs one master per stack at once",
+                "measure in turns (--in-turns), or use --locust-processes on this machine",
+            )
+        found = self.user_classes()
+        wanted = self.options.users or DEFAULT_USERS.get(self.options.scenario, ())
+        missing = [u for u in wanted if u not in found]
+        if missing:
+            raise SpecError(
+                f"{self.locustfile_label()} has no User class {missing[0]!r} "
+                f"(it has: {', '.join(found)})",
+                "pass --locust-user with one of those names",
+            )
+
+    def locustfile_label(self) -> str:
+        scenario = self.options.scenario
+        return f"built-in scenario {scenario!r}" if scenario else f"locustfile {self._file()}"
+
+    def _file(self) -> str:
+        scenario = self.options.scenario
+        if scenario:
+            return str(scenario_path(SCENARIOS[scenario]))
+        assert self.options.locustfile is not None
+        return self.options.locustfile
+
+    def user_classes(self) -> list[str]:
+        """The User classes Locust finds in the scenario (``locust -f FILE --list``)."""
+        path = self._file()
+        if not self.options.scenario and not Path(path).is_file():
+            raise SpecError(f"locustfile {path} does not exist", "pass --locustfile FILE")
+        text = program_output([self.executable(), "-f", path, "--list"], "locust --list", PROGRAM)
+        if "Traceback" in text:
+            raise SpecError(
+                f"cannot use locustfile {path}: {import_error(text, path)}",
+                "fix the locustfile (run `locust -f FILE --list` to see the whole traceback)",
+            )
+        _, _, listed = text.partition("Available Users:")
+        # Each class on its own indented line; Locust's log lines (stderr) are not.
+        names = [line.strip() for line in listed.splitlines() if line.startswith("    ")]
+        if not names:
+            raise SpecError(
+                f"locustfile {path} defines no User class",
+                "define a subclass of locust's HttpUser or FastHttpUser with @task methods",
+            )
+        return names
+
+    # -- the command line ---------------------------------------------------------------
+    def command(
+        self, url: str, request: RequestSpec, load: LoadSpec, body_path: Path | None, workdir: Path
+    ) -> list[str]:
+        if load.duration_s is None:
+            raise LoadDriverError("Locust needs a duration", "set duration_s in the load (-d)")
+        opts = self.options
+        host = url.removesuffix(request.path) if request.path != "/" else url.rstrip("/")
+        users = load.concurrency
+        argv = [
+            self.executable(),
+            "-f", f"{self._file()},{scenario_path(HOOKS)}",
+            "--headless",
+            "--host", host,
+            "-u", str(users),
+            "-r", f"{users / SPAWN_S:g}",
+            "--json",
+            "--only-summary",
+            "--exit-code-on-error", "0",
+            "--loglevel", "WARNING",
+            "--stop-timeout", f"{min(load.timeout_s, 10.0):g}",
+            "--servelab-run-time", f"{load.duration_s:g}",
+            "--servelab-report",
+        ]  # fmt: skip
+        if load.model == "open":
+            argv += ["--servelab-user-rate", f"{float(load.rate or 0) / users:g}"]
+        if opts.scenario == DEFAULT_SCENARIO:
+            argv += ["--servelab-request", request_json(request, load)]
+        if opts.expect_workers:
+            argv += [
+                "--master", "--expect-workers", str(opts.expect_workers),
+                "--expect-workers-max-wait", f"{opts.workers_timeout_s:g}",
+                "--master-bind-host", opts.master_bind,
+                "--master-bind-port", str(opts.master_port),
+            ]  # fmt: skip
+        elif opts.processes > 1:
+            port = str(free_port())  # several masters (side by side) must not share one
+            argv += [
+                "--processes", str(opts.processes),
+                "--master-bind-host", "127.0.0.1", "--master-bind-port", port,
+                "--master-port", port,
+            ]  # fmt: skip
+        argv += list(opts.users or DEFAULT_USERS.get(opts.scenario, ()))
+        return argv
+
+    # -- reading its output ---------------------------------------------------------------
+    def parse(self, stdout: str, stderr: str, load: LoadSpec) -> LoadMeasurement:
+        entries, report = split_output(stdout)
+        total = report["total"]
+        failures = report["errors"]
+        check_scenario_ran(report, entries, self.locustfile_label())
+        requests = sum(int(e["num_requests"]) for e in entries)
+        failed = sum(int(e["num_failures"]) for e in entries)
+        status_counts: dict[str, int] = {"2xx/3xx": requests - failed} if requests > failed else {}
+        errors: dict[str, int] = {}
+        for failure in failures:
+            where, key = failure_key(str(failure["error"]))
+            counts = status_counts if where == "status" else errors
+            counts[key] = counts.get(key, 0) + int(failure["occurrences"])
+        duration = run_window(total, entries)
+        times = merged_histogram(entries)
+        ordered = expand(times)
+        return LoadMeasurement(
+            driver=self.name,
+            requests_total=requests,
+            duration_s=duration,
+            rps=requests / duration if duration > 0 else 0.0,
+            latency_mean_ms=sum(float(e["total_response_time"]) for e in entries) / requests
+            if requests else 0.0,
+            latency_p50_ms=percentile(ordered, 50),
+            latency_p90_ms=percentile(ordered, 90),
+            latency_p99_ms=percentile(ordered, 99),
+            latency_max_ms=max((float(e["max_response_time"]) for e in entries), default=0.0),
+            status_counts=status_counts,
+            connection_errors=errors,
+            bytes_received=sum(int(e["total_content_length"]) for e in entries),
+            driver_processes=self.options.processes + 1 if self.options.processes > 1 else 1,
+            driver_overloaded=bool(
+                report["cpu_warning"] or report["worker_cpu_warning"] or CPU_WARNING in stderr
+            ),
+            driver_details=self.details(report),
+            by_name=named_rows(entries, failures, duration),
+        )
+
+    def details(self, report: Mapping[str, Any]) -> dict[str, str]:
+        """What the run was, in words: scenario, User classes and their client, workers."""
+        classes = ", ".join(f"{name} ({client})" for name, client in report["user_classes"].items())
+        details = {
+            "scenario": self.locustfile_label(),
+            "user classes": classes,
+            "scale with": "--locust-processes N, or workers on more machines",
+        }
+        if self.options.processes > 1:
+            details["processes"] = f"{self.options.processes} workers + master"
+        if self.options.expect_workers:
+            details["workers"] = f"{report['workers']} on other machines"
+        return details
+
+    def explain_failure(self, status: int, stdout: str, stderr: str) -> Exception | None:
+        """A clear error for the ways a Locust run fails on bad input."""
+        if GAVE_UP in stderr:
+            connected = re.findall(r"(\d+) of (\d+) connected", stderr)
+            seen = f"; {connected[-1][0]} of {connected[-1][1]} connected" if connected else ""
+            return SpecError(
+                f"Locust's master waited {self.options.workers_timeout_s:g} s for "
+                f"{self.options.expect_workers} worker(s){seen}",
+                f"start them on the other machines: locust --worker --master-host "
+                f"{self.options.master_bind} --master-port {self.options.master_port} -f "
+                "THE_SAME_LOCUSTFILE (or servelab locust-worker), or raise "
+                "--expect-workers-timeout",
+            )
+        if "Traceback" in stderr and "load_locustfile" in stderr:
+            return SpecError(
+                f"cannot use {self.locustfile_label()}: {import_error(stderr, self._file())}",
+                "fix the locustfile",
+            )
+        return None
+
+    def latencies_ms(self, workdir: Path) -> list[float]:
+        """Every request's response time of the last run, at the resolution Locust keeps
+        (its histograms), from the output ``run_load`` saved in ``workdir``."""
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            entries, _ = split_output((workdir / f"{self.name}.out").read_text())
+            return expand(merged_histogram(entries))
+        return []
+
+
+def worker_command(
+    master_host: str, master_port: int, locustfile: str | None, processes: int
+) -> list[str]:
+    """``servelab locust-worker``: a plain Locust worker, with servelab's hooks loaded beside
+    the scenario (needed for the open model's pacing on other machines) and the same
+    built-in scenarios by name. The master sends the host, users and servelab's options."""
+    driver = LocustDriver(options={"locustfile": locustfile} if locustfile else None)
+    path = driver._file()
+    if not driver.options.scenario and not Path(path).is_file():
+        raise SpecError(f"locustfile {path} does not exist", "pass the master's --locustfile")
+    argv = [
+        driver.executable(), "--worker", "--master-host", master_host,
+        "--master-port", str(master_port), "-f", f"{path},{scenario_path(HOOKS)}",
+    ]  # fmt: skip
+    if processes > 1:
+        argv += ["--processes", str(processes)]
+    return argv
+
+
+def request_json(request: RequestSpec, load: LoadSpec) -> str:
+    """The workload's request for the built-in scenario (``--servelab-request``)."""
+    return json.dumps(
+        {
+            "method": request.method,
+            "path": request.path,
+            "headers": request.headers,
+            "body": request.body,
+            "content_type": request.content_type,
+            "mix": [[m.path, m.weight] for m in request.mix],
+            "expect_status": request.expect_status,
+            "keepalive": load.keepalive,
+            "timeout_s": load.timeout_s,
+        },
+        separators=(",", ":"),
+    )
+
+
+def split_output(stdout: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Locust's ``--json`` statistics (a list per request name) and the hooks' line."""
+    lines = stdout.splitlines()
+    marked = [i for i, line in enumerate(lines) if line.startswith(REPORT_MARKER)]
+    if not marked:
+        raise ValueError(f"no {REPORT_MARKER}...}} line from {HOOKS}")
+    report = json.loads(lines[marked[-1]])["servelab_locust"]
+    # With --processes each worker prints its own (emptied) statistics too: "[]".
+    text, decoder, arrays, at = "\n".join(lines[: marked[-1]]), json.JSONDecoder(), [], 0
+    while (at := text.find("[", at)) >= 0:
+        value, at = decoder.raw_decode(text, at)
+        arrays.append(value)
+    if not arrays:
+        raise ValueError("no statistics from Locust's --json")
+    return next((a for a in reversed(arrays) if a), []), report
+
+
+def check_scenario_ran(
+    report: Mapping[str, Any], entries: list[dict[str, Any]], label: str
+) -> None:
+    """SpecError when the scenario could not send load: its code raised and no request
+    was made, or every request failed. (No request and nothing raised is a stack that
+    answered none in time: a measurement of zero, as with any driver.)"""
+    requests = sum(int(e["num_requests"]) for e in entries)
+    failed = sum(int(e["num_failures"]) for e in entries)
+    exceptions = report.get("exceptions") or []
+    if requests == 0 and exceptions:
+        raise SpecError(
+            f"{label} sent no request; it raised {exceptions[0]['msg'].strip()}",
+            "check that its User classes have @task methods that send requests",
+        )
+    if requests and failed == requests:
+        worst = max(report["errors"], key=lambda e: int(e["occurrences"]), default=None)
+        first = f" ({worst['method']} {worst['name']}: {worst['error']})" if worst else ""
+        raise SpecError(
+            f"every one of the {requests} requests of {label} failed{first}",
+            "check its paths, methods and expected answers against the app (--host is "
+            "the stack's address)",
+        )
+
+
+def run_window(total: Mapping[str, Any], entries: list[dict[str, Any]]) -> float:
+    """Seconds from the test's start to its last request (Locust's own requests/s window)."""
+    start = total.get("start_time") or min((float(e["start_time"]) for e in entries), default=0)
+    last = total.get("last_request_timestamp") or max(
+        (float(e["last_request_timestamp"] or 0) for e in entries), default=0
+    )
+    return max(0.0, float(last) - float(start))
+
+
+def merged_histogram(entries: list[dict[str, Any]]) -> dict[float, int]:
+    """Response time (ms, as Locust rounds it) -> requests, over every request name."""
+    times: dict[float, int] = {}
+    for entry in entries:
+        for ms, n in entry["response_times"].items():
+            times[float(ms)] = times.get(float(ms), 0) + int(n)
+    return times
+
+
+def expand(times: Mapping[float, int]) -> list[float]:
+    """A histogram as the sorted list of its values."""
+    return [ms for ms in sorted(times) for _ in range(times[ms])]
+
+
+def named_rows(
+    entries: list[dict[str, Any]], failures: list[dict[str, Any]], duration: float
+) -> tuple[NamedRequests, ...]:
+    """One row per request name (and method): Locust's per-name statistics."""
+    rows = []
+    for entry in sorted(entries, key=lambda e: (e["name"], e["method"] or "")):
+        ordered = expand({float(k): int(n) for k, n in entry["response_times"].items()})
+        kinds: dict[str, int] = {}
+        for failure in failures:
+            if failure["name"] == entry["name"] and failure["method"] == entry["method"]:
+                key = failure_key(str(failure["error"]))[1]
+                kinds[key] = kinds.get(key, 0) + int(failure["occurrences"])
+        n = int(entry["num_requests"])
+        rows.append(
+            NamedRequests(
+                method=entry["method"] or "",
+                name=entry["name"],
+                requests=n,
+                failures=int(entry["num_failures"]),
+                rps=n / duration if duration > 0 else 0.0,
+                latency_mean_ms=float(entry["total_response_time"]) / n if n else 0.0,
+                latency_p50_ms=percentile(ordered, 50),
+                latency_p99_ms=percentile(ordered, 99),
+                latency_max_ms=float(entry["max_response_time"] or 0),
+                failures_by_kind=kinds,
+            )
+        )
+    return tuple(rows)
+
+
+def import_error(text: str, path: str) -> str:
+    """The last line of a traceback, with the locustfile's line that raised."""
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    message = lines[-1].strip() if lines else "unknown error"
+    frames = re.findall(r'File "([^"]+)", line (\d+)', text)
+    own = [line for file, line in frames if Path(file).name == Path(path).name]
+    return f"{message} (line {own[-1]})" if own else message

@@ -1,0 +1,192 @@
+"""Locust as the load driver, for real: a locustfile written here driving a real stack,
+a master with two worker processes (and a worker started like one on another machine)
+counting what nginx logged, and Ctrl-C leaving no Locust process. Bounded runs of 1-2 s."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+from support import owned_by, with_default_sigint
+
+from servelab.config.load import LoadSpec, RequestSpec
+from servelab.host.procs import free_port
+from servelab.load.base import run_load
+from servelab.load.locust import LocustDriver, worker_command
+
+# Not imported here: importing locust monkey-patches this process with gevent, whose
+# SIGCHLD handler would reap the drivers run_load waits for.
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(
+        not (Path(sys.executable).parent / "locust").is_file(), reason="locust not installed"
+    ),
+]
+
+LOCUSTFILE = """
+from locust import FastHttpUser, constant, task
+
+BODY = {"name": "string", "description": "string", "price": 0, "tax": 0}
+
+
+class Shopper(FastHttpUser):
+    wait_time = constant(0)
+
+    @task(3)
+    def small(self):
+        self.client.post("/sync/items/", json=BODY, name="small item")
+
+    @task(1)
+    def missing(self):
+        with self.client.get("/nope", catch_response=True, name="missing page") as r:
+            if r.status_code == 404:
+                r.success()
+"""
+
+NGINX_CONF = """\
+worker_processes 1; daemon off; pid {d}/nginx.pid; error_log {d}/error.log;
+events {{ worker_connections 1024; }}
+http {{
+    access_log {d}/access.log;
+    client_body_temp_path {d}/body;
+    server {{ listen 127.0.0.1:{port}; location / {{ return 200 "ok"; }} }}
+}}
+"""
+
+
+def locust_processes() -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        with_hooks = any("servelab_hooks.py" in part for part in proc.info["cmdline"] or ())
+        if with_hooks:
+            found.append(proc)
+    return found
+
+
+@pytest.fixture
+def logging_nginx() -> Iterator[tuple[str, Path]]:
+    """A bare nginx on loopback that logs every request: (its URL, its access log)."""
+    d = Path(tempfile.mkdtemp(prefix="servelab-test-nginx-"))
+    (d / "body").mkdir()
+    port = free_port()
+    (d / "nginx.conf").write_text(NGINX_CONF.format(d=d, port=port))
+    user = ["-g", "user root;"] if os.geteuid() == 0 else []
+    proc = subprocess.Popen(["nginx", "-c", str(d / "nginx.conf"), "-p", str(d), *user])
+    try:
+        time.sleep(0.5)
+        yield f"http://127.0.0.1:{port}/", d / "access.log"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def logged(log: Path) -> int:
+    time.sleep(0.3)  # nginx writes the line after answering
+    return sum(1 for _ in log.open())
+
+
+def test_master_with_two_worker_processes_counts_what_nginx_logged(logging_nginx, tmp_path):
+    url, log = logging_nginx
+    driver = LocustDriver(options={"processes": 2})
+    m = run_load(driver, url, RequestSpec(), LoadSpec(concurrency=8, duration_s=2), tmp_path)
+    assert m.requests_total > 100
+    assert m.requests_total == logged(log)  # every request, none lost or counted twice
+    assert m.driver_details["processes"] == "2 workers + master"
+    assert m.driver_processes == 3
+    assert m.status_counts == {"2xx/3xx": m.requests_total}
+    assert locust_processes() == []
+
+
+def test_a_worker_started_as_on_another_machine(logging_nginx, tmp_path):
+    url, log = logging_nginx
+    port = free_port()
+    worker = subprocess.Popen(
+        worker_command("127.0.0.1", port, None, 1), stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    try:
+        driver = LocustDriver(
+            options={"expect_workers": 1, "master_port": port, "workers_timeout_s": 20}
+        )
+        m = run_load(driver, url, RequestSpec(), LoadSpec(concurrency=5, duration_s=1.5), tmp_path)
+        assert m.requests_total == logged(log) > 0
+        assert m.driver_details["workers"] == "1 on other machines"
+        worker.wait(15)  # the master's quit ends the worker too
+    finally:
+        if worker.poll() is None:
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.wait()
+
+
+def test_workers_that_never_connect_are_one_error(logging_nginx, tmp_path):
+    url, _ = logging_nginx
+    driver = LocustDriver(
+        options={"expect_workers": 2, "master_port": free_port(), "workers_timeout_s": 1}
+    )
+    with pytest.raises(Exception, match=r"waited 1 s for 2 worker\(s\)") as info:
+        run_load(driver, url, RequestSpec(), LoadSpec(duration_s=1), tmp_path)
+    assert info.value.exit_code == 2
+    assert locust_processes() == []
+
+
+def servelab_run(tmp_path: Path, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "servelab", "study", "port-vs-socket", "--driver", "locust",
+         "-r", "1", "--endpoints", "sync-small", "--warmup", "0", "--results",
+         str(tmp_path / "results"), *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        preexec_fn=with_default_sigint,
+    )
+
+
+def test_a_locustfile_drives_a_real_stack(tmp_path):
+    locustfile = tmp_path / "locustfile.py"
+    locustfile.write_text(LOCUSTFILE)
+    proc = servelab_run(
+        tmp_path, "-d", "2", "-c", "10", "--locustfile", str(locustfile), "--slices", "2"
+    )
+    stdout, stderr = proc.communicate(timeout=180)
+    assert proc.returncode == 0, stderr
+    runs = [
+        json.loads(line)
+        for line in next((tmp_path / "results").glob("*/runs.jsonl")).read_text().splitlines()
+    ]
+    assert {r["variant"] for r in runs} == {"nginx-tcp", "nginx-unix"}
+    for run in runs:
+        load = run["load"]
+        names = {row["name"]: row for row in load["by_name"]}
+        assert set(names) == {"small item", "missing page"}
+        assert load["connection_errors"] == {}
+        assert load["status_counts"] == {"2xx/3xx": load["requests_total"]}
+        assert load["driver_details"]["user classes"] == "Shopper (FastHttpUser)"
+        assert len(run["slice_figures"]) == 2  # sliced: the histograms merged
+        assert load["latency_p99_ms"] >= load["latency_p50_ms"] > 0
+    assert "Requests by name" in stdout and "small item" in stdout
+    assert owned_by(proc.pid) == [] and locust_processes() == []
+
+
+def test_ctrl_c_leaves_no_locust_process(tmp_path):
+    proc = servelab_run(tmp_path, "-d", "20", "--locust-processes", "2", "--slices", "1")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(locust_processes()) < 3:
+        time.sleep(0.2)
+    assert len(locust_processes()) >= 3, "Locust's master and 2 workers never started"
+    time.sleep(1.0)
+    os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    time.sleep(0.5)
+    assert locust_processes() == []
+    assert owned_by(proc.pid) == []
