@@ -13,7 +13,7 @@ sensitivity to a planted ~10 % slowdown. Prints figures; asserts nothing.
    request) -> expect "worse" on requests/s.
 
 ``--slices K``: every experiment measures each run in K slices interleaved with
-the other runs' (servelab.measure.slices), all stacks alive at once.
+the other runs' (servelab.measuring.slices), all stacks alive at once.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from servelab.config.experiment import Experiment
 from servelab.host.cpus import CpuPlan, default_cpu_plan
 from servelab.host.environment import collect_environment
 from servelab.host.procs import JANITOR
-from servelab.measure import run_experiment
+from servelab.measuring import run_experiment
 from servelab.results.records import RunRecord
 from servelab.results.store import ResultStore
 from servelab.studies.seeds import SEED_ITEM_BODY, SEED_PROXY, SEED_SERVER

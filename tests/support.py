@@ -113,7 +113,7 @@ class FakeExecutor:
             self.clock.advance(self.seconds_per_window)
 
     def _window(self, stack, workload, load):
-        from servelab.measure.executor import Window
+        from servelab.measuring.executor import Window
         from servelab.results.records import ProcessUsage
 
         self.log.append(("measure", stack.variant, workload.name))

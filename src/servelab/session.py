@@ -25,8 +25,8 @@ from servelab.host.environment import collect_environment, machine_differences
 from servelab.host.procs import JANITOR
 from servelab.load.base import LoadDriver, check_driver_can
 from servelab.load.registry import get_driver
-from servelab.measure import Launch, RunnerEvents, run_experiment
-from servelab.measure.stopping import NextRound, Outlook
+from servelab.measuring import Launch, RunnerEvents, run_experiment
+from servelab.measuring.stopping import NextRound, Outlook
 from servelab.report.base import MARKDOWN_FILE, ReportInput
 from servelab.report.markdown import render_markdown
 from servelab.report.sections import live_sections, report_sections

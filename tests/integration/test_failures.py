@@ -32,7 +32,7 @@ from servelab.host.cpus import CpuPlan
 from servelab.host.netns import NamespaceError, network_namespace, servelab_namespaces
 from servelab.host.procs import JANITOR
 from servelab.launch import OWNER_ENV, launch_stack
-from servelab.measure import run_experiment
+from servelab.measuring import run_experiment
 from servelab.results.records import RunRecord
 from servelab.results.store import ResultStore
 

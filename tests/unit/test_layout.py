@@ -23,7 +23,7 @@ EXCEPTIONS = {
     ("config/stack.py", "uvicorn"): "gunicorn's worker class 'uvicorn' (a knob value)",
     ("config/stack.py", "uwsgi"): "the uwsgi protocol a front speaks",
     ("cli/measure.py", "uvicorn"): "gunicorn's worker class 'uvicorn' (ramp --worker-class)",
-    ("measure/ramp.py", "uvicorn"): "gunicorn's worker class 'uvicorn' for ASGI apps",
+    ("measuring/ramp.py", "uvicorn"): "gunicorn's worker class 'uvicorn' for ASGI apps",
     ("servers/gunicorn.py", "uvicorn"): "gunicorn's worker class 'uvicorn'",
     ("fronts/nginx.py", "uwsgi"): "the uwsgi protocol (uwsgi_pass) and its temp dir",
     ("fronts/apache.py", "uwsgi"): "the uwsgi protocol (mod_proxy_uwsgi)",

@@ -14,7 +14,7 @@ from support import FakeExecutor, fake_run
 from servelab.config.building import experiment_from_dict
 from servelab.errors import StackStartError
 from servelab.host.cpus import CpuPlan
-from servelab.measure import Runner
+from servelab.measuring import Runner
 from servelab.results.store import DB_FILE, Database
 from servelab.session import ExperimentSession
 

@@ -192,7 +192,7 @@ def ramp(
 ) -> None:
     """Raise a fixed arrival rate step by step until the SLO breaks; report the highest
     sustainable rate and the rate of the first 502."""
-    from servelab.measure.ramp import RampOptions, RampPlan, build_ramp
+    from servelab.measuring.ramp import RampOptions, RampPlan, build_ramp
 
     if repetitions < 1 or stack["workers"] < 1:
         raise SpecError("--repetitions and --workers must be 1 or more", "pass 1 or more")

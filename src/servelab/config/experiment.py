@@ -113,7 +113,7 @@ class Experiment(Model):
     # The Django reference app's database (set by --database / --db-latency or [database]).
     database: DatabaseSpec | None = None
     # Each run measured in this many slices interleaved with every other run's, all the
-    # runs' stacks alive at once (servelab.measure.slices); 1: each run in one piece, in turn.
+    # runs' stacks alive at once (servelab.measuring.slices); 1: each run in one piece, in turn.
     # Experiments built from a file or a study choose it from their loads (about 1 s a
     # slice) wherever slicing applies: see ``default_slices``. Stored ones keep theirs
     # (records from before slices existed were measured in one piece).

@@ -131,7 +131,7 @@ class OhaDriver(LoadDriver):
     ) -> None:
         """``program`` / ``help_text`` pin the binary and its flags (tests, odd installs).
         ``keep_latencies``: every run keeps each request's latency (``latencies_ms``), for
-        runs measured in slices whose percentiles are merged (servelab.measure.slices)."""
+        runs measured in slices whose percentiles are merged (servelab.measuring.slices)."""
         self._program = program
         self._flags = OhaFlags(help_text) if help_text is not None else None
         self.keep_latencies = keep_latencies

@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from servelab.config.experiment import Experiment
-from servelab.measure.ramp import ramp_verdicts, rate_of, slo_problem
+from servelab.measuring.ramp import ramp_verdicts, rate_of, slo_problem
 from servelab.observe.attribution import EVENT_BY_KEY, describe_counts
 from servelab.report.base import Table
 from servelab.results.records import RunRecord

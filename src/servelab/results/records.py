@@ -163,7 +163,7 @@ class RunRecord(Record):
     # Speed of the stack's CPU just before its stack started: units of fixed work per
     # second (servelab.observe.neighbours.cpu_speed); it drifts when the machine itself does.
     cpu_speed: float | None = None
-    # Measured in this many slices interleaved with the other runs' (servelab.measure.slices).
+    # Measured in this many slices interleaved with the other runs' (servelab.measuring.slices).
     slices: int = 1
     # Each slice's own figures (empty for runs in one piece, and in older records).
     slice_figures: tuple[SliceFigures, ...] = ()

@@ -17,7 +17,7 @@ status counts in every report.
   shorter than the app's (whoever closes first must be nginx).
 - ``worker-recycling``: gunicorn ``max_requests`` with and without jitter
   under a steady fixed-rate load; failed and slow requests counted.
-- ``capacity``: a fixed-rate ramp up to the breaking point (see servelab.measure.ramp).
+- ``capacity``: a fixed-rate ramp up to the breaking point (see servelab.measuring.ramp).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from servelab.config.experiment import Experiment
 from servelab.config.load import SloSpec
 from servelab.errors import SpecError
 from servelab.host.netns import check_somaxconn
-from servelab.measure.ramp import RampPlan, ramp_experiment
+from servelab.measuring.ramp import RampPlan, ramp_experiment
 from servelab.studies import Study, StudyOptions
 from servelab.studies.seeds import SEED_ITEM_BODY, SEED_SERVER
 

@@ -17,7 +17,7 @@ from servelab.cli import cli
 from servelab.config.building import experiment_from_dict
 from servelab.config.run import parse_duration
 from servelab.errors import SpecError
-from servelab.measure import Runner
+from servelab.measuring import Runner
 from servelab.report.answer import build_answer
 from servelab.report.base import ReportInput
 from servelab.report.data import runs_csv

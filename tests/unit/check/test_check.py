@@ -11,7 +11,7 @@ from support import FakeClock, FakeExecutor, ListSink
 from servelab.analysis.thresholds import exit_code, overall
 from servelab.check import CANDIDATE, CheckSpec, check_experiment, judge_runs, parse_thresholds
 from servelab.config.stack import AppSpec
-from servelab.measure import Runner, RunnerEvents
+from servelab.measuring import Runner, RunnerEvents
 
 THRESHOLDS = ("rps < -5%", "errors > 0")
 

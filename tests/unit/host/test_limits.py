@@ -17,7 +17,7 @@ from servelab.host.limits import (
     machine_problems,
     stacks_alive_at_once,
 )
-from servelab.measure.plan import launch_blocks, live_limit, plan_launches, rounds_alive_at_once
+from servelab.measuring.plan import launch_blocks, live_limit, plan_launches, rounds_alive_at_once
 from servelab.studies import StudyOptions, all_studies, get_study
 
 # A modest machine: 4 GiB available, the common open-files default, 2 CPUs.

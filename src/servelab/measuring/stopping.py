@@ -22,7 +22,7 @@ from servelab.analysis.nested import starts_needed, variance_components
 from servelab.analysis.thresholds import distance_to_decide, judge, parse_threshold
 from servelab.config.experiment import Experiment
 from servelab.config.load import SloSpec
-from servelab.measure.ramp import ramp_should_stop
+from servelab.measuring.ramp import ramp_should_stop
 from servelab.results.records import RunRecord
 
 # A later round measures each start for at most this many times the spec's slices.
@@ -31,7 +31,7 @@ MAX_PASS_FACTOR = 4
 
 @dataclass(frozen=True)
 class SloStop:
-    """A ramp stops a launch's rising rates once they broke its SLO (see servelab.measure.ramp)."""
+    """A ramp stops a launch's rising rates once they broke its SLO (servelab.measuring.ramp)."""
 
     slo: SloSpec | None
 

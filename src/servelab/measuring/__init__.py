@@ -12,9 +12,9 @@ from servelab.host.cgroups import cpu_group, joined
 from servelab.host.cpus import CpuPlan
 from servelab.load.base import LoadDriver
 from servelab.load.registry import get_driver
-from servelab.measure.executor import Groups, HostExecutor, beside_the_driver
-from servelab.measure.plan import Launch, plan_launches, run_key
-from servelab.measure.runner import Runner, RunnerEvents
+from servelab.measuring.executor import Groups, HostExecutor, beside_the_driver
+from servelab.measuring.plan import Launch, plan_launches, run_key
+from servelab.measuring.runner import Runner, RunnerEvents
 from servelab.results.records import RunRecord
 
 __all__ = ["Launch", "Runner", "RunnerEvents", "plan_launches", "run_experiment", "run_key"]

@@ -7,7 +7,7 @@ from support import fake_load, fake_run
 
 from servelab.config.load import SloSpec
 from servelab.errors import SpecError
-from servelab.measure.ramp import (
+from servelab.measuring.ramp import (
     RampOptions,
     RampPlan,
     build_ramp,

@@ -2,7 +2,7 @@
 
 from support import PORT_VS_SOCKET as EXPERIMENT
 
-from servelab.measure.plan import plan_launches
+from servelab.measuring.plan import plan_launches
 
 
 def test_plan_is_interleaved_and_random_order_is_reproducible():
@@ -24,7 +24,7 @@ def test_plan_is_interleaved_and_random_order_is_reproducible():
 
 
 def test_warmup_settles_when_two_rounds_agree():
-    from servelab.measure.plan import warmup_settled
+    from servelab.measuring.plan import warmup_settled
 
     assert not warmup_settled([], 5.0)
     assert not warmup_settled([900.0], 5.0)

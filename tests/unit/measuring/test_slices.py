@@ -13,8 +13,8 @@ from servelab.config.experiment import slicing_problem
 from servelab.config.load import LoadSpec
 from servelab.config.stack import StackSpec
 from servelab.errors import SpecError
-from servelab.measure.plan import Launch, launch_blocks, slice_order
-from servelab.measure.slices import (
+from servelab.measuring.plan import Launch, launch_blocks, slice_order
+from servelab.measuring.slices import (
     merge_listen_queues,
     merge_loads,
     merge_observed,

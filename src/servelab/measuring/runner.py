@@ -24,8 +24,8 @@ from typing import Any
 
 from servelab.config.experiment import Experiment
 from servelab.config.load import Workload
-from servelab.measure.executor import Executor, Window
-from servelab.measure.plan import (
+from servelab.measuring.executor import Executor, Window
+from servelab.measuring.plan import (
     Launch,
     RunKey,
     launch_blocks,
@@ -37,7 +37,7 @@ from servelab.measure.plan import (
     warmup_load,
     warmup_settled,
 )
-from servelab.measure.slices import (
+from servelab.measuring.slices import (
     merge_loads,
     merge_observed,
     merge_usage,
@@ -45,7 +45,7 @@ from servelab.measure.slices import (
     slice_loads,
     weighted_share,
 )
-from servelab.measure.stopping import NextRound, Outlook, PrecisionRule, RoundsSoFar, SloStop
+from servelab.measuring.stopping import NextRound, Outlook, PrecisionRule, RoundsSoFar, SloStop
 from servelab.results.records import RunRecord
 
 

@@ -7,7 +7,7 @@ import random
 from support import FakeClock, FakeExecutor, ListSink
 
 from servelab.config.building import experiment_from_dict
-from servelab.measure import Runner, RunnerEvents
+from servelab.measuring import Runner, RunnerEvents
 
 
 def experiment(
