@@ -28,7 +28,7 @@ name = "unix"
 proxy = { transport = "unix" }
 [[workloads]]
 name = "w"
-load = { concurrency = 2, requests = 100 }
+load = { concurrency = 2, requests = 50 }
 """
 
 
@@ -38,7 +38,7 @@ def test_measure_returns_the_analysed_result(tmp_path: Path, no_leftover_process
     experiment = servelab.Experiment.from_toml(path)
     result = servelab.measure(experiment, servelab.RunOptions(results_dir=tmp_path / "r"))
     assert result.experiment.name == "api"
-    assert len(result.runs) == 4 and all(r.load.requests_total == 100 for r in result.runs)
+    assert len(result.runs) == 4 and all(r.load.requests_total == 50 for r in result.runs)
     [unix] = [v for v in result.analysis.variants if v.variant == "unix"]
     assert unix.comparisons["rps"].verdict in (
         "better", "worse", "no significant difference", "inconclusive"

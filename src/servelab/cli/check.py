@@ -48,11 +48,13 @@ from servelab.servers.registry import DEFAULT_SERVER, SERVER_KINDS
               show_default=True, help="The app server serving both versions.")
 @click.option("--workers", type=int, default=2, show_default=True)
 @click.option("-c", "--concurrency", type=int, default=50, show_default=True)
+@click.option("-d", "--duration", type=float, default=6.0, show_default=True,
+              help="Seconds each version is measured per round (in slices of about 1 s).")
 @app_options
 @run_options
 def check(
     baseline_dir, baseline_ref, thresholds, inconclusive, summary_md, junit, server, workers,
-    concurrency, user: UserInput, run: RunOptions,
+    concurrency, duration, user: UserInput, run: RunOptions,
 ) -> None:
     """Did the app get slower? Measure two versions of the app on the same stack, side by
     side, until every --fail-if threshold is decided or --budget (default 3 min) is spent.
@@ -64,6 +66,9 @@ def check(
 
     if workers < 1 or concurrency < 1:
         raise SpecError("--workers and --concurrency must be at least 1", "pass 1 or more")
+    if not duration >= 2:
+        raise SpecError(f"--duration must be at least 2 s, got {duration:g}",
+                        "side by side, each version is measured in slices of about 1 s")
     spec = CheckSpec(
         app=user.app or AppSpec(ref="fastapi"),
         baseline_dir=baseline_dir,
@@ -72,6 +77,7 @@ def check(
         inconclusive=inconclusive,
         server={"kind": server, "workers": workers},
         concurrency=concurrency,
+        duration_s=duration,
         request=user.request,
     )
     if user.database_given:

@@ -123,6 +123,7 @@ CASES: list[tuple[list[str], str]] = [
     (["check", "--app", APP, "--baseline-dir", "/nonexistent"], "is not a directory"),
     (["check", "--app", APP, "--baseline-ref", "main", "--app-dir", "/"], "not in one"),
     (["check", "--workers", "0"], "--workers and --concurrency must be at least 1"),
+    (["check", "-d", "1"], "--duration must be at least 2 s, got 1"),
     (["check", "--database", "sqlite"], "does not take --database"),
 ]
 
