@@ -220,10 +220,7 @@ def with_app_pythons(
     if app is not None:
         app = settle(app)
     stacks = [s.model_copy(update={"app": settle(s.app)}) for s in experiment.stacks]
-    experiment = experiment.model_copy(
-        update={"baseline": stacks[0], "variants": tuple(stacks[1:])}
-    )
-    return experiment, app, list(notes)
+    return experiment.with_stacks(stacks), app, list(notes)
 
 
 def app_pythons(experiment: Experiment) -> list[dict[str, Any]]:

@@ -243,14 +243,21 @@ def preflight(experiment: Experiment, *, timeout_s: float = 30.0) -> None:
             with launch_stack(experiment.baseline, probe=req, startup_timeout_s=timeout_s):
                 pass
         except StackStartError as exc:
-            wrong = re.search(r"with HTTP (\d{3}), expected", exc.problem)
-            said = _answer_body(experiment, req, int(wrong[1]), timeout_s) if wrong else ""
+            wrong = answered_status(exc)
+            said = _answer_body(experiment, req, wrong, timeout_s) if wrong else ""
             raise StackStartError(
                 f"before measuring, {req.method} {req.path} to the app: {exc.problem}"
                 + (f"; the app said: {said}" if said else ""),
                 exc.fix,
                 detail=exc.detail,
             ) from None
+
+
+def answered_status(exc: StackStartError) -> int | None:
+    """The status a stack answered its probe with, when that was the failure (None: it
+    failed otherwise, e.g. did not start)."""
+    found = re.search(r"with HTTP (\d{3}), expected", exc.problem)
+    return int(found[1]) if found else None
 
 
 def _answer_body(experiment: Experiment, req: RequestSpec, status: int, timeout_s: float) -> str:
@@ -290,7 +297,7 @@ def with_app_env(experiment: Experiment, env: dict[str, str]) -> Experiment:
         else s
         for s in experiment.stacks
     ]
-    return experiment.model_copy(update={"baseline": stacks[0], "variants": tuple(stacks[1:])})
+    return experiment.with_stacks(stacks)
 
 
 def database_spec(

@@ -10,7 +10,6 @@ inconclusive (``--inconclusive pass`` makes that 0).
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -130,6 +129,7 @@ def check_experiment(check: CheckSpec, baseline_dir: Path | None) -> Experiment:
 def probe_both(experiment: Experiment, timeout_s: float) -> None:
     """Launch each version and send the request: SpecError (exit 2) when the two answer
     it differently, before anything is measured."""
+    from servelab.apps.user import answered_status
     from servelab.launch import launch_stack
 
     request = experiment.workloads[0].request
@@ -140,8 +140,7 @@ def probe_both(experiment: Experiment, timeout_s: float) -> None:
             with launch_stack(stack, probe=request, startup_timeout_s=timeout_s):
                 answers[stack.name] = request.expect_status
         except StackStartError as exc:
-            status = re.search(r"with HTTP (\d{3}), expected", exc.problem)
-            answers[stack.name] = int(status[1]) if status else None
+            answers[stack.name] = answered_status(exc)
             failures[stack.name] = exc
     said = f"{request.method} {request.path}"
     if answers[BASELINE] != answers[CANDIDATE] and None not in answers.values():
@@ -230,4 +229,4 @@ def _fitted(experiment: Experiment, say: Callable[[str], None]) -> Experiment:
         stacks.append(fitted)
         if note and stack.name == BASELINE:
             say(note.replace(f"{BASELINE}: ", "both versions: ", 1))
-    return experiment.model_copy(update={"baseline": stacks[0], "variants": tuple(stacks[1:])})
+    return experiment.with_stacks(stacks)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -176,6 +177,10 @@ class Experiment(Model):
         from servelab.config.building import load_experiment_file
 
         return load_experiment_file(Path(path))
+
+    def with_stacks(self, stacks: Sequence[StackSpec]) -> Experiment:
+        """This experiment with ``stacks`` (baseline first), unvalidated like model_copy."""
+        return self.model_copy(update={"baseline": stacks[0], "variants": tuple(stacks[1:])})
 
     @property
     def stacks(self) -> tuple[StackSpec, ...]:

@@ -136,7 +136,7 @@ def package_check(package: str, extra: str | None = None) -> Check:
     """A Python package in servelab's environment ("a|b": either): needed, or optional
     when servelab's ``extra`` installs it."""
     names = package.split("|")
-    version = next(filter(None, map(package_version, names)), None)
+    version = package_version(package)
     if version:
         return Check(f"python: {names[0]}", "ok", version)
     if extra:

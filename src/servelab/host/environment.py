@@ -59,10 +59,14 @@ def program_version(argv: list[str]) -> str | None:
 
 
 def package_version(name: str) -> str | None:
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return None
+    """The installed version of distribution ``name`` ("a|b": of the first of either that
+    is installed), or None."""
+    for one in name.split("|"):
+        try:
+            return metadata.version(one)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
 
 
 # Facts about what servelab set up around the stacks for the experiment under way

@@ -222,11 +222,7 @@ class AppServer(ABC):
         return self.packages
 
     def version(self) -> str | None:
-        if not self.packages:
-            return None
-        return next(
-            filter(None, map(package_version, self.packages[0].split("|"))), None
-        )
+        return package_version(self.packages[0]) if self.packages else None
 
     def doctor_checks(self) -> list[Check]:
         """Is it installed? By default: each of its packages in servelab's Python (a
