@@ -16,7 +16,7 @@
 #   postgres  PostgreSQL (servelab runs its own instances) and the Django reference app
 #   toxiproxy a slow link in front of PostgreSQL (--db-latency), built once with go
 #   chromium  opens the HTML report headless (screenshot, browser test)
-#   test      pytest, ruff, hypothesis, build, mkdocs, Locust (the test command)
+#   test      pytest, ruff, hypothesis, build, mkdocs, Locust, git (the test command)
 #
 # It never stops a service that runs on this machine, and the services Debian's packages
 # bring (nginx, apache2, postgresql) are installed without being started or enabled at
@@ -70,6 +70,7 @@ packages=(nginx-light apache2-utils wrk util-linux iproute2 procps python3-venv 
 want apache && packages+=(apache2 apache2-dev gcc libc6-dev python3-dev acl)
 want postgres && packages+=(postgresql)
 want chromium && packages+=(chromium)
+want test && packages+=(git)  # the check tests make repositories and worktrees
 missing=()
 for pkg in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
