@@ -10,6 +10,8 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
+from typing import Any
 
 from rich.console import Console
 
@@ -32,10 +34,12 @@ def run(
     *,
     console: Console | None = None,
     out: Console | None = None,
+    measure: Callable[..., Any] | None = None,
 ) -> ResultStore:
     """Measure ``experiment`` as ``options`` say, writing results after every run; with
     the user's app, request or a database, prepared (and checked) first. Returns the
-    stored result."""
+    stored result. ``measure`` replaces the measuring step (``run_experiment``'s
+    signature): ``servelab tune`` races the variants with it."""
     from servelab.apps.user import DJANGO_REFS, database_spec, prepared
     from servelab.session import ExperimentSession
 
@@ -83,6 +87,7 @@ def run(
                 ready, cpu_plan, options.results_dir, console=console, out=out,
                 resume=options.resume, force=options.allow_other_machine,
                 result_files=dict(options.result_files), listen_host=options.listen,
+                **({"measure": measure} if measure is not None else {}),
             ).run()
 
     if not needs_preparing:

@@ -176,7 +176,8 @@ class ExperimentSession:
             raise
         finally:
             if runs:
-                self.console.print(f"{len(runs)} of {total} runs kept in {store.label}")
+                planned = max(int(live.progress.tasks[0].total or total), len(runs))
+                self.console.print(f"{len(runs)} of {planned} runs kept in {store.label}")
         store.mark_finished()
         # The live report once more, now with what the stopping rule said; the answer last.
         sections = live_sections(experiment, environment, runs, outlook=outlook_lines(live.outlook))
@@ -224,7 +225,8 @@ class LiveProgress:
         self.progress.advance(self.task)
 
     def _describe(self, launch: Launch, doing: str, *, before: str = "") -> None:
-        run = f"run {launch.repetition}/{self.experiment.repetitions} {launch.stack.name}"
+        rounds = max(launch.repetition, self.experiment.repetitions)  # tune adds rounds
+        run = f"run {launch.repetition}/{rounds} {launch.stack.name}"
         self.progress.update(self.task, description=f"{before}{run}: {doing}")
 
     def _launching(self, launch: Launch) -> None:
@@ -240,9 +242,10 @@ class LiveProgress:
         if plan is None:
             self.outlook = outlook
             return
-        added = len(self.experiment.stacks) * len(plan.workloads)
+        added = (plan.stacks or len(self.experiment.stacks)) * len(plan.workloads)
         self.progress.update(self.task, total=(self.progress.tasks[0].total or 0) + added)
         self.progress.console.print(
+            f"  {plan.note}" if plan.note else
             f"  not clear yet: {', '.join(plan.workloads)}; another round of starts "
             f"({plan.passes} passes, ~{plan.expected_s:.0f} s)",
             highlight=False,

@@ -14,7 +14,7 @@ import click
 from rich.markup import escape
 
 from servelab import __version__
-from servelab.cli import check, measure, stored
+from servelab.cli import check, measure, stored, tune
 from servelab.cli.options import console, errors, out
 from servelab.errors import ServelabError
 
@@ -75,7 +75,7 @@ def cli(quiet: bool, verbose: bool) -> None:
 
 
 
-for command in (measure.studies, measure.study, measure.run, measure.ramp, check.check,
+for command in (measure.studies, measure.study, measure.run, measure.ramp, check.check, tune.tune,
                 measure.locust_worker, stored.results, stored.report, stored.export):
     cli.add_command(command)
 

@@ -212,6 +212,7 @@ def export(result, variant, out_dir, results_dir, name, listen, overwrite, no_ch
     """Write the deployable configuration of RESULT's best (or --variant NAME) stack."""
     from servelab.export import export_result
     from servelab.report.base import load_result
+    from servelab.tune.report import recommended_in
 
     report_input, result_dir, label = load_result(result, results_dir)
     outcome = export_result(
@@ -223,6 +224,7 @@ def export(result, variant, out_dir, results_dir, name, listen, overwrite, no_ch
         listen=listen,
         force=overwrite,
         check=not no_check,
+        recommended=recommended_in(result_dir),  # a tune result: what it recommends
     )
     out.print(f"[bold]{outcome.choice.name}[/bold]: {outcome.choice.reason}", highlight=False)
     for check in outcome.checks:

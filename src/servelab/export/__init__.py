@@ -48,12 +48,13 @@ def export_result(
     listen: str = "80",
     force: bool = False,
     check: bool = True,
+    recommended: tuple[str, str] | None = None,
 ) -> ExportOutcome:
     """Choose ``variant`` (or "best"), render its deployable set, check it with the front's
     and the server's own checks and a boot, and only then write it into ``out_dir``."""
     from servelab.export.validate import check_export
 
-    choice = choose_variant(report, variant, source=source)
+    choice = choose_variant(report, variant, source=source, recommended=recommended)
     layout = DeployLayout(check_name(name), check_listen(listen), **app_places(choice.stack))
     deploy = render_deploy_set(report, choice, layout, source=source)
     with staged_output(out_dir, force=force) as staging:

@@ -41,7 +41,7 @@ class Candidate:
 @dataclass(frozen=True)
 class Choice:
     stack: StackSpec
-    how: str  # "best" or "named"
+    how: str  # "best", "named" or "tune" (what a tune result recommends)
     reason: str
     candidates: tuple[Candidate, ...]  # every non-baseline variant, best first
 
@@ -119,11 +119,23 @@ def rank(report: ReportInput) -> list[Candidate]:
     )
 
 
-def choose_variant(report: ReportInput, wanted: str, *, source: str = "the result") -> Choice:
-    """The stack to export: ``wanted`` by name, or ``"best"``."""
+def choose_variant(
+    report: ReportInput,
+    wanted: str,
+    *,
+    source: str = "the result",
+    recommended: tuple[str, str] | None = None,
+) -> Choice:
+    """The stack to export: ``wanted`` by name, or ``"best"`` (for a tune result, the
+    candidate it recommends: ``recommended`` is its name and why)."""
     experiment = report.experiment
     names = [s.name for s in experiment.stacks]
     candidates = tuple(rank(report))
+    if wanted == BEST and recommended is not None:
+        name, why = recommended
+        stack = next((s for s in experiment.stacks if s.name == name), None)
+        if stack is not None:
+            return Choice(stack, "tune", f"recommended by servelab tune: {why}", candidates)
     if wanted != BEST:
         stack = next((s for s in experiment.stacks if s.name == wanted), None)
         if stack is None:

@@ -76,6 +76,8 @@ class NextRound:
     workloads: tuple[str, ...]
     passes: int
     expected_s: float
+    stacks: int | None = None  # stacks started in it (None: every variant)
+    note: str | None = None  # what the progress line says instead of "not clear yet"
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,224 @@
+"""``servelab tune``: the best configuration of a space for the user's app, raced.
+
+The space's candidates form one experiment (stored, resumable and exported like
+any other); instead of measuring every candidate the same number of times, the
+race (``servelab.tune.race``) measures round after round only the candidates not
+yet significantly worse than the leader, until one is left, the rest tie within
+``tie_pct``, the rounds run out or the next round would overrun the budget.
+After every round tune.json and tune.md in the result's directory hold the
+ranking so far.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from servelab.config.building import experiment_from_dict
+from servelab.config.experiment import Experiment
+from servelab.config.load import RequestSpec
+from servelab.config.run import LOOPBACK
+from servelab.measuring import RunnerEvents, run_experiment
+from servelab.measuring.stopping import NextRound
+from servelab.results.records import RunRecord
+from servelab.tune.objective import Objective
+from servelab.tune.race import RaceSettings, RaceState, Recommendation, race_state, recommend
+from servelab.tune.report import (
+    TUNE_CHART,
+    race_chart,
+    ranking_markdown,
+    tune_document,
+    write_tune_files,
+)
+from servelab.tune.space import Candidate, SubGrid, expand_space
+
+WORKLOAD = "tune"
+# A round's measuring per candidate when the user does not say: a warm-up of 1 s, then
+# 2 s in slices of 1 s, interleaved with the other candidates.
+DEFAULT_DURATION_S = 2.0
+DEFAULT_WARMUP_S = 1.0
+
+
+@dataclass(frozen=True)
+class TuneSpec:
+    """What to tune: the app, its request, the space, the objective and the race."""
+
+    space: tuple[SubGrid, ...]
+    objective: Objective = field(default_factory=Objective)
+    settings: RaceSettings = field(default_factory=RaceSettings)
+    app: dict[str, Any] = field(default_factory=lambda: {"ref": "fastapi"})
+    request: RequestSpec = field(default_factory=RequestSpec)
+    front: dict[str, Any] = field(default_factory=lambda: {"kind": "nginx"})
+    concurrency: int = 50
+    duration_s: float = DEFAULT_DURATION_S
+    warmup_s: float = DEFAULT_WARMUP_S
+    name: str = "tune"
+    budget_s: float | None = None  # wall time of the measuring; None: until the race is over
+
+    def candidates(self) -> list[Candidate]:
+        baseline = {"app": dict(self.app), "proxy": dict(self.front)}
+        return expand_space(baseline, self.space)
+
+    def experiment(self) -> Experiment:
+        """Every candidate as one experiment (the first is its nominal baseline)."""
+        candidates = self.candidates()
+        load: dict[str, Any] = {"concurrency": self.concurrency, "duration_s": self.duration_s}
+        if self.objective.open_model:
+            load.update(model="open", rate=self.objective.rate)
+        data = {
+            "name": self.name,
+            "baseline": dict(candidates[0].stack),
+            "variants": [dict(c.stack) for c in candidates[1:]],
+            "workloads": [
+                {"name": WORKLOAD, "request": self.request.model_dump(), "load": load}
+            ],
+            # The progress bar's first round; each later one adds the candidates still in.
+            "repetitions": 1,
+            "warmup": {"max_rounds": 1, "duration_s": self.warmup_s},
+        }
+        return experiment_from_dict(data, source="the tune space")
+
+
+@dataclass
+class TuneProgress:
+    """The race as it goes: the store it writes into, its runs, why it stopped."""
+
+    spec: TuneSpec
+    names: tuple[str, ...]
+    say: Callable[[str], None] = lambda note: None
+    store: Any = None  # servelab.results.store.ResultStore, once measuring began
+    runs: list[RunRecord] = field(default_factory=list)
+    stopped: str | None = None  # a reason the race itself does not know (the budget)
+    clock: Callable[[], float] = time.monotonic
+
+    def state(self) -> RaceState:
+        own = [r for r in self.runs if r.workload == WORKLOAD]
+        return race_state(own, self.names, self.spec.objective, self.spec.settings)
+
+    def write(self, *, chart: bool = True) -> tuple[RaceState, Recommendation]:
+        """tune.json, tune.md (and with ``chart``, tune.png if matplotlib is installed)
+        from the runs so far."""
+        state = self.state()
+        recommendation = recommend(state, self.spec.objective)
+        if self.store is not None:
+            out_dir = Path(self.store.path)
+            write_tune_files(
+                out_dir,
+                tune_document(
+                    state, recommendation, self.spec.objective, self.spec.settings,
+                    candidates=self.names, stopped=self.stopped,
+                ),
+                self.markdown(state, recommendation),
+            )
+            png = chart and race_chart(
+                self.runs, state, self.spec.objective, recommendation.candidate
+            )
+            if png:
+                (out_dir / TUNE_CHART).write_bytes(png)
+        return state, recommendation
+
+    def markdown(self, state: RaceState, recommendation: Recommendation) -> str:
+        return ranking_markdown(
+            state, recommendation, self.spec.objective, candidates=len(self.names),
+            stopped=self.stopped,
+        )
+
+    def measure(
+        self,
+        experiment: Experiment,
+        store: Any,
+        cpu_plan: Any,
+        *,
+        events: RunnerEvents | None = None,
+        previous: Sequence[RunRecord] = (),
+        driver: Any = None,
+        listen_host: str = LOOPBACK,
+        measure_round: Callable[..., list[RunRecord]] = run_experiment,
+    ) -> list[RunRecord]:
+        """ExperimentSession's measuring step: rounds of the candidates still in."""
+        self.store = store
+        self.runs = list(previous)
+        events = events or RunnerEvents()
+        stacks = {s.name: s for s in experiment.stacks}
+        began, starts_measured = self.clock(), 0
+        fresh: list[RunRecord] = []
+        while True:
+            state, _ = self.write(chart=False)
+            if state.over:
+                return fresh
+            alive = list(state.alive)
+            number = state.rounds + 1
+            spent = self.clock() - began
+            if starts_measured:
+                expected = spent / starts_measured * len(alive)
+                budget = self.spec.budget_s
+                if budget is not None and spent + expected > budget:
+                    self.stopped = (
+                        f"the budget of {budget:g} s would be overrun by round {number} "
+                        f"(about {expected:.0f} s for {len(alive)} candidates)"
+                    )
+                    self.write(chart=False)
+                    return fresh
+            if number > 1:
+                events.on_round(
+                    NextRound((WORKLOAD,), experiment.slices, 0.0, stacks=len(alive),
+                              note=f"round {number}: {len(alive)} candidates still in"),
+                    None,
+                )
+            self.say(f"round {number}: {len(alive)} of {len(self.names)} candidates")
+            round_experiment = experiment.with_stacks([stacks[n] for n in alive]).model_copy(
+                update={"repetitions": number}
+            )
+            measured = measure_round(
+                round_experiment, store, cpu_plan, events=events, previous=tuple(self.runs),
+                driver=driver, listen_host=listen_host,
+            )
+            starts_measured += len(measured)
+            self.runs.extend(measured)
+            fresh.extend(measured)
+            for dropped in self.state().dropped:
+                if dropped.after_round == number:
+                    self.say(f"  dropped {dropped.candidate}: {dropped.reason}")
+
+
+@dataclass(frozen=True)
+class TuneOutcome:
+    state: RaceState
+    recommendation: Recommendation
+    markdown: str
+    label: str  # the result's label ("#12")
+    path: Path  # tune.md
+
+
+def run_tune(
+    spec: TuneSpec,
+    options: Any,
+    *,
+    console: Any = None,
+    quiet: Any = None,
+    say: Callable[[str], None] = lambda note: None,
+) -> TuneOutcome:
+    """Race ``spec``'s candidates as ``options`` (RunOptions, without a budget: the race
+    keeps its own) say. Ctrl-C keeps what was measured and writes the ranking so far."""
+    from servelab import api
+    from servelab.tune.report import TUNE_MARKDOWN
+
+    experiment = spec.experiment()
+    progress = TuneProgress(spec, tuple(s.name for s in experiment.stacks), say=say)
+    try:
+        store = api.run(experiment, options, console=console, out=quiet,
+                        measure=progress.measure)
+    except BaseException:
+        if progress.store is not None and progress.runs:
+            state, recommendation = progress.write()
+            say(f"interrupted; the ranking so far: {Path(progress.store.path) / TUNE_MARKDOWN}")
+        raise
+    progress.runs = store.runs()
+    state, recommendation = progress.write()
+    return TuneOutcome(
+        state, recommendation, progress.markdown(state, recommendation), store.label,
+        Path(store.path) / TUNE_MARKDOWN,
+    )

@@ -1,0 +1,310 @@
+"""The race of ``servelab tune``: which candidates are still in, after each round. Pure.
+
+An F-race (Birattari et al., 2002) with servelab's own comparisons: every round
+starts each candidate still in afresh and measures it (interleaved with the
+others, so the machine's drift falls on all alike). After a round, the leader
+is the candidate with the best mean that keeps the limits; every other one is
+compared with it by the test the reports use (``compare_variants``: nested over
+starts for sliced runs, paired by round or Welch's otherwise), and dropped when
+it is significantly worse. A candidate that broke a limit in every start is
+dropped too. Nothing is dropped before ``min_starts`` starts, since a
+single start says nothing about how much starts differ.
+
+The state after any number of rounds is a function of the runs alone, so a
+resumed or interrupted tune replays the same decisions from its stored runs.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from servelab.analysis.analyze import compare_rounds, compare_variants
+from servelab.analysis.stats import Comparison, confidence_interval
+from servelab.results.records import RunRecord
+from servelab.tune.objective import MEMORY, MIB, Objective
+
+
+@dataclass(frozen=True)
+class RaceSettings:
+    alpha: float = 0.05  # a candidate is dropped when worse than the leader at this level
+    min_starts: int = 2  # starts before anything is dropped
+    max_rounds: int = 10
+    # The race is over once every contender's interval against the leader is within
+    # this many percent: more rounds would not separate them by more than that.
+    tie_pct: float = 5.0
+    # Successive halving (Karnin et al., 2013) first: after each of the first
+    # ``halving_rounds`` rounds, while at least ``halving_from`` candidates are in, only
+    # the better half goes on, so that a large space costs about two rounds of starts
+    # before the tests take over.
+    halving_rounds: int = 1
+    halving_from: int = 8
+
+
+@dataclass(frozen=True)
+class Dropped:
+    candidate: str
+    after_round: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class Standing:
+    """A candidate still in: its figures over its starts, and against the leader."""
+
+    candidate: str
+    starts: int
+    mean: float  # of the objective's metric, per start
+    interval: tuple[float, float] | None  # 95 % interval of that mean
+    versus_leader: Comparison | None  # None for the leader itself
+    memory_mib: float
+    p99_ms: float
+    error_ratio: float
+    meets_limits: bool
+
+
+@dataclass(frozen=True)
+class RaceState:
+    rounds: int  # rounds judged (complete)
+    alive: tuple[str, ...]  # every candidate not dropped, measured or not
+    standings: tuple[Standing, ...]  # still in, best first (limits kept first)
+    dropped: tuple[Dropped, ...]  # in the order they were dropped
+    over: str | None  # why the race is over; None: another round would help
+
+    @property
+    def contenders(self) -> tuple[str, ...]:
+        return tuple(s.candidate for s in self.standings)
+
+    @property
+    def leader(self) -> Standing | None:
+        return self.standings[0] if self.standings else None
+
+
+def compare_with_leader(
+    runs: Sequence[RunRecord], leader: str, candidate: str, objective: Objective, alpha: float
+) -> Comparison:
+    """``candidate`` against ``leader`` on the objective's metric. Memory is kept per
+    start, not per slice: compared by starts (paired by round from three)."""
+    metric = objective.metric
+    if metric is MEMORY:
+        def own(name: str) -> list[RunRecord]:
+            return sorted((r for r in runs if r.variant == name), key=lambda r: r.repetition)
+
+        return compare_rounds(own(leader), own(candidate), metric, alpha=alpha)
+    return compare_variants(runs, leader, candidate, metric, alpha=alpha)
+
+
+def _standing(
+    name: str, runs: Sequence[RunRecord], objective: Objective, versus: Comparison | None
+) -> Standing:
+    values = [objective.metric.value(r) for r in runs]
+    requests = sum(r.load.requests_total for r in runs)
+    return Standing(
+        candidate=name,
+        starts=len(runs),
+        mean=statistics.fmean(values),
+        interval=confidence_interval(values) if len(values) > 1 else None,
+        versus_leader=versus,
+        memory_mib=statistics.fmean(r.stack_peak_rss_bytes for r in runs) / MIB,
+        p99_ms=statistics.fmean(r.load.latency_p99_ms for r in runs),
+        error_ratio=sum(r.load.errors for r in runs) / requests if requests else 1.0,
+        meets_limits=objective.meets_on_average(runs),
+    )
+
+
+def _ordered(candidates: Sequence[str], by: dict[str, list[RunRecord]], objective: Objective):
+    """Measured candidates, best first: those keeping the limits before the others."""
+    metric = objective.metric
+
+    def key(name: str) -> tuple[bool, float]:
+        mean = statistics.fmean(metric.value(r) for r in by[name])
+        score = -mean if metric.higher_is_better else mean
+        return (not objective.meets_on_average(by[name]), score)
+
+    return sorted((c for c in candidates if by.get(c)), key=key)
+
+
+def _mean(runs: Sequence[RunRecord], objective: Objective) -> float:
+    return statistics.fmean(objective.metric.value(r) for r in runs)
+
+
+def judge_round(
+    runs: Sequence[RunRecord],
+    alive: Sequence[str],
+    objective: Objective,
+    settings: RaceSettings,
+    after_round: int,
+) -> list[Dropped]:
+    """The candidates of ``alive`` to drop after ``after_round``, from ``runs`` (those of
+    rounds up to it)."""
+    by: dict[str, list[RunRecord]] = {}
+    for run in sorted(runs, key=lambda r: r.repetition):
+        by.setdefault(run.variant, []).append(run)
+    dropped = []
+    for name in alive:
+        why = objective.breaks_always(by.get(name, []), settings.min_starts)
+        if why:
+            dropped.append(Dropped(name, after_round, why))
+    out = {d.candidate for d in dropped}
+    ranked = _ordered([c for c in alive if c not in out], by, objective)
+    if not ranked:
+        return dropped
+    leader = ranked[0]
+    if after_round <= settings.halving_rounds and len(ranked) >= settings.halving_from:
+        keep = math.ceil(len(ranked) / 2)
+        best = _mean(by[leader], objective)
+        for place, name in enumerate(ranked[keep:], start=keep + 1):
+            gap = 100 * (_mean(by[name], objective) / best - 1) if best else 0.0
+            dropped.append(Dropped(
+                name, after_round,
+                f"successive halving: ranked {place} of {len(ranked)} after round "
+                f"{after_round} ({objective.metric.label.lower()} {gap:+.1f} % against "
+                f"{leader}); the better {keep} went on",
+            ))
+        return dropped
+    if len(by[leader]) < settings.min_starts:
+        return dropped
+    for name in ranked[1:]:
+        if len(by[name]) < settings.min_starts:
+            continue
+        versus = compare_with_leader(runs, leader, name, objective, settings.alpha)
+        if versus.verdict == "worse":
+            dropped.append(Dropped(name, after_round, _worse_reason(objective, leader, versus)))
+    return dropped
+
+
+def _worse_reason(objective: Objective, leader: str, versus: Comparison) -> str:
+    metric = objective.metric
+    text = f"{metric.label.lower()} {versus.difference_pct:+.1f} % against {leader}"
+    bounds = versus.interval_pct
+    if bounds is not None:
+        text += f" (95 % CI {bounds[0]:+.1f} … {bounds[1]:+.1f} %"
+        text += f", p = {versus.p_value:.2g})" if versus.p_value is not None else ")"
+    return text
+
+
+def race_state(
+    runs: Sequence[RunRecord],
+    candidates: Sequence[str],
+    objective: Objective,
+    settings: RaceSettings = RaceSettings(),
+) -> RaceState:
+    """Replay the race over ``runs`` (one workload's), round by round."""
+    alive = list(candidates)
+    dropped: list[Dropped] = []
+    rounds = 0
+    for number in range(1, max((r.repetition for r in runs), default=0) + 1):
+        measured = {r.variant for r in runs if r.repetition == number}
+        if not set(alive) <= measured:
+            break  # an unfinished round (interrupted): judged once it is complete
+        upto = [r for r in runs if r.repetition <= number]
+        out = judge_round(upto, alive, objective, settings, number)
+        dropped.extend(out)
+        gone = {d.candidate for d in out}
+        alive = [c for c in alive if c not in gone]
+        rounds = number
+    by: dict[str, list[RunRecord]] = {}
+    for run in sorted(runs, key=lambda r: r.repetition):
+        if run.variant in alive:
+            by.setdefault(run.variant, []).append(run)
+    ranked = _ordered(alive, by, objective)
+    standings = []
+    for index, name in enumerate(ranked):
+        versus = None
+        if index and len(by[name]) >= 2 and len(by[ranked[0]]) >= 2:
+            versus = compare_with_leader(runs, ranked[0], name, objective, settings.alpha)
+        standings.append(_standing(name, by[name], objective, versus))
+    # Candidates still in but never measured (a tune stopped in its first round).
+    unmeasured = [c for c in alive if c not in by]
+    state = RaceState(rounds, tuple(alive), tuple(standings), tuple(dropped), None)
+    return RaceState(
+        rounds, state.alive, state.standings, state.dropped,
+        _why_over(state, unmeasured, settings),
+    )
+
+
+def _why_over(state: RaceState, unmeasured: Sequence[str], settings: RaceSettings) -> str | None:
+    if state.rounds == 0:
+        return None
+    if unmeasured:
+        return None
+    if len(state.standings) == 1:
+        return "one candidate left"
+    if not state.standings:
+        return "no candidate left"
+    if state.rounds >= settings.max_rounds:
+        return f"{state.rounds} rounds, the most allowed"
+    tied = all(
+        s.versus_leader is not None and _within(s.versus_leader, settings.tie_pct)
+        for s in state.standings[1:]
+    )
+    if tied:
+        return (
+            f"the {len(state.standings)} candidates left are within ±{settings.tie_pct:g} % of "
+            "the leader (95 % intervals): more rounds would not separate them by more"
+        )
+    return None
+
+
+def _within(versus: Comparison, tie_pct: float) -> bool:
+    bounds = versus.interval_pct
+    return bounds is not None and -tie_pct <= bounds[0] and bounds[1] <= tie_pct
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    candidate: str | None  # None: no candidate keeps the limits
+    reason: str
+    winner: str | None
+    runner_up: str | None
+
+
+def recommend(state: RaceState, objective: Objective) -> Recommendation:
+    """The winner, unless the runner-up is not significantly different and uses less
+    memory: then the runner-up (the cheaper of two that tie)."""
+    keeping = [s for s in state.standings if s.meets_limits]
+    if not keeping:
+        limits = ", ".join(objective.limit_texts())
+        return Recommendation(
+            None, f"no candidate kept the limits ({limits}) on average", None, None
+        )
+    winner = keeping[0]
+    if len(keeping) == 1:
+        return Recommendation(winner.candidate, "the only candidate left that keeps the limits",
+                              winner.candidate, None)
+    second = keeping[1]
+    label = objective.metric.label.lower()
+    versus = _versus(state, winner, second, objective)
+    if versus is None or versus.verdict == "worse" or versus.verdict == "better":
+        said = (
+            f"{label} {versus.difference_pct:+.1f} % for the runner-up {second.candidate} "
+            f"({versus.verdict})" if versus is not None and versus.difference_pct is not None
+            else f"the runner-up {second.candidate} was not compared"
+        )
+        return Recommendation(winner.candidate, f"the best: {said}", winner.candidate,
+                              second.candidate)
+    tie = f"{label} {versus.difference_pct:+.1f} % for {second.candidate} ({versus.verdict})"
+    if second.memory_mib < winner.memory_mib:
+        return Recommendation(
+            second.candidate,
+            f"tied with the leader {winner.candidate} ({tie}) and uses "
+            f"{winner.memory_mib - second.memory_mib:.0f} MiB less memory",
+            winner.candidate,
+            second.candidate,
+        )
+    return Recommendation(
+        winner.candidate,
+        f"the leader; the runner-up is tied ({tie}) but uses "
+        f"{second.memory_mib - winner.memory_mib:.0f} MiB more memory",
+        winner.candidate,
+        second.candidate,
+    )
+
+
+def _versus(state: RaceState, winner: Standing, second: Standing, objective: Objective):
+    """The runner-up against the winner (the leader's comparison when the winner leads)."""
+    if state.standings and state.standings[0].candidate == winner.candidate:
+        return second.versus_leader
+    return None

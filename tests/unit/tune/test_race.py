@@ -1,0 +1,214 @@
+"""The race on simulated candidates (known means, start-to-start and slice noise, a
+drifting machine) measured by the real runner with a fake executor: no servers."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from pathlib import Path
+
+import pytest
+from support import FakeClock, FakeExecutor, fake_load, fake_run
+
+from servelab.measuring import Runner
+from servelab.results.records import ProcessUsage
+from servelab.tune import TuneProgress, TuneSpec
+from servelab.tune.objective import MIB, Objective
+from servelab.tune.race import RaceSettings, race_state, recommend
+from servelab.tune.report import TUNE_JSON, TUNE_MARKDOWN, recommended_in
+from servelab.tune.space import SubGrid
+
+WORKERS = tuple(range(1, 11))
+
+
+def spec(settings: RaceSettings = RaceSettings(), **kwargs) -> TuneSpec:  # noqa: B008
+    space = (SubGrid({"server": {"kind": "gunicorn"}}, {"server.workers": WORKERS}),)
+    return TuneSpec(space=space, settings=settings, **kwargs)
+
+
+class Store:
+    """A results store in a list, with the directory tune writes its files into."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.runs: list = []
+
+    def add(self, run) -> None:
+        self.runs.append(run)
+
+
+def simulated(means: dict[str, float], seed: int, start_sd=0.04, slice_sd=0.02, drift=0.06):
+    """requests/s of a candidate's start at a tick: its mean x a start effect x slice
+    noise x the machine's slow drift (shared by every candidate measured then)."""
+    rng = random.Random(seed)
+    start_effect: dict[int, float] = {}
+    phase = rng.uniform(0, 2 * math.pi)
+
+    def level(variant, start, tick, workload):
+        if start not in start_effect:
+            start_effect[start] = math.exp(rng.gauss(0, start_sd))
+        machine = 1 + drift * math.sin(phase + tick / 15)
+        return means[variant] * start_effect[start] * machine * math.exp(rng.gauss(0, slice_sd))
+
+    return level
+
+
+def race(tune: TuneSpec, level, tmp_path: Path, clock=None):
+    experiment = tune.experiment()
+    executor = FakeExecutor(level, clock=clock)
+    progress = TuneProgress(tune, tuple(s.name for s in experiment.stacks))
+    if clock is not None:
+        progress.clock = clock
+
+    def measure_round(exp, store, cpu_plan, *, events, previous, driver, listen_host):
+        return Runner(exp, store, executor, events, previous, **(
+            {"clock": clock} if clock is not None else {}
+        )).run()
+
+    store = Store(tmp_path)
+    progress.measure(experiment, store, executor.cpu_plan, measure_round=measure_round)
+    return progress, store, executor
+
+
+def names(tune: TuneSpec) -> list[str]:
+    return [c.name for c in tune.candidates()]
+
+
+def true_means(tune: TuneSpec) -> dict[str, float]:
+    """Workers 3 is best; the others fall off by 4 % per worker away from it."""
+    return {name: 1000.0 * (1 - 0.04 * abs(w - 3)) for name, w in zip(names(tune), WORKERS,
+                                                                        strict=True)}
+
+
+def test_the_race_finds_the_best_within_the_tie_and_drops_the_clearly_worse(tmp_path):
+    tune = spec()
+    means = true_means(tune)
+    best = max(means.values())
+    hits, rounds, starts = 0, [], []
+    for seed in range(12):
+        progress, _, executor = race(tune, simulated(means, seed), tmp_path)
+        state = progress.state()
+        winner = state.leader.candidate
+        hits += means[winner] >= best * (1 - tune.settings.tie_pct / 100)
+        # Never kept: a candidate 20 % or more below the best.
+        assert all(means[c] > 0.8 * best for c in state.contenders), (seed, state.contenders)
+        assert state.over is not None
+        rounds.append(state.rounds)
+        starts.append(executor.starts)
+    assert hits >= 11, hits
+    # The race spends far fewer starts than every candidate at the rounds it ran.
+    assert sum(starts) < 0.6 * sum(r * len(WORKERS) for r in rounds), (starts, rounds)
+
+
+def test_halving_after_the_first_round_keeps_the_better_half(tmp_path):
+    tune = spec(RaceSettings(max_rounds=1))
+    means = true_means(tune)
+    progress, _, _ = race(tune, simulated(means, 1, start_sd=0, slice_sd=0, drift=0), tmp_path)
+    state = progress.state()
+    assert state.rounds == 1 and len(state.dropped) == 5
+    assert all("successive halving" in d.reason and d.after_round == 1 for d in state.dropped)
+    kept = set(state.contenders)
+    assert all(means[k] > means[d.candidate] for k in kept for d in state.dropped)
+    assert state.over == "1 rounds, the most allowed"
+
+
+def test_a_candidate_that_breaks_the_p99_limit_in_every_start_is_dropped():
+    goal = Objective(p99_ms=50)
+    runs = [run("fast", n, 1000, 100, p99_ms=30) for n in (1, 2, 3)]
+    runs += [run("late", n, 1000, 100, p99_ms=p99) for n, p99 in enumerate((60, 80, 70), 1)]
+    runs += [run("mixed", n, 1000, 100, p99_ms=p99) for n, p99 in enumerate((60, 40, 70), 1)]
+    settings = RaceSettings(halving_rounds=0)
+    after_one = race_state(runs[:1] + runs[3:4] + runs[6:7], ("fast", "late", "mixed"), goal,
+                           settings)
+    assert after_one.dropped == ()  # not before two starts
+    state = race_state(runs, ("fast", "late", "mixed"), goal, settings)
+    assert [(d.candidate, d.after_round) for d in state.dropped] == [("late", 2)]
+    assert "in each of its 2 starts (p99 80.0 ms > 50 ms)" in state.dropped[0].reason
+    # "mixed" broke it on average (56.7 ms): ranked, but never recommended.
+    assert {s.candidate: s.meets_limits for s in state.standings} == {
+        "fast": True, "mixed": False
+    }
+    assert recommend(state, goal).candidate == "fast"
+
+
+def test_the_state_replays_from_the_stored_runs_and_files_say_it(tmp_path):
+    tune = spec()
+    means = true_means(tune)
+    progress, store, _ = race(tune, simulated(means, 3), tmp_path)
+    replayed = race_state(store.runs, progress.names, tune.objective, tune.settings)
+    assert replayed == progress.state()
+    # An interrupted round (only some candidates measured) is not judged yet.
+    partial = [r for r in store.runs if r.repetition < 2] + [
+        r for r in store.runs if r.repetition == 2
+    ][:2]
+    state = race_state(partial, progress.names, tune.objective, tune.settings)
+    assert state.rounds == 1 and state.over is None
+    document = json.loads((tmp_path / TUNE_JSON).read_text())
+    assert document["rounds"] == replayed.rounds
+    assert [c["candidate"] for c in document["contenders"]] == list(replayed.contenders)
+    assert {d["candidate"] for d in document["dropped"]} == {
+        d.candidate for d in replayed.dropped
+    }
+    assert "## Dropped" in (tmp_path / TUNE_MARKDOWN).read_text()
+    assert recommended_in(tmp_path)[0] == document["recommended"]
+
+
+def test_the_budget_stops_the_race_before_a_round_that_would_overrun_it(tmp_path):
+    tune = spec(budget_s=40.0)
+    clock = FakeClock()
+    progress, _, _ = race(tune, simulated(true_means(tune), 4), tmp_path, clock=clock)
+    assert progress.stopped is not None and "budget of 40 s" in progress.stopped
+    assert clock.now <= 40.0
+
+
+def test_an_interrupted_race_resumes_where_it_stopped(tmp_path):
+    tune = spec()
+    means = true_means(tune)
+    level = simulated(means, 5, start_sd=0, slice_sd=0, drift=0)
+    first, store, _ = race(tune, level, tmp_path)
+    cut = [r for r in store.runs if r.repetition <= 1]  # stopped after round 1
+    experiment = tune.experiment()
+    executor = FakeExecutor(level)
+    resumed = TuneProgress(tune, first.names)
+
+    def measure_round(exp, sink, cpu_plan, *, events, previous, driver, listen_host):
+        return Runner(exp, sink, executor, events, previous).run()
+
+    fresh = resumed.measure(experiment, Store(tmp_path), executor.cpu_plan, previous=cut,
+                            measure_round=measure_round)
+    assert all(r.repetition >= 2 for r in fresh)  # round 1 was not measured again
+    assert resumed.state() == first.state()
+
+
+def run(name: str, repetition: int, rps: float, memory_mib: float, p99_ms: float = 20.0):
+    app = ProcessUsage(
+        role="app", pid=1, name="x", cpu_s=1.0, peak_rss_bytes=int(memory_mib * MIB)
+    )
+    load = fake_load(rps=rps, requests=1000, p99_ms=p99_ms)
+    return fake_run(name, "tune", repetition, load=load, processes=(app,))
+
+
+@pytest.mark.parametrize(
+    ("second_rps", "recommended"), [(995.0, "lean"), (700.0, "fat")]
+)
+def test_the_cheaper_of_two_tied_candidates_is_recommended(second_rps, recommended):
+    noise = [1.0, 1.03, 0.97, 1.01]
+    runs = [run("fat", n, 1000 * k, 300) for n, k in enumerate(noise, start=1)]
+    other = [1.02, 0.98, 1.01, 0.99]  # noise of its own: a paired test sees a spread
+    runs += [run("lean", n, second_rps * k, 100) for n, k in enumerate(other, start=1)]
+    settings = RaceSettings(halving_rounds=0, tie_pct=0.01)
+    state = race_state(runs, ("fat", "lean"), Objective(), settings)
+    advice = recommend(state, Objective())
+    assert advice.candidate == recommended
+    if recommended == "lean":
+        assert advice.winner == "fat" and "200 MiB less memory" in advice.reason
+    else:
+        assert [d.candidate for d in state.dropped] == ["lean"]
+
+
+def test_no_candidate_keeping_the_limits_means_no_recommendation():
+    runs = [run("a", n, 1000, 50) for n in (1, 2)] + [run("b", n, 900, 50) for n in (1, 2)]
+    goal = Objective(max_memory_mib=10)
+    advice = recommend(race_state(runs, ("a", "b"), goal, RaceSettings()), goal)
+    assert advice.candidate is None and "memory <= 10 MiB" in advice.reason
