@@ -13,6 +13,7 @@ from support import run_cli
 APP = "servelab.apps.sleepy_wsgi:app"  # a real app, so that the option under test is refused
 LOAD = '[[workloads]]\nname = "w"\nload = { duration_s = 2 }\n'
 TOML = "toml:"  # a case whose first argument is an experiment file's text
+SPACE = "space:"  # a case whose first argument is a tune space file's text
 
 CASES: list[tuple[list[str], str]] = [
     # study: names and numbers
@@ -125,6 +126,28 @@ CASES: list[tuple[list[str], str]] = [
     (["check", "--workers", "0"], "--workers and --concurrency must be at least 1"),
     (["check", "-d", "1"], "--duration must be at least 2 s, got 1"),
     (["check", "--database", "sqlite"], "does not take --database"),
+    # tune: objective, space, options
+    (["tune", "--objective", "min-p99"], "pass --rate"),
+    (["tune", "--rate", "100"], "leave out --rate"),
+    (["tune", "--objective", "fastest"], "Invalid value for '--objective'"),
+    (["tune", "--max-error-ratio", "2"], "--max-error-ratio must be from 0 to below 1"),
+    (["tune", "--p99-ms", "-5"], "--p99-ms must be positive"),
+    (["tune", "--servers", "waitress"], "app server 'waitress' is not installed"),
+    (["tune", "--worker-class", "eventlet"], "unknown gunicorn worker class 'eventlet'"),
+    (["tune", "--transport", "udp"], "unknown transport 'udp'"),
+    (["tune", "--upstream-keepalive", "-1"], "--upstream-keepalive must be 0 or more"),
+    (["tune", "--workers", "0"], "workers must be 1 or more"),
+    (["tune", "-d", "0"], "--duration must be positive"),
+    (["tune", "--precision", "5"], "--precision does not apply to servelab tune"),
+    (["tune", "--endpoint", "nope"], "unknown endpoint 'nope'"),
+    (["tune", "--path", "/x"], "need --app"),
+    (["tune", "--space", "/nonexistent.toml"], "space file /nonexistent.toml does not exist"),
+    ([SPACE + "x = 1\n"], "has no [tune] table"),
+    ([SPACE + "[tune]\ncolour = 1\n"], "unknown key tune.colour"),
+    ([SPACE + "[tune]\nspace = 3\n"], "must be a non-empty array of tables"),
+    ([SPACE + "[tune]\nbudget = 'soon'\n"], "invalid duration 'soon'"),
+    ([SPACE + "[[tune.space]]\ngrid = { 'server.workers' = [1] }\n", "--workers", "2"],
+     "the space ([[tune.space]]) and so do the knob options"),
 ]
 
 
@@ -134,7 +157,11 @@ def test_bad_input_is_refused_in_one_line(args: list[str], message: str, tmp_pat
         path = tmp_path / "experiment.toml"
         path.write_bytes(args[0][len(TOML) :].encode("utf-8", "surrogateescape"))
         args = ["run", str(path)]
-    measuring = args[0] in ("study", "run", "ramp")
+    if args[0].startswith(SPACE):
+        path = tmp_path / "space.toml"
+        path.write_text(args[0][len(SPACE) :])
+        args = ["tune", "--space", str(path), *args[1:]]
+    measuring = args[0] in ("study", "run", "ramp", "tune")
     results = ["--results", str(tmp_path / "results")] if measuring else []
     done = run_cli(*args, *results, cwd=tmp_path)
     assert done.returncode == 2, done.stderr
