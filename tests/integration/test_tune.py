@@ -1,0 +1,73 @@
+"""servelab tune end to end on the sleepy app with a two-candidate space: real nginx,
+gunicorn and oha; Ctrl-C keeps the ranking so far, --resume finishes the race, and
+export deploys (and boots) what the tune recommends."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from support import owned_by, with_default_sigint
+
+pytestmark = pytest.mark.integration
+
+
+def test_tune_keeps_its_ranking_through_ctrl_c_resumes_and_exports_the_winner(tmp_path):
+    # The sleepy app holds a sync worker 10 ms per request: with 8 clients, 2 workers
+    # serve about twice what 1 does, a difference the race must find in two rounds.
+    argv = [
+        sys.executable, "-m", "servelab", "tune", "--app", "sleepy", "--servers", "gunicorn",
+        "--worker-class", "sync", "--workers", "1,2", "--transport", "unix", "-c", "8",
+        "-d", "2", "--max-rounds", "3", "--results", str(tmp_path),
+    ]
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True, preexec_fn=with_default_sigint,
+    )
+    ranking = tmp_path / "1-tune" / "tune.json"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if ranking.exists() and json.loads(ranking.read_text())["rounds"] >= 1:
+            break
+        time.sleep(0.2)
+    else:
+        proc.kill()
+        pytest.fail("the first round did not finish in time")
+    os.killpg(proc.pid, signal.SIGINT)  # in round 2: what a terminal's Ctrl-C does
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "interrupted" in stderr and "Traceback" not in stderr
+    so_far = json.loads(ranking.read_text())
+    assert so_far["rounds"] == 1 and so_far["over"] is None
+    assert len(so_far["contenders"]) == 2 and so_far["dropped"] == []
+    time.sleep(0.5)
+    assert owned_by(proc.pid) == []
+
+    done = subprocess.run([*argv, "--resume"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    final = json.loads(ranking.read_text())
+    assert final["recommended"] == final["winner"] == "gunicorn-sync w=2 unix"
+    assert final["over"] == "one candidate left"
+    assert [d["candidate"] for d in final["dropped"]] == ["gunicorn-sync w=1 unix"]
+    assert "against gunicorn-sync w=2 unix" in final["dropped"][0]["reason"]
+    assert "**Recommended: gunicorn-sync w=2 unix**" in done.stdout
+    runs = [json.loads(line) for line in (tmp_path / "1-tune" / "runs.jsonl").open()]
+    keys = [(r["variant"], r["repetition"]) for r in runs]
+    assert len(keys) == len(set(keys)) and len(keys) == 4  # round 1 kept, not measured again
+    assert (tmp_path / "1-tune" / "tune.png").read_bytes().startswith(b"\x89PNG")
+
+    out = tmp_path / "deploy"
+    exported = subprocess.run(
+        [sys.executable, "-m", "servelab", "export", "1", "--results", str(tmp_path),
+         "--out", str(out)], capture_output=True, text=True, timeout=300,
+    )
+    assert exported.returncode == 0, exported.stderr
+    assert "gunicorn-sync w=2 unix" in exported.stdout
+    assert "recommended by servelab tune" in exported.stdout
+    assert "booted" in exported.stdout or "checked:" in exported.stdout
+    assert "workers = 2" in (out / "gunicorn.conf.py").read_text()
