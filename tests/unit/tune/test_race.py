@@ -212,3 +212,17 @@ def test_no_candidate_keeping_the_limits_means_no_recommendation():
     goal = Objective(max_memory_mib=10)
     advice = recommend(race_state(runs, ("a", "b"), goal, RaceSettings()), goal)
     assert advice.candidate is None and "memory <= 10 MiB" in advice.reason
+
+
+def test_min_p99_races_on_the_lowest_latency_at_a_fixed_rate():
+    goal = Objective("min-p99", rate=200)
+    spreads = {"calm": (20, 21, 19, 20), "busy": (45, 50, 41, 47), "close": (21, 19, 22, 20)}
+    runs = [
+        run(name, n, 200, 100, p99_ms=p99)
+        for name, values in spreads.items() for n, p99 in enumerate(values, start=1)
+    ]
+    state = race_state(runs, tuple(spreads), goal, RaceSettings(halving_rounds=0))
+    assert state.leader.candidate == "calm"
+    assert [d.candidate for d in state.dropped] == ["busy"]
+    assert "p99 latency +" in state.dropped[0].reason  # higher: worse
+    assert state.contenders == ("calm", "close")
