@@ -21,6 +21,7 @@ from servelab.cli.options import (
 )
 from servelab.config.run import RunOptions, parse_duration
 from servelab.errors import SpecError
+from servelab.servers.registry import standalone_servers
 from servelab.tune.objective import OBJECTIVES
 
 # What a [tune] table may hold besides its [[tune.space]] entries.
@@ -129,7 +130,10 @@ def tune(space_file, user: UserInput, run: RunOptions, **given) -> None:
         request_given=user.request.given, budget_s=budget,
         workers=parse_int_list(given["workers"], "workers"),
         threads=parse_int_list(given["threads"], "threads"),
-        servers=given["servers"], worker_classes=given["worker_class"],
+        servers=_choices(given["servers"], standalone_servers(), "app server"),
+        worker_classes=_choices(
+            given["worker_class"], ("sync", "gthread", "uvicorn"), "gunicorn worker class"
+        ),
         transports=_choices(given["transport"], ("tcp", "unix"), "transport"),
         upstream_keepalive=_zero_or_more(given["upstream_keepalive"], "--upstream-keepalive"),
         backlogs=parse_int_list(given["backlog"], "backlog"),

@@ -58,8 +58,8 @@ def build_tune(
     budget_s: float | None,
     workers: Sequence[int] | None = None,
     threads: Sequence[int] | None = None,
-    servers: str | None = None,
-    worker_classes: str | None = None,
+    servers: tuple[str, ...] | None = None,
+    worker_classes: tuple[str, ...] | None = None,
     transports: Sequence[str] | None = None,
     upstream_keepalive: Sequence[int] | None = None,
     backlogs: Sequence[int] | None = None,
@@ -92,26 +92,16 @@ def build_tune(
         space = space_from_table(table["space"], source)
     else:
         installed = installed_servers(str(settled.python) if settled and settled.python else None)
-        chosen = None
-        if servers is not None:
-            chosen = tuple(s.strip() for s in servers.split(",") if s.strip())
-            missing = [s for s in chosen if s not in installed]
-            if missing:
-                raise SpecError(
-                    f"app server {missing[0]!r} is not installed (or not a server tune can run); "
-                    f"installed: {', '.join(installed)}",
-                    "leave it out of --servers, or install it into the app's Python",
-                )
-        classes = None
-        if worker_classes is not None:
-            classes = tuple(c.strip() for c in worker_classes.split(","))
-            bad = [c for c in classes if c not in ("sync", "gthread", "uvicorn")]
-            if bad:
-                raise SpecError(f"unknown gunicorn worker class {bad[0]!r}",
-                                "choose among sync, gthread, uvicorn")
+        missing = [s for s in servers or () if s not in installed]
+        if missing:
+            raise SpecError(
+                f"app server {missing[0]!r} is not installed in the app's Python; "
+                f"installed: {', '.join(installed)}",
+                "leave it out of --servers, or install it into the app's Python",
+            )
         space = space_from_knobs(
-            KnobLists(chosen, tuple(workers) if workers else None,
-                      tuple(threads) if threads else None, classes,
+            KnobLists(servers, tuple(workers) if workers else None,
+                      tuple(threads) if threads else None, worker_classes,
                       tuple(transports) if transports else None,
                       tuple(upstream_keepalive) if upstream_keepalive is not None else None,
                       tuple(backlogs) if backlogs else None),

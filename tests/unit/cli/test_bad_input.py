@@ -132,7 +132,7 @@ CASES: list[tuple[list[str], str]] = [
     (["tune", "--objective", "fastest"], "Invalid value for '--objective'"),
     (["tune", "--max-error-ratio", "2"], "--max-error-ratio must be from 0 to below 1"),
     (["tune", "--p99-ms", "-5"], "--p99-ms must be positive"),
-    (["tune", "--servers", "waitress"], "app server 'waitress' is not installed"),
+    (["tune", "--servers", "waitress"], "unknown app server 'waitress'"),
     (["tune", "--worker-class", "eventlet"], "unknown gunicorn worker class 'eventlet'"),
     (["tune", "--transport", "udp"], "unknown transport 'udp'"),
     (["tune", "--upstream-keepalive", "-1"], "--upstream-keepalive must be 0 or more"),

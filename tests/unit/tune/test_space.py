@@ -130,3 +130,22 @@ def test_limits_are_judged_per_start_and_on_average():
     assert "p99 90.0 ms > 50 ms" in goal.breaks_always([late, failing], min_starts=2)
     assert goal.meets_on_average([ok]) and not goal.meets_on_average([ok, late])
     assert goal.describe() == "the most requests/s, p99 <= 50 ms, errors <= 0.01"
+
+
+def test_build_takes_the_file_the_command_line_and_what_is_installed(monkeypatch):
+    from servelab.tune import build
+
+    monkeypatch.setattr(build, "installed_servers", lambda python: ("gunicorn", "uvicorn"))
+    spec, notes = build.build_tune(
+        {"objective": "min-memory", "rate": 50, "max_rounds": 4}, source="t.toml", app=None,
+        request_given=False, budget_s=None, workers=(1, 2), stack_cpus="0", tie_pct=3,
+    )
+    assert [g.label for g in spec.space] == ["gunicorn-uvicorn", "uvicorn"]
+    assert spec.objective.kind == "min-memory" and spec.objective.rate == 50
+    assert (spec.settings.max_rounds, spec.settings.tie_pct) == (4, 3.0)
+    assert spec.request.path == "/async/items/" and spec.request.method == "POST"
+    assert notes == ["16 candidates; objective: the least memory at 50 req/s, errors <= 0.01"]
+    with pytest.raises(SpecError) as refused:
+        build.build_tune({}, source="cli", app=None, request_given=False, budget_s=None,
+                         servers=("granian",))
+    assert "app server 'granian' is not installed" in refused.value.one_line()
