@@ -12,7 +12,9 @@ workers 1-5: 35 candidates.
   then 6 s in slices of 1 s, interleaved with the other candidates), 3 fresh starts
   each (the experiment default), as `servelab run` would; its wall time, and each
   candidate's mean requests/s.
-- tune: `servelab tune --space benchmarks/tune_seed_space.toml`, N times; its wall time,
+- tune: `servelab tune --space benchmarks/tune_seed_space.toml --budget B`, N times, B a
+  share of the grid's wall time (default 25 %: the user gives it the time they have); its
+  wall time,
   winner and recommendation, and where they stand in the grid: gap to the grid's best
   mean and the grid's own comparison of the two (nested test over the 3 starts).
 
@@ -80,6 +82,8 @@ def main() -> None:
     parser.add_argument("--tunes", type=int, default=3)
     parser.add_argument("--grid-result", type=Path, help="reuse a grid measured before")
     parser.add_argument("--grid-wall", type=float, help="its wall time [s]")
+    parser.add_argument("--budget-share", type=float, default=0.25,
+                        help="each tune's --budget, as a share of the grid's wall time")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="servelab-bench-tune-"))
     if args.grid_result is None:
@@ -103,7 +107,7 @@ def main() -> None:
     for number in range(1, args.tunes + 1):
         done, wall = locked([
             sys.executable, "-m", "servelab", "tune", "--space", str(SPACE),
-            "--results", str(work / "tunes"),
+            "--results", str(work / "tunes"), "--budget", f"{args.budget_share * grid_wall:.0f}s",
         ])
         if done.returncode != 0:
             print(f"tune {number}: exit {done.returncode}\n{done.stderr[-3000:]}")

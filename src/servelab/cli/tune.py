@@ -24,6 +24,8 @@ from servelab.errors import SpecError
 from servelab.servers.registry import standalone_servers
 from servelab.tune.objective import OBJECTIVES
 
+# The measuring time a tune spends unless told (--budget, or budget in the [tune] table).
+DEFAULT_BUDGET = "15m"
 # What a [tune] table may hold besides its [[tune.space]] entries.
 TABLE_KEYS = (
     "objective", "rate", "p99_ms", "max_error_ratio", "max_memory_mib", "concurrency",
@@ -110,9 +112,9 @@ def _zero_or_more(text: str | None, what: str) -> tuple[int, ...] | None:
 @run_options
 def tune(space_file, user: UserInput, run: RunOptions, **given) -> None:
     """Find the best configuration of a space for your app: candidates raced round by
-    round, each dropped once significantly worse than the leader, until one is left or
-    the rest tie (--tie) or --budget is spent. Writes tune.md, tune.json and tune.png
-    beside the result; `servelab export RESULT` deploys the recommended one."""
+    round, each dropped once significantly worse than the leader, until one is left, the
+    rest tie (--tie) or --budget (default 15 min) is spent. Writes tune.md, tune.json and
+    tune.png beside the result; `servelab export RESULT` deploys the recommended one."""
     from servelab.tune.build import build_tune
 
     for label, value in (("--precision", run.precision_pct), ("--slices", run.slices),
@@ -123,8 +125,8 @@ def tune(space_file, user: UserInput, run: RunOptions, **given) -> None:
                             "much each candidate is measured", f"leave out {label}")
     table = read_tune_table(space_file) if space_file is not None else {}
     budget = run.budget_s
-    if budget is None and table.get("budget") is not None:
-        budget = parse_duration(str(table["budget"]))
+    if budget is None:
+        budget = parse_duration(str(table.get("budget", DEFAULT_BUDGET)))
     spec, notes = build_tune(
         table, source=str(space_file or "the command line"), app=user.app,
         request_given=user.request.given, budget_s=budget,

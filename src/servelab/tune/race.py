@@ -37,10 +37,11 @@ class RaceSettings:
     tie_pct: float = 5.0
     # Successive halving (Karnin et al., 2013) first: after each of the first
     # ``halving_rounds`` rounds, while at least ``halving_from`` candidates are in, only
-    # the better half goes on, so that a large space costs about two rounds of starts
-    # before the tests take over.
+    # the best 1/``halving_eta`` go on (Hyperband's default eta of 3), so that a large
+    # space costs little more than one round of starts before the tests take over.
     halving_rounds: int = 1
     halving_from: int = 8
+    halving_eta: int = 3
 
 
 @dataclass(frozen=True)
@@ -153,7 +154,7 @@ def judge_round(
         return dropped
     leader = ranked[0]
     if after_round <= settings.halving_rounds and len(ranked) >= settings.halving_from:
-        keep = math.ceil(len(ranked) / 2)
+        keep = math.ceil(len(ranked) / settings.halving_eta)
         best = _mean(by[leader], objective)
         for place, name in enumerate(ranked[keep:], start=keep + 1):
             gap = 100 * (_mean(by[name], objective) / best - 1) if best else 0.0

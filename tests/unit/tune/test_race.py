@@ -101,15 +101,15 @@ def test_the_race_finds_the_best_within_the_tie_and_drops_the_clearly_worse(tmp_
     assert sum(starts) < 0.6 * sum(r * len(WORKERS) for r in rounds), (starts, rounds)
 
 
-def test_halving_after_the_first_round_keeps_the_better_half(tmp_path):
+def test_halving_after_the_first_round_keeps_the_best_third(tmp_path):
     tune = spec(RaceSettings(max_rounds=1))
     means = true_means(tune)
     progress, _, _ = race(tune, simulated(means, 1, start_sd=0, slice_sd=0, drift=0), tmp_path)
     state = progress.state()
-    assert state.rounds == 1 and len(state.dropped) == 5
+    assert state.rounds == 1 and len(state.dropped) == 6  # 10 -> 4
     assert all("successive halving" in d.reason and d.after_round == 1 for d in state.dropped)
     kept = set(state.contenders)
-    assert all(means[k] > means[d.candidate] for k in kept for d in state.dropped)
+    assert all(means[k] >= means[d.candidate] for k in kept for d in state.dropped)
     assert state.over == "1 rounds, the most allowed"
 
 
