@@ -147,18 +147,28 @@ class ExperimentSession:
         if runs:
             self.console.print(f"resuming: {len(runs)} runs already stored are kept")
         live = LiveProgress(experiment, self.console, total, done=len(runs))
+        unwritten: list[RunRecord] = []  # kept in the store, not yet in report.md
 
-        def on_result(result: RunRecord) -> None:
-            runs.append(result)
+        def write_reports() -> None:
+            """report.md and the --export-* files from every run so far. The runs of a
+            block finish together: written once for the lot, when the runner moves on
+            (its next event) or stops, since analysing every variant is not free."""
+            if not unwritten:
+                return
+            unwritten.clear()
             so_far = ReportInput.build(experiment, environment, runs)
             (store.path / MARKDOWN_FILE).write_text(
                 render_markdown(report_sections(so_far, with_files=False))
             )
             write_result_files(self.result_files, so_far)
+
+        def on_result(result: RunRecord) -> None:
+            runs.append(result)  # the store already holds it (ResultStore.add)
+            unwritten.append(result)
             live.show(result)
 
         progress = live.progress
-        events = live.events(on_result)
+        events = live.events(on_result, before_next=write_reports)
         try:
             with JANITOR.running(), progress:
                 self.measure(
@@ -175,6 +185,7 @@ class ExperimentSession:
                 store.discard()
             raise
         finally:
+            write_reports()
             if runs:
                 planned = max(int(live.progress.tasks[0].total or total), len(runs))
                 self.console.print(f"{len(runs)} of {planned} runs kept in {store.label}")
@@ -203,13 +214,25 @@ class LiveProgress:
         self.task = self.progress.add_task("starting", total=total, completed=done)
         self.outlook: Outlook | None = None  # what the stopping rule said at the end
 
-    def events(self, on_result: Callable[[RunRecord], None]) -> RunnerEvents:
+    def events(
+        self, on_result: Callable[[RunRecord], None], before_next: Callable[[], None] = lambda: None
+    ) -> RunnerEvents:
+        """The runner's events; ``before_next`` runs first whenever it moves on to something
+        other than handing over a result."""
+
+        def first(then: Callable[..., None]) -> Callable[..., None]:
+            def event(*args: Any) -> None:
+                before_next()
+                then(*args)
+
+            return event
+
         return RunnerEvents(
-            on_launch=self._launching,
-            on_measure=self._measuring,
+            on_launch=first(self._launching),
+            on_measure=first(self._measuring),
             on_result=on_result,
-            on_slice=self._slicing,
-            on_round=self._round,
+            on_slice=first(self._slicing),
+            on_round=first(self._round),
         )
 
     def show(self, result: RunRecord) -> None:
