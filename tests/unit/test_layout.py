@@ -24,6 +24,7 @@ EXCEPTIONS = {
     ("config/stack.py", "uwsgi"): "the uwsgi protocol a front speaks",
     ("cli/measure.py", "uvicorn"): "gunicorn's worker class 'uvicorn' (ramp --worker-class)",
     ("measuring/ramp.py", "uvicorn"): "gunicorn's worker class 'uvicorn' for ASGI apps",
+    ("tune/space.py", "uvicorn"): "gunicorn's worker class 'uvicorn', tried for ASGI apps",
     ("servers/gunicorn.py", "uvicorn"): "gunicorn's worker class 'uvicorn'",
     ("fronts/nginx.py", "uwsgi"): "the uwsgi protocol (uwsgi_pass) and its temp dir",
     ("fronts/apache.py", "uwsgi"): "the uwsgi protocol (mod_proxy_uwsgi)",

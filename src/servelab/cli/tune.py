@@ -6,7 +6,7 @@ import io
 import tomllib
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import click
 from rich.console import Console
@@ -20,10 +20,12 @@ from servelab.cli.options import (
     run_options,
 )
 from servelab.config.run import RunOptions, parse_duration
+from servelab.config.stack import ServerSpec
 from servelab.errors import SpecError
 from servelab.servers.registry import standalone_servers
 from servelab.tune.objective import OBJECTIVES
 
+WORKER_CLASS_NAMES = get_args(ServerSpec.model_fields["worker_class"].annotation)
 # The measuring time a tune spends unless told (--budget, or budget in the [tune] table).
 DEFAULT_BUDGET = "15m"
 # What a [tune] table may hold besides its [[tune.space]] entries.
@@ -134,7 +136,7 @@ def tune(space_file, user: UserInput, run: RunOptions, **given) -> None:
         threads=parse_int_list(given["threads"], "threads"),
         servers=_choices(given["servers"], standalone_servers(), "app server"),
         worker_classes=_choices(
-            given["worker_class"], ("sync", "gthread", "uvicorn"), "gunicorn worker class"
+            given["worker_class"], WORKER_CLASS_NAMES, "gunicorn worker class"
         ),
         transports=_choices(given["transport"], ("tcp", "unix"), "transport"),
         upstream_keepalive=_zero_or_more(given["upstream_keepalive"], "--upstream-keepalive"),

@@ -21,6 +21,7 @@ from servelab.config.building import experiment_from_dict
 from servelab.config.experiment import Experiment
 from servelab.config.load import RequestSpec
 from servelab.config.run import LOOPBACK
+from servelab.fronts.registry import DEFAULT_FRONT
 from servelab.measuring import RunnerEvents, run_experiment
 from servelab.measuring.stopping import NextRound
 from servelab.results.records import RunRecord
@@ -51,7 +52,7 @@ class TuneSpec:
     settings: RaceSettings = field(default_factory=RaceSettings)
     app: dict[str, Any] = field(default_factory=lambda: {"ref": "fastapi"})
     request: RequestSpec = field(default_factory=RequestSpec)
-    front: dict[str, Any] = field(default_factory=lambda: {"kind": "nginx"})
+    front: dict[str, Any] = field(default_factory=lambda: {"kind": DEFAULT_FRONT})
     concurrency: int = 50
     duration_s: float = DEFAULT_DURATION_S
     warmup_s: float = DEFAULT_WARMUP_S

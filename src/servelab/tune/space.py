@@ -51,7 +51,8 @@ SHORT = {
     "proxy.upstream_keepalive": "ka",
     "proxy.kind": "",
 }
-# Servers that take a worker class (the others have one kind of worker).
+# Worker classes tried by default for a server that has them (gunicorn's), by the
+# app's interface: its ASGI worker (uvicorn-worker), or sync and gthread.
 WORKER_CLASSES = {"asgi": ("uvicorn",), "wsgi": ("sync", "gthread")}
 # Front-less servers and servers inside their front pool no upstream connections.
 THREADED_CLASSES = ("gthread",)
@@ -67,12 +68,15 @@ class SubGrid:
     @property
     def label(self) -> str:
         """'gunicorn-uvicorn', 'granian', 'uwsgi via apache': what the base fixes."""
+        from servelab.fronts.registry import DEFAULT_FRONT
+        from servelab.servers.registry import DEFAULT_SERVER
+
         server = dict(self.base.get("server", {}))
-        words = [str(server.get("kind", "gunicorn"))]
-        if "worker_class" in server and server["kind"] == "gunicorn":
+        words = [str(server.get("kind", DEFAULT_SERVER))]
+        if "worker_class" in server:
             words[0] += f"-{server['worker_class']}"
         proxy = dict(self.base.get("proxy", {}))
-        if "kind" in proxy and proxy["kind"] != "nginx":
+        if "kind" in proxy and proxy["kind"] != DEFAULT_FRONT:
             words.append(f"via {proxy['kind']}")
         return " ".join(words)
 
@@ -210,7 +214,7 @@ def space_from_knobs(
     space = []
     for server in servers:
         classes: tuple[str | None, ...] = (None,)
-        if server == "gunicorn":
+        if _has_knob(server, "worker_class"):
             classes = knobs.worker_classes or WORKER_CLASSES[interface]
         for worker_class in classes:
             base: dict[str, Any] = {"server": {"kind": server}}
@@ -219,7 +223,7 @@ def space_from_knobs(
             grid: dict[str, Sequence[Any]] = {"server.workers": workers}
             if worker_class in THREADED_CLASSES:
                 grid["server.threads"] = knobs.threads or (2, 4)
-            elif server != "gunicorn" and knobs.threads and _has_knob(server, "threads"):
+            elif worker_class is None and knobs.threads and _has_knob(server, "threads"):
                 grid["server.threads"] = knobs.threads
             grid["proxy.transport"] = transports
             if len(keepalive) > 1 or keepalive != (0,):
@@ -236,12 +240,12 @@ def _has_knob(server: str, knob: str) -> bool:
     return knob in get_server(server).knobs
 
 
-# Servers tune tries by default for each interface, in order, when installed.
-DEFAULT_SERVERS = {
-    "asgi": ("gunicorn", "uvicorn", "granian", "hypercorn"),
-    "wsgi": ("gunicorn", "granian", "uwsgi"),
-}
-
-
 def default_servers(interface: str, installed: Sequence[str]) -> tuple[str, ...]:
-    return tuple(s for s in DEFAULT_SERVERS[interface] if s in installed)
+    """The standalone servers (the registry's order) that serve ``interface`` and are
+    installed."""
+    from servelab.servers.registry import get_server, standalone_servers
+
+    return tuple(
+        kind for kind in standalone_servers()
+        if interface in get_server(kind).interfaces and kind in installed
+    )
