@@ -58,7 +58,7 @@ class Standing:
     candidate: str
     starts: int
     mean: float  # of the objective's metric, per start
-    interval: tuple[float, float] | None  # 95 % interval of that mean
+    interval: tuple[float, float] | None  # 95 % interval of that mean (from 3 starts)
     versus_leader: Comparison | None  # None for the leader itself
     memory_mib: float
     p99_ms: float
@@ -106,7 +106,8 @@ def _standing(
         candidate=name,
         starts=len(runs),
         mean=statistics.fmean(values),
-        interval=confidence_interval(values) if len(values) > 1 else None,
+        # From three starts: two give a t interval 12.7 standard errors wide.
+        interval=confidence_interval(values) if len(values) >= 3 else None,
         versus_leader=versus,
         memory_mib=statistics.fmean(r.stack_peak_rss_bytes for r in runs) / MIB,
         p99_ms=statistics.fmean(r.load.latency_p99_ms for r in runs),
