@@ -22,11 +22,13 @@ def test_tune_keeps_its_ranking_through_ctrl_c_resumes_and_exports_the_winner(tm
     # serve about twice what 1 does, a difference the race must find in two rounds.
     argv = [
         sys.executable, "-m", "servelab", "tune", "--app", "sleepy", "--servers", "gunicorn",
-        "--worker-class", "sync", "--workers", "1,2", "--transport", "unix", "-c", "8",
+        "--worker-class", "sync", "--workers", "1,2", "--transport", "unix",
+        "--upstream-keepalive", "0", "-c", "8",
         "-d", "2", "--max-rounds", "3", "--results", str(tmp_path),
     ]
+    env = {**os.environ, "SERVELAB_SLEEP_S": "0.01"}  # the sleepy app's default is 2 s
     proc = subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
         start_new_session=True, preexec_fn=with_default_sigint,
     )
     ranking = tmp_path / "1-tune" / "tune.json"
@@ -48,7 +50,9 @@ def test_tune_keeps_its_ranking_through_ctrl_c_resumes_and_exports_the_winner(tm
     time.sleep(0.5)
     assert owned_by(proc.pid) == []
 
-    done = subprocess.run([*argv, "--resume"], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [*argv, "--resume"], capture_output=True, text=True, timeout=300, env=env
+    )
     assert done.returncode == 0, done.stderr
     final = json.loads(ranking.read_text())
     assert final["recommended"] == final["winner"] == "gunicorn-sync w=2 unix"
@@ -64,7 +68,7 @@ def test_tune_keeps_its_ranking_through_ctrl_c_resumes_and_exports_the_winner(tm
     out = tmp_path / "deploy"
     exported = subprocess.run(
         [sys.executable, "-m", "servelab", "export", "1", "--results", str(tmp_path),
-         "--out", str(out)], capture_output=True, text=True, timeout=300,
+         "--out", str(out)], capture_output=True, text=True, timeout=300, env=env,
     )
     assert exported.returncode == 0, exported.stderr
     assert "gunicorn-sync w=2 unix" in exported.stdout

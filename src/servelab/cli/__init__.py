@@ -133,6 +133,11 @@ def main() -> None:
         # every process by the time it gets here.
         name = signal.Signals(_interrupted_by["signal"]).name
         console.print(f"servelab: interrupted ({name}); every process it started was stopped")
+        # Everything is stopped: a late second signal (a test's killpg reaching the group
+        # once more, a user pressing Ctrl-C twice) must not turn the exit code into a death
+        # by signal while the interpreter shuts down (seen once: -2 instead of 130).
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         sys.exit(128 + _interrupted_by["signal"])
     except click.UsageError as exc:  # e.g. an unknown command
         print_usage_error(exc)

@@ -93,10 +93,12 @@ class TuneProgress:
     store: Any = None  # servelab.results.store.ResultStore, once measuring began
     runs: list[RunRecord] = field(default_factory=list)
     stopped: str | None = None  # a reason the race itself does not know (the budget)
+    workload: str = WORKLOAD  # the measured experiment's (set by ``measure``)
     clock: Callable[[], float] = time.monotonic
 
     def state(self) -> RaceState:
-        own = [r for r in self.runs if r.workload == WORKLOAD]
+        # One workload, whatever its name (the user's request replaces tune's own).
+        own = [r for r in self.runs if r.workload == self.workload]
         return race_state(own, self.names, self.spec.objective, self.spec.settings)
 
     def write(self, *, chart: bool = True) -> tuple[RaceState, Recommendation]:
@@ -141,6 +143,7 @@ class TuneProgress:
     ) -> list[RunRecord]:
         """ExperimentSession's measuring step: rounds of the candidates still in."""
         self.store = store
+        self.workload = experiment.workloads[0].name
         self.runs = list(previous)
         events = events or RunnerEvents()
         stacks = {s.name: s for s in experiment.stacks}
@@ -165,7 +168,7 @@ class TuneProgress:
                     return fresh
             if number > 1:
                 events.on_round(
-                    NextRound((WORKLOAD,), experiment.slices, 0.0, stacks=len(alive),
+                    NextRound((self.workload,), experiment.slices, 0.0, stacks=len(alive),
                               note=f"round {number}: {len(alive)} candidates still in"),
                     None,
                 )
@@ -177,6 +180,8 @@ class TuneProgress:
                 round_experiment, store, cpu_plan, events=events, previous=tuple(self.runs),
                 driver=driver, listen_host=listen_host,
             )
+            if not measured:  # a round that measures nothing would repeat forever
+                raise RuntimeError(f"round {number} of the tune measured nothing")
             starts_measured += len(measured)
             self.runs.extend(measured)
             fresh.extend(measured)
@@ -214,8 +219,12 @@ def run_tune(
                         measure=progress.measure)
     except BaseException:
         if progress.store is not None and progress.runs:
-            state, recommendation = progress.write()
-            say(f"interrupted; the ranking so far: {Path(progress.store.path) / TUNE_MARKDOWN}")
+            try:  # no chart: drawing is not what an interrupted tune should wait for
+                progress.write(chart=False)
+            except Exception as exc:  # the interruption, not this, is what the user sees
+                say(f"could not write the ranking so far: {exc}")
+            else:
+                say(f"stopped; the ranking so far: {Path(progress.store.path) / TUNE_MARKDOWN}")
         raise
     progress.runs = store.runs()
     state, recommendation = progress.write()

@@ -226,3 +226,11 @@ def test_min_p99_races_on_the_lowest_latency_at_a_fixed_rate():
     assert [d.candidate for d in state.dropped] == ["busy"]
     assert "p99 latency +" in state.dropped[0].reason  # higher: worse
     assert state.contenders == ("calm", "close")
+
+
+def test_a_round_that_measures_nothing_is_a_bug_not_a_loop(tmp_path):
+    tune = spec()
+    progress = TuneProgress(tune, tuple(names(tune)))
+    with pytest.raises(RuntimeError, match="round 1 of the tune measured nothing"):
+        progress.measure(tune.experiment(), Store(tmp_path), None,
+                         measure_round=lambda *args, **kwargs: [])
