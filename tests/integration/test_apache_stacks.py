@@ -161,19 +161,27 @@ def test_mod_wsgi_serves_sleepy_app_with_processes_times_threads(apache_gone: Ch
         assert set(stack.processes) == {"apache"}
         assert isinstance(stack.app_address, Path) and stack.app_address.is_socket()
         statuses: list[tuple[int, bytes]] = []
-        clients = [
-            threading.Thread(target=lambda: statuses.append(fetch(stack.url("/p"))[::2]))
-            for _ in range(4)
-        ]
-        start = time.monotonic()
-        with ProcessSampler({"apache": stack.processes["apache"].pid}) as sampler:
+
+        def four_at_once() -> float:
+            clients = [
+                threading.Thread(target=lambda: statuses.append(fetch(stack.url("/p"))[::2]))
+                for _ in range(4)
+            ]
+            start = time.monotonic()
             for client in clients:
                 client.start()
             for client in clients:
                 client.join()
-        took = time.monotonic() - start
-        assert statuses == [(200, b"ok\n")] * 4
-        assert took < 0.75, f"4 requests of 0.4 s on 2x2 daemon threads took {took:.2f} s"
+            return time.monotonic() - start
+
+        # With fewer than 4 threads serving, 4 requests of 0.4 s take at least 0.8 s in any
+        # attempt. A stall of this VM only adds time: the fastest of up to 3 attempts counts.
+        with ProcessSampler({"apache": stack.processes["apache"].pid}) as sampler:
+            took = [four_at_once()]
+            while len(took) < 3 and min(took) >= 0.75:
+                took.append(four_at_once())
+        assert statuses == [(200, b"ok\n")] * 4 * len(took)
+        assert min(took) < 0.75, f"4 requests of 0.4 s on 2x2 daemon threads took {took} s"
         roles = [u.role for u in sampler.usage()]
         assert roles.count("app") == 2 and roles.count("apache") >= 2
         daemons = [

@@ -175,16 +175,28 @@ def test_driver_counts_502_answers_as_errors(name, nginx, tmp_path):
 
 
 def test_oha_open_model_keeps_the_rate(nginx, tmp_path):
+    """The open model sends on a fixed schedule, never faster, whatever the server could do.
+
+    Bounded by a request count, not a duration: the count is then exact, and the schedule
+    (request i sent i / rate s after the first) puts a hard floor under the run's length.
+    A stall of the VM (50-250 ms of stolen vCPU seen here) only makes the run longer, so
+    it cannot break the ceiling on requests/s; under -z 2s the same stall cut requests
+    (357 of 400 seen). Without the rate, oha's 10 connections to this nginx do thousands
+    of requests/s (the closed model), so the ceiling is what shows the schedule is kept.
+    """
     driver = driver_or_skip("oha")
-    rate, seconds = 200, 2
-    load = LoadSpec(model="open", rate=rate, duration_s=seconds, concurrency=10, max_time_s=60)
+    rate, requests = 200, 400
+    load = LoadSpec(model="open", rate=rate, requests=requests, concurrency=10, max_time_s=60)
     m = run_load(driver, nginx + "/", RequestSpec(), load, tmp_path)
     assert m.errors == 0
-    # oha sends on a fixed schedule: rate x duration requests, give or take 1 % (on a
-    # VM whose vCPU is stolen for a moment near the deadline the last ones miss it:
-    # 397 of 400 seen here).
-    assert abs(m.requests_total - rate * seconds) <= max(1, 0.01 * rate * seconds)
-    assert m.rps == pytest.approx(rate, rel=0.05)
+    assert m.requests_total == requests
+    assert m.status_counts == {"200": requests}
+    # The last request is due (requests - 1) / rate s after the first: no faster than that.
+    assert m.duration_s >= (requests - 1) / rate
+    assert m.rps <= rate * requests / (requests - 1)
+    # Nor much slower: a late request is sent at once (oha catches up on its schedule),
+    # so only a stall of more than the whole schedule's length could fail this.
+    assert m.rps > rate / 2
 
 
 @pytest.mark.parametrize(("name", "kind"), [("oha", "connect"), ("ab", "read")])

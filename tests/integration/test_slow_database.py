@@ -58,52 +58,77 @@ def nothing_left() -> Callable[[], None]:
     return check
 
 
-def median_ms(func: Callable[[], object], n: int) -> tuple[float, list[float]]:
-    times = []
-    for _ in range(n):
+# How the latency is measured here: like ping's minimum round trip. On this shared VM the
+# vCPU is stolen now and then for 50-250 ms, and then many round trips in a row come back
+# late (a median of 58.6 ms was seen for 30 ms configured). A stall only ever *adds* time,
+# so the minimum of many round trips is what the link itself costs: it can never be below
+# the configured delay (the lower bounds hold for every sample), and it stays within a
+# small allowance above it unless the link adds more than it should (the upper bounds,
+# on the minimum). While an upper bound is not met yet, more round trips are taken (up to
+# ``at_most``): a burst of stalls only delays the answer, a link that is too slow never
+# reaches it.
+TOO_SLOW_WITHIN = 0.1  # the link's minimum may exceed latency + the direct minimum by 10 %
+
+
+def round_trips_ms(
+    func: Callable[[], object],
+    n: int,
+    done: Callable[[list[float]], bool] = lambda times: True,
+    at_most: int = 200,
+) -> list[float]:
+    """``func``'s durations in ms: ``n`` calls, then more until ``done(times)`` or
+    ``at_most`` calls."""
+    times: list[float] = []
+    while len(times) < n or (not done(times) and len(times) < at_most):
         start = time.perf_counter()
         func()
         times.append((time.perf_counter() - start) * 1000)
-    return statistics.median(times), times
+    return times
 
 
-def select_1_ms(conninfo: str, n: int = 25) -> tuple[float, list[float]]:
+def select_1_ms(
+    conninfo: str, n: int = 25, done: Callable[[list[float]], bool] = lambda times: True
+) -> list[float]:
     with psycopg.connect(conninfo) as conn:
         conn.execute("SELECT 1").fetchone()  # connected, warmed
-        return median_ms(lambda: conn.execute("SELECT 1").fetchone(), n)
+        return round_trips_ms(lambda: conn.execute("SELECT 1").fetchone(), n, done)
 
 
 def test_select_1_gets_the_configured_round_trip_latency(nothing_left) -> None:
-    latency = 30.0
+    latency, jitter = 30.0, 10.0
     with JANITOR.running(), postgres.run_postgres() as pg:
-        direct, _ = select_1_ms(pg.conninfo)
+        direct = min(select_1_ms(pg.conninfo))
+        ceiling = latency + direct + TOO_SLOW_WITHIN * latency
         with slowlink.slow_link(pg.host, pg.port, latency, 0, METHOD) as link:
             assert (link.method, link.latency_ms, link.jitter_ms) == (METHOD, 30, 0)
             assert (link.host, link.port) != (pg.host, pg.port)
             via_conninfo = f"host={link.host} port={link.port} dbname={pg.dbname} user={pg.user}"
-            slowed, _ = select_1_ms(via_conninfo)
+            slowed = select_1_ms(via_conninfo, done=lambda times: min(times) <= ceiling)
             proxy = [p for p in psutil.process_iter(["cmdline"])
                      if "toxiproxy" in " ".join(p.info["cmdline"] or ())]
-        with slowlink.slow_link(pg.host, pg.port, latency, 10, METHOD) as link:
-            _, jittered = select_1_ms(
-                f"host={link.host} port={link.port} dbname={pg.dbname} user={pg.user}", 40
+        with slowlink.slow_link(pg.host, pg.port, latency, jitter, METHOD) as link:
+            # Each round trip's delay is latency ± jitter (two uniform halves: most near
+            # 30 ms, about a third under 28 ms): some must come in below latency - 2 ms.
+            jittered = select_1_ms(
+                f"host={link.host} port={link.port} dbname={pg.dbname} user={pg.user}", 40,
+                done=lambda times: min(times) < latency - 2,
             )
-    added = slowed - direct
     print(
-        f"\nSELECT 1 round trip ({METHOD}): direct {direct:.3f} ms, via the link "
-        f"{slowed:.3f} ms, added {added:.2f} ms for {latency:g} ms configured; with ± 10 ms "
-        f"jitter: min {min(jittered):.1f}, median {statistics.median(jittered):.1f}, "
-        f"max {max(jittered):.1f} ms"
+        f"\nSELECT 1 round trip ({METHOD}): direct min {direct:.3f} ms, via the link min "
+        f"{min(slowed):.3f} ms (median {statistics.median(slowed):.1f}, {len(slowed)} round "
+        f"trips) for {latency:g} ms configured; with ± {jitter:g} ms jitter: min "
+        f"{min(jittered):.1f}, median {statistics.median(jittered):.1f}, max "
+        f"{max(jittered):.1f} ms ({len(jittered)} round trips)"
     )
-    assert 0.8 * latency <= added <= 2 * latency
-    # Round trips stay within latency ± jitter (plus the query's own time), and vary. The
-    # upper bound holds for the third quartile: on this shared 2-CPU VM up to ~15 % of
-    # round trips through toxiproxy came back 50-150 ms late (scheduler, steal), with
-    # the code of before and after alike, so a p90 bound failed about one run in two.
-    q3 = statistics.quantiles(jittered, n=4)[-1]
-    assert 0.8 * (latency - 10) <= min(jittered) and q3 <= 1.5 * (latency + 10)
-    assert max(jittered) - min(jittered) > 4
-    assert 0.8 * latency <= statistics.median(jittered) <= 1.5 * latency
+    # Every round trip pays the whole delay (toxiproxy and netem sleep at least that), and
+    # the fastest one pays little more: +30 ms, not +15 (one direction) or +60 (twice).
+    assert min(slowed) >= latency
+    assert min(slowed) <= ceiling
+    # With jitter: never below latency - jitter, sometimes clearly below latency (which a
+    # link without jitter never is), and spread out.
+    assert min(jittered) >= latency - jitter
+    assert min(jittered) < latency - 2
+    assert statistics.median(jittered) - min(jittered) > 2
     if METHOD == "toxiproxy":
         assert proxy and all(not p.is_running() or p.status() == "zombie" for p in proxy)
     nothing_left()
@@ -121,7 +146,11 @@ def test_a_django_page_slows_by_the_latency_times_its_queries(
     with JANITOR.running(), postgres.run_postgres() as pg:
         populate_database(pg.django_env(), authors=20, books=300)
 
-        def page_ms(env: dict[str, str], count_queries: bool = False) -> tuple[float, float]:
+        def page_ms(
+            env: dict[str, str],
+            count_queries: bool = False,
+            done: Callable[[list[float]], bool] = lambda times: True,
+        ) -> tuple[list[float], float]:
             spec = StackSpec(
                 app=AppSpec(ref=WSGI, env=env),
                 server={"kind": "gunicorn", "worker_class": "sync", "workers": 1},
@@ -151,22 +180,35 @@ def test_a_django_page_slows_by_the_latency_times_its_queries(
                     with psycopg.connect(pg.conninfo, autocommit=True) as conn:
                         conn.execute("ALTER SYSTEM RESET log_statement")
                         conn.execute("SELECT pg_reload_conf()")
-                median, _ = median_ms(get, 15)
+                times = round_trips_ms(get, 15, done, at_most=60)
             stacks.append(stack)
-            return median, queries
+            return times, queries
 
-        direct, queries = page_ms(pg.django_env(), count_queries=True)
+        direct_times, queries = page_ms(pg.django_env(), count_queries=True)
+        direct = min(direct_times)
+        expected = queries * latency
+        # Minimum page times (see round_trips_ms): stalls only add, so they cannot fail
+        # the floor, and more pages are fetched while the ceiling is not met yet.
+        ceiling = direct + (1 + 2 * TOO_SLOW_WITHIN) * expected
         with slowlink.slow_link(pg.host, pg.port, latency, 0, METHOD) as link:
-            slowed, _ = page_ms(pg.django_env(host=link.host, port=link.port))
-    expected = queries * latency
+            slowed, _ = page_ms(
+                pg.django_env(host=link.host, port=link.port),
+                done=lambda times: min(times) <= ceiling,
+            )
     print(
-        f"\nGET /books/ ({queries:g} queries, {METHOD} +{latency:g} ms): direct {direct:.1f} ms, "
-        f"via the link {slowed:.1f} ms, added {slowed - direct:.1f} ms, expected {expected:g} ms"
+        f"\nGET /books/ ({queries:g} queries, {METHOD} +{latency:g} ms): direct min "
+        f"{direct:.1f} ms, via the link min {min(slowed):.1f} ms (median "
+        f"{statistics.median(slowed):.1f}, {len(slowed)} pages), added "
+        f"{min(slowed) - direct:.1f} ms, expected {expected:g} ms"
     )
     for stack in stacks:  # after PostgreSQL too: its processes carry the same owner marker
         assert_stack_gone(stack)
     assert queries == 2  # views.books: the band's count, then the page with its JOIN
-    assert 0.8 * expected <= slowed - direct <= 2 * expected
+    # Each of the two queries waits a whole round trip: no page is faster than 2 x 20 ms
+    # (with one query slowed, the fastest would be about 20 ms + the direct page). And the
+    # fastest adds little more than 2 x 20 ms to the direct page's fastest.
+    assert min(slowed) >= expected
+    assert min(slowed) <= ceiling
     nothing_left()
 
 
@@ -233,15 +275,19 @@ def test_postgresql_in_a_netem_namespace_gets_the_latency(nothing_left) -> None:
         postgres.run_postgres(namespace=netem.namespace, listen_host=netem.ns_ip) as pg,
         slowlink.slow_link(pg.host, pg.port, latency, 0, "netem") as link,
     ):
-        direct, _ = select_1_ms(
+        direct = min(select_1_ms(
             f"host={pg.socket_dir} port={pg.port} dbname={pg.dbname} user={pg.user}"
-        )
-        slowed, _ = select_1_ms(
-            f"host={link.host} port={link.port} dbname={pg.dbname} user={pg.user}"
+        ))
+        ceiling = latency + direct + TOO_SLOW_WITHIN * latency
+        slowed = select_1_ms(
+            f"host={link.host} port={link.port} dbname={pg.dbname} user={pg.user}",
+            done=lambda times: min(times) <= ceiling,
         )
         workdir, pid = pg.workdir, pg.process.pid
-    print(f"\nnetem: direct (unix socket) {direct:.3f} ms, via the veth {slowed:.3f} ms")
-    assert 0.8 * latency <= slowed - direct <= 2 * latency
+    print(f"\nnetem: direct (unix socket) min {direct:.3f} ms, via the veth min "
+          f"{min(slowed):.3f} ms")
+    # Minimum round trips, as in the toxiproxy test above: stalls cannot fail them.
+    assert latency <= min(slowed) <= ceiling
     assert not workdir.exists() and not group_members(pid)
     nothing_left()
 

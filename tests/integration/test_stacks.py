@@ -179,9 +179,14 @@ def test_gthread_threads_serve_in_parallel(assert_stack_gone: Check) -> None:
         proxy=ProxySpec(transport="tcp"),
     )
     with launch_stack(spec, probe=RequestSpec(method="POST", body="x")) as stack:
-        elapsed = _concurrent_gets(stack.url("/"), 4)
+        # Served one after another, 4 requests take at least 4 x 0.3 s, in any attempt; side
+        # by side about 0.3 s. A stall of this VM (up to ~250 ms) only adds time, so the
+        # fastest of up to 3 attempts is what is judged (like ping's minimum round trip).
+        elapsed = []
+        while len(elapsed) < 3 and min(elapsed, default=float("inf")) >= 2 * SLEEP_S:
+            elapsed.append(_concurrent_gets(stack.url("/"), 4))
     assert_stack_gone(stack)
-    assert elapsed < 2 * SLEEP_S, "4 threads must serve 4 requests at once"
+    assert min(elapsed) < 2 * SLEEP_S, f"4 threads must serve 4 requests at once: {elapsed}"
 
 
 def _concurrent_gets(url: str, n: int) -> float:

@@ -150,9 +150,13 @@ def test_a_missing_server_in_servelabs_python_names_its_extra(monkeypatch) -> No
     assert "servelab[servers]" in caught.value.fix
 
 
-def test_only_servelabs_own_python_gets_servelabs_package_dir(tmp_path: Path) -> None:
+def test_only_servelabs_own_python_gets_servelabs_package_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from servelab.apps import SERVELAB_ROOT
 
+    # The caller's PYTHONPATH is kept (it may name servelab's src, as in a worktree run).
+    monkeypatch.delenv("PYTHONPATH", raising=False)
     own = app_environment({}, tmp_path)["PYTHONPATH"].split(":")
     assert own[0] == str(tmp_path) and own[-1] == str(SERVELAB_ROOT)
     theirs = app_environment({}, tmp_path, Path("/app/.venv/bin/python"))
