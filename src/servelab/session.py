@@ -1,9 +1,11 @@
 """One experiment as the user sees it: results store, progress bar, tables.
 
 This is the only place that prints while measuring; the runner itself only
-calls back. After every run the database holds the run and the export
-directory's runs.jsonl and report.md are rewritten, so whatever happens next,
-the results so far are on disk in both raw and readable form.
+calls back. After every run the database and the export directory's runs.jsonl
+hold it; report.md and the --export-* files are rewritten once the runner moves
+on from the runs that finished together (a block's), and when it stops, so
+whatever happens next, the results so far are on disk in both raw and readable
+form.
 """
 
 from __future__ import annotations
