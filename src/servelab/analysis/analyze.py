@@ -12,8 +12,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from servelab.analysis.family import judge_family
 from servelab.analysis.nested import Cells, compare_design, starts_needed, transform
 from servelab.analysis.stats import (
+    NOT_JUDGED,
     Comparison,
     Summary,
     compare,
@@ -24,6 +26,7 @@ from servelab.analysis.stats import (
     summarize,
     verdict,
 )
+from servelab.analysis.validity import not_judged_because
 from servelab.analysis.warnings import MACHINE_SPEED_SLICED_HINT, ResultWarning, WarningKind
 from servelab.config.experiment import Experiment
 from servelab.host.cpus import CpuPlan
@@ -73,6 +76,15 @@ class Metric:
     # The same figure for one slice, and whether it is compared as a ratio (log scale).
     per_slice: Callable[[SliceFigures], float] = field(repr=False, compare=False)
     log_scale: bool = True
+    # A percentile is compared from each start's own requests (its run's figure, computed
+    # from every answered request), never from a mean of slice percentiles: a slice of
+    # ~250 requests has a p99 of about its third-slowest request.
+    pooled: bool = False
+    short: str = ""  # how a sentence names it ("requests/s"); the label in lower case if ""
+
+    @property
+    def name(self) -> str:
+        return self.short or self.label.lower()
 
 
 def _ok_rps(s: SliceFigures) -> float:
@@ -80,7 +92,10 @@ def _ok_rps(s: SliceFigures) -> float:
 
 
 METRICS: tuple[Metric, ...] = (
-    Metric("rps", "Requests per second", "req/s", True, lambda r: r.load.rps, lambda s: s.rps),
+    Metric(
+        "rps", "Requests per second", "req/s", True, lambda r: r.load.rps, lambda s: s.rps,
+        short="requests/s",
+    ),
     Metric(
         "latency_mean_ms",
         "Time per request",
@@ -96,6 +111,7 @@ METRICS: tuple[Metric, ...] = (
         False,
         lambda r: r.load.latency_p99_ms,
         lambda s: s.latency_p99_ms,
+        pooled=True,
     ),
     Metric(
         "errors",
@@ -349,10 +365,44 @@ def analyze(
     min_effect_pct: float = 0.0,
     precision_pct: float = DEFAULT_PRECISION_PCT,
 ) -> ExperimentAnalysis:
-    variants = []
+    """Every variant of every workload summarised and compared with the baseline.
+
+    Each comparison is made by the test its design allows (``compare_variants``); a
+    metric the design cannot vouch for is shown without a verdict (``validity``); the
+    verdicts of each metric are judged together over the whole experiment, Holm-adjusted
+    (``family``), so that identical stacks are called different in at most ``alpha``
+    of experiments, however many questions they ask."""
+    compared: dict[tuple[str, str], dict[str, Comparison]] = {}
     for workload in experiment.workloads:
         workload_runs = [r for r in runs if r.workload == workload.name]
-        baseline_runs = [r for r in workload_runs if r.variant == experiment.baseline.name]
+        if not any(r.variant == experiment.baseline.name for r in workload_runs):
+            continue
+        for stack in experiment.variants:
+            if not any(r.variant == stack.name for r in workload_runs):
+                continue
+            found = {}
+            for metric in compared_metrics(experiment):
+                comparison = compare_variants(
+                    workload_runs, experiment.baseline.name, stack.name, metric, alpha=alpha,
+                    min_effect_pct=min_effect_pct,
+                )
+                why = not_judged_because(experiment, workload, metric.key)
+                if why is not None:
+                    comparison = replace(
+                        comparison, verdict=NOT_JUDGED, reason=why, p_value=None
+                    )
+                found[metric.key] = comparison
+            compared[(workload.name, stack.name)] = found
+    for metric in compared_metrics(experiment):
+        keys = [key for key, found in compared.items() if metric.key in found]
+        judged = judge_family(
+            [compared[key][metric.key] for key in keys],
+            higher_is_better=metric.higher_is_better, alpha=alpha, min_effect_pct=min_effect_pct,
+        )
+        for key, comparison in zip(keys, judged, strict=True):
+            compared[key][metric.key] = comparison
+    variants = []
+    for workload in experiment.workloads:
         for stack in experiment.stacks:
             own = sorted(
                 (r for r in runs if r.variant == stack.name and r.workload == workload.name),
@@ -360,28 +410,16 @@ def analyze(
             )
             if not own:
                 continue
-            is_baseline = stack.name == experiment.baseline.name
-            comparisons = {}
-            if not is_baseline and baseline_runs:
-                for metric in compared_metrics(experiment):
-                    comparisons[metric.key] = compare_variants(
-                        workload_runs,
-                        experiment.baseline.name,
-                        stack.name,
-                        metric,
-                        alpha=alpha,
-                        min_effect_pct=min_effect_pct,
-                    )
             metrics = _summaries(own)
             variants.append(
                 VariantAnalysis(
                     workload.name,
                     stack.name,
                     stack.describe(),
-                    is_baseline,
+                    stack.name == experiment.baseline.name,
                     tuple(own),
                     metrics,
-                    comparisons,
+                    compared.get((workload.name, stack.name), {}),
                     tuple(
                         _variant_warnings(own, metrics, precision_pct, stack.name, workload.name)
                     ),
@@ -524,6 +562,17 @@ def slice_design(runs: Sequence[RunRecord], metric: Metric, log_scale: bool) -> 
     return design
 
 
+def pooled_design(runs: Sequence[RunRecord], metric: Metric, log_scale: bool) -> dict[str, Cells]:
+    """variant -> start -> the start's own figure (from all its requests), keyed by its
+    round so that the starts of one round are compared with each other (a block)."""
+    design: dict[str, dict[int, dict[int, float]]] = {}
+    for run in runs:
+        design.setdefault(run.variant, {})[run.repetition] = {
+            run.repetition: transform(metric.value(run), log_scale)
+        }
+    return design
+
+
 def compare_starts(
     runs: Sequence[RunRecord],
     baseline: str,
@@ -536,7 +585,10 @@ def compare_starts(
     """A variant against the baseline in an interleaved design (``runs``: every run of one
     workload, all sliced): slices centred on their pass, starts as the unit that varies
     (``servelab.analysis.nested``); rates and latencies as ratios, errors as differences."""
-    values = [metric.per_slice(s) for r in runs for s in r.slice_figures]
+    if metric.pooled:
+        values = [metric.value(r) for r in runs]
+    else:
+        values = [metric.per_slice(s) for r in runs for s in r.slice_figures]
     log_scale = metric.log_scale and all(v > 0 for v in values)
     mine = [metric.value(r) for r in runs if r.variant == variant]
     theirs = [metric.value(r) for r in runs if r.variant == baseline]
@@ -556,6 +608,7 @@ def compare_starts(
             test="nested t-test over stack starts",
             starts=effect.starts if effect else (len(theirs), len(mine)),
             passes=effect.passes if effect else None,
+            df=effect.df if effect else None,
         )
 
     if values and len(set(values)) == 1:
@@ -566,8 +619,11 @@ def compare_starts(
             "no difference",
             "identical in every slice",
         )
+    design = pooled_design(runs, metric, log_scale) if metric.pooled else slice_design(
+        runs, metric, log_scale
+    )
     effect = compare_design(
-        slice_design(runs, metric, log_scale),
+        design,
         baseline,
         variant,
         log_scale=log_scale,
@@ -587,9 +643,12 @@ def compare_starts(
         # back to percent of that mean).
         interval = (base_mean * low / 100, base_mean * high / 100)
     else:
-        per_slice = [
-            metric.per_slice(s) for r in runs if r.variant == baseline for s in r.slice_figures
-        ]
+        per_slice = (
+            [metric.value(r) for r in runs if r.variant == baseline] if metric.pooled else [
+                metric.per_slice(s) for r in runs if r.variant == baseline
+                for s in r.slice_figures
+            ]
+        )
         level = statistics.fmean(per_slice) if per_slice else 0.0
         scale = base_mean / level if level else 1.0
         pct = 100 * effect.estimate / level if level else None
@@ -712,6 +771,9 @@ def comparisons_document(
                     "interval_pct": list(bounds) if bounds else None,
                     "half_width_pct": None if bounds is None else (bounds[1] - bounds[0]) / 2,
                     "p_value": c.p_value,
+                    "p_adjusted": c.p_adjusted,
+                    "family": c.family,
+                    "df": c.df,
                     "verdict": c.verdict,
                     "test": c.test,
                     "restarts": list(c.starts) if c.starts else [len(v.runs), len(v.runs)],

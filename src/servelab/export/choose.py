@@ -2,11 +2,13 @@
 
 "Best" is the variant with the highest throughput among those that failed no
 request and were significantly faster than the baseline (the reports' verdict
-"better" on requests/s). With several workloads, a variant must be "better"
-on at least one and "worse" on none, and throughput is compared as the mean
-gain over the baseline across workloads (requests/s of different endpoints do
-not add up). When no variant qualifies there is no clear winner, and the
-error says why for each one instead of picking a number out of noise.
+"better" on the answer's metric: requests/s, or requests per CPU second for
+stacks measured side by side; the one verdict every output shows). With
+several workloads, a variant must be "better" on at least one and "worse" on
+none, and throughput is compared as the mean gain over the baseline across
+workloads (requests/s of different endpoints do not add up). When no variant
+qualifies there is no clear winner, and the error says why for each one
+instead of picking a number out of noise.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from servelab.analysis.analyze import VariantAnalysis
+from servelab.analysis.analyze import VariantAnalysis, answer_metric
 from servelab.config.stack import StackSpec
 from servelab.errors import ServelabError
 from servelab.report.base import ReportInput, failure_breakdown
@@ -35,7 +37,7 @@ class Candidate:
     variant: str
     eligible: bool
     reason: str
-    gain_pct: float | None  # mean requests/s difference to the baseline over workloads
+    gain_pct: float | None  # mean difference to the baseline over workloads (answer's metric)
 
 
 @dataclass(frozen=True)
@@ -50,8 +52,8 @@ class Choice:
         return self.stack.name
 
 
-def _verdict_text(found: VariantAnalysis) -> str:
-    comparison = found.comparisons["rps"]
+def _verdict_text(found: VariantAnalysis, key: str) -> str:
+    comparison = found.comparisons[key]
     text = f"{found.workload}: {comparison.verdict}"
     if comparison.difference_pct is not None:
         text += f", {comparison.difference_pct:+.1f} %"
@@ -67,11 +69,12 @@ def judge(report: ReportInput, variant: str) -> Candidate:
         return Candidate(variant, False, "no finished runs", None)
     requests = sum(r.load.requests_total for v in analyses for r in v.runs)
     errors = sum(v.total_errors for v in analyses)
-    compared = [v for v in analyses if "rps" in v.comparisons]
+    key = answer_metric(report.experiment).key
+    compared = [v for v in analyses if key in v.comparisons]
     gains = [
-        v.comparisons["rps"].difference_pct
+        v.comparisons[key].difference_pct
         for v in compared
-        if v.comparisons["rps"].difference_pct is not None
+        if v.comparisons[key].difference_pct is not None
     ]
     gain = statistics.fmean(gains) if gains else None
     if errors:
@@ -82,22 +85,22 @@ def judge(report: ReportInput, variant: str) -> Candidate:
         )
     if not compared:
         return Candidate(variant, False, "no baseline runs to compare with", gain)
-    worse = [v for v in compared if v.comparisons["rps"].verdict == "worse"]
+    worse = [v for v in compared if v.comparisons[key].verdict == "worse"]
     if worse:
         return Candidate(
             variant,
             False,
             "significantly slower than the baseline on "
-            + "; ".join(_verdict_text(v) for v in worse),
+            + "; ".join(_verdict_text(v, key) for v in worse),
             gain,
         )
-    better = [v for v in compared if v.comparisons["rps"].verdict == "better"]
+    better = [v for v in compared if v.comparisons[key].verdict == "better"]
     if not better:
         return Candidate(
             variant,
             False,
             "not significantly faster than the baseline on any workload ("
-            + "; ".join(_verdict_text(v) for v in compared)
+            + "; ".join(_verdict_text(v, key) for v in compared)
             + ")",
             gain,
         )
@@ -105,7 +108,7 @@ def judge(report: ReportInput, variant: str) -> Candidate:
         variant,
         True,
         "no failed request; significantly faster than the baseline on "
-        + "; ".join(_verdict_text(v) for v in better),
+        + "; ".join(_verdict_text(v, key) for v in better),
         gain,
     )
 

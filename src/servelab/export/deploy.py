@@ -28,7 +28,11 @@ from typing import Any
 
 import jinja2
 
-from servelab.analysis.analyze import METRIC_BY_KEY, VariantAnalysis, compare_variants
+from servelab.analysis.analyze import (
+    VariantAnalysis,
+    answer_metric,
+    compare_variants,
+)
 from servelab.apps import BUILTIN_APPS, resolve_app
 from servelab.config.stack import StackSpec
 from servelab.errors import SpecError
@@ -278,13 +282,12 @@ def knob_evidence(report: ReportInput, chosen: StackSpec) -> list[Evidence]:
                 continue
             # The same test, on the same runs, as the reports' verdicts.
             everyone = [r for r in report.runs if r.workload == workload.name]
-            comparison = compare_variants(
-                everyone, other.name, chosen.name, METRIC_BY_KEY["rps"]
-            )
+            metric = answer_metric(report.experiment)
+            comparison = compare_variants(everyone, other.name, chosen.name, metric)
             pct = comparison.difference_pct
             lines.append(
                 f"{workload.name}: {comparison.variant_mean:,.1f} vs "
-                f"{comparison.baseline_mean:,.1f} requests/s"
+                f"{comparison.baseline_mean:,.1f} {metric.name}"
                 + (f" ({pct:+.1f} %)" if pct is not None else "")
                 + f", {comparison.verdict}"
                 + (

@@ -9,7 +9,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from servelab.analysis.analyze import METRIC_BY_KEY, ExperimentAnalysis, answer_metric, clarity
+from servelab.analysis.analyze import (
+    METRIC_BY_KEY,
+    ExperimentAnalysis,
+    Metric,
+    answer_metric,
+    clarity,
+    compare_variants,
+)
+from servelab.analysis.stats import MIN_CLEAR_DF
+from servelab.analysis.validity import latency_judged, not_judged_because
 from servelab.analysis.warnings import ResultWarning, WarningKind
 
 
@@ -41,8 +50,14 @@ class AnswerLine:
 class WorkloadAnswer:
     workload: str
     lines: tuple[AnswerLine, ...]
-    winner: str  # a variant, or the baseline when none beat it
+    # A variant that beat the baseline and the runner-up, the baseline when none beat it,
+    # or None when the leaders cannot be told apart (winner_note names them).
+    winner: str | None
     winner_note: str
+
+    @property
+    def headline(self) -> str:
+        return f"winner {self.winner}" if self.winner else "no single winner"
 
 
 @dataclass(frozen=True)
@@ -68,6 +83,7 @@ class Answer:
     workloads: tuple[WorkloadAnswer, ...]
     warnings: tuple[GroupedWarning, ...]
     precision_pct: float
+    latency_note: str | None = None  # why this design judges no latency, if it does not
 
     @property
     def unclear(self) -> int:
@@ -113,19 +129,52 @@ def build_answer(analysis: ExperimentAnalysis, *, precision_pct: float | None = 
             )
         if not lines:
             continue
-        winners = [
-            line
-            for line in lines
-            if line.verdict == ("better" if metric.higher_is_better else "worse")
-        ]
-        if winners:
-            best = max(winners, key=lambda line: line.change_pct or 0.0)
-            winner, note = best.variant, f"{best.change_pct:+.1f} % {metric.unit} vs baseline"
-        else:
-            winner = experiment.baseline.name
-            note = "no variant is significantly better than the baseline"
+        winner, note = _winner(analysis, workload.name, lines, metric)
         answers.append(WorkloadAnswer(workload.name, tuple(lines), winner, note))
-    return Answer(metric.key, tuple(answers), group_warnings(analysis), precision)
+    latency_note = None
+    if experiment.workloads and not latency_judged(experiment):
+        why = not_judged_because(experiment, experiment.workloads[0], "latency_p99_ms")
+        latency_note = f"This study does not judge latency ({why})."
+    return Answer(
+        metric.key, tuple(answers), group_warnings(analysis), precision, latency_note
+    )
+
+
+def _winner(
+    analysis: ExperimentAnalysis, workload: str, lines: list[AnswerLine], metric: Metric
+) -> tuple[str | None, str]:
+    """Multiple comparisons with the best: the variant with the best estimate among those
+    significantly better than the baseline (family-adjusted) wins only when it is also
+    significantly better than the runner-up, measured against it directly."""
+    better = "better" if metric.higher_is_better else "worse"
+    winners = [line for line in lines if line.verdict == better]
+    baseline = analysis.experiment.baseline.name
+    if not winners:
+        return baseline, "no variant is significantly better than the baseline"
+    sign = 1 if metric.higher_is_better else -1
+    ranked = sorted(lines, key=lambda line: sign * (line.change_pct or 0.0), reverse=True)
+    best = ranked[0] if ranked[0].verdict == better else max(
+        winners, key=lambda line: sign * (line.change_pct or 0.0)
+    )
+    note = f"{best.change_pct:+.1f} % {metric.unit} vs baseline"
+    runner_up = next((line for line in ranked if line is not best), None)
+    if runner_up is None or sign * (runner_up.change_pct or 0.0) <= 0:
+        return best.variant, note  # the runner-up is no better than the baseline it beat
+    runs = [r for v in analysis.for_workload(workload) for r in v.runs]
+    versus = compare_variants(runs, runner_up.variant, best.variant, metric)
+    bounds = versus.interval_pct
+    against = (
+        f"{versus.difference_pct:+.1f} % vs {runner_up.variant}"
+        if versus.difference_pct is not None else f"vs {runner_up.variant}"
+    )
+    if bounds is not None:
+        against += f" (95 % CI {bounds[0]:+.1f} … {bounds[1]:+.1f} %)"
+    if versus.verdict == better:
+        return best.variant, f"{note}, {against}"
+    return None, (
+        f"{best.variant} and {runner_up.variant} are not significantly different "
+        f"({best.variant} {against}); both beat the baseline"
+    )
 
 
 def group_warnings(analysis: ExperimentAnalysis) -> tuple[GroupedWarning, ...]:
@@ -147,8 +196,10 @@ def group_warnings(analysis: ExperimentAnalysis) -> tuple[GroupedWarning, ...]:
 def answer_intro(answer: Answer) -> str:
     metric = METRIC_BY_KEY[answer.metric]
     text = (
-        f"{metric.label} of each variant against the baseline, 95 % intervals; clear means "
-        f"the interval is within ±{answer.precision_pct:g} % or entirely on one side of zero."
+        f"{metric.label} of each variant against the baseline, 95 % intervals; verdicts "
+        f"Holm-adjusted over the study's comparisons; clear means the interval (on at least "
+        f"{MIN_CLEAR_DF} degrees of freedom) is within ±{answer.precision_pct:g} %, or its "
+        "99.9 % widening lies on one side of zero."
     )
     if answer.metric == "rps_per_cpu":
         text += (
@@ -156,4 +207,6 @@ def answer_intro(answer: Answer) -> str:
             "second of each stack is what it serves with a CPU to itself (CPU-bound), "
             "its requests/s only its share."
         )
+    if answer.latency_note:
+        text += f" {answer.latency_note}"
     return text

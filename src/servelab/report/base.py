@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
-from servelab.analysis.analyze import ExperimentAnalysis, analyze
+from servelab.analysis.analyze import ExperimentAnalysis, analyze, answer_metric
 from servelab.config.experiment import Experiment
 from servelab.config.stack import StackSpec
 from servelab.errors import ServelabError
@@ -204,7 +204,7 @@ def summary_rows(report: ReportInput, workload: str) -> list[SummaryRow]:
         if found.is_baseline:
             verdict, kind = "baseline", "baseline"
         else:
-            comparison = found.comparisons.get("rps")
+            comparison = found.comparisons.get(answer_metric(report.experiment).key)
             if comparison is None:
                 verdict, kind = "no baseline runs", "inconclusive"
             else:
@@ -212,7 +212,9 @@ def summary_rows(report: ReportInput, workload: str) -> list[SummaryRow]:
                 verdict = comparison.verdict
                 if comparison.difference_pct is not None:
                     verdict += f", {comparison.difference_pct:+.1f} %"
-                if comparison.p_value is not None:
+                if comparison.p_adjusted is not None and (comparison.family or 0) > 1:
+                    verdict += f" (Holm-adjusted p = {comparison.p_adjusted:.2g})"
+                elif comparison.p_value is not None:
                     verdict += f" (p = {comparison.p_value:.2g})"
                 elif comparison.verdict == "inconclusive":
                     verdict += f" ({comparison.reason})"

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import matplotlib
 from matplotlib.figure import Figure
 
+from servelab.analysis.analyze import answer_metric
 from servelab.report.base import failure_breakdown, log_breakdown, stack_knobs
 
 if TYPE_CHECKING:
@@ -115,10 +116,11 @@ def _figure(width: float, height: float) -> Figure:
         return Figure(figsize=(width, height), layout="constrained")
 
 
-def _verdict(variant: VariantAnalysis) -> str:
+def _verdict(variant: VariantAnalysis, metric: str) -> str:
+    """The variant's verdict on the answer's metric ``metric``, the one every output shows."""
     if variant.is_baseline:
         return "baseline"
-    comparison = variant.comparisons.get("rps")
+    comparison = variant.comparisons.get(metric)
     return comparison.verdict if comparison is not None else "inconclusive"
 
 
@@ -176,8 +178,9 @@ def rps_chart(report: ReportInput) -> Chart:
                 if rps.interval is not None:
                     low, high = rps.interval
                     xerr = [[mean - max(low, 0.0)], [high - mean]]
+                colour = _colour(_verdict(found, answer_metric(report.experiment).key))
                 ax.barh(
-                    row, mean, xerr=xerr, color=_colour(_verdict(found)), height=0.65,
+                    row, mean, xerr=xerr, color=colour, height=0.65,
                     error_kw={"ecolor": "#222", "capsize": 3, "elinewidth": 1},
                 )
                 label = f"{mean:,.0f}"
@@ -208,7 +211,8 @@ def rps_chart(report: ReportInput) -> Chart:
 def _verdict_legend(figure: Figure, report: ReportInput) -> None:
     from matplotlib.patches import Patch
 
-    seen = {_verdict(v) for v in report.analysis.variants}
+    key = answer_metric(report.experiment).key
+    seen = {_verdict(v, key) for v in report.analysis.variants}
     order = ["baseline", "better", "worse", "no significant difference", "inconclusive"]
     handles = [
         Patch(color=_colour(v), label=v)

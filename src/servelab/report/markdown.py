@@ -73,7 +73,8 @@ def _answer(section: kinds.AnswerSection) -> list[str]:
         return [*lines, section.nothing_yet, ""]
     lines += [section.intro, ""]
     for w in answer.workloads:
-        lines.append(f"**{w.workload}**: winner **{w.winner}** ({w.winner_note})")
+        headline = f"winner **{w.winner}**" if w.winner else "no single winner"
+        lines.append(f"**{w.workload}**: {headline} ({w.winner_note})")
         lines += [f"- {line.text()}" for line in w.lines]
         lines.append("")
     lines += [f"Test: {', '.join(answer.tests)}.", ""]
@@ -98,7 +99,7 @@ def _glance(section: kinds.GlanceSection) -> list[str]:
             ]
             for r in workload.rows
         ]
-        header = ["Variant", "Requests/s", "p99 [ms]", "Errors", "Verdict on requests/s"]
+        header = ["Variant", "Requests/s", "p99 [ms]", "Errors", section.verdict_heading]
         lines += [_table(header, rows), ""]
     return [*lines, section.footnote, ""]
 

@@ -7,6 +7,7 @@ stopping rule, and what "time per request" means.
 
 from __future__ import annotations
 
+from servelab.analysis.stats import MIN_CLEAR_DF
 from servelab.config.experiment import Experiment
 
 
@@ -52,7 +53,10 @@ def stopping_note(experiment: Experiment) -> str:
     stopping = experiment.stopping
     assert stopping is not None
     return (
-        f"Stopping: rounds of fresh starts added until every comparison's 95 % "
-        f"interval (the answer's metric) is within ±{stopping.precision_pct:g} % or clear of "
-        f"±{stopping.min_effect_pct:g} %, within {stopping.budget_s:g} s of measuring"
+        f"Stopping: rounds of fresh starts added until every comparison of the answer's "
+        f"metric is clear (on at least {MIN_CLEAR_DF} degrees of freedom, its 95 % interval "
+        f"within ±{stopping.precision_pct:g} %, or its 99.9 % interval beyond "
+        f"±{stopping.min_effect_pct:g} %: stopping on precision, not on significance, keeps "
+        f"the intervals' coverage), within {stopping.budget_s:g} s of measuring; verdicts "
+        "Holm-adjusted over the experiment's comparisons of each metric"
     )

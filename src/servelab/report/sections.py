@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from servelab.analysis.analyze import answer_metric
 from servelab.config.experiment import Experiment
 from servelab.report import memory, names, timing
 from servelab.report.answer import Answer, answer_intro, build_answer
@@ -76,7 +77,12 @@ class GlanceSection(Section):
     heading = "At a glance"
 
     workloads: tuple[GlanceWorkload, ...]
-    tests: tuple[str, ...]  # behind the verdicts on requests/s; none without a comparison
+    tests: tuple[str, ...]  # behind the verdicts; none without a comparison
+    verdict_on: str = "requests/s"  # the answer's metric, the one verdict each row shows
+
+    @property
+    def verdict_heading(self) -> str:
+        return f"Verdict on {self.verdict_on}"
 
     @property
     def footnote(self) -> str:
@@ -84,7 +90,8 @@ class GlanceSection(Section):
         if not self.tests:
             return "No verdicts yet: no variant has runs to compare with the baseline's."
         return (
-            f"Verdicts on requests/s against the baseline (95 %) come from: "
+            f"Verdicts on {self.verdict_on} against the baseline (95 %, Holm-adjusted) come "
+            "from: "
             f"{', '.join(self.tests)}. \"No significant difference\" means the runs cannot "
             "tell the two apart, whatever the averages say."
         )
@@ -293,10 +300,13 @@ def glance_section(report: ReportInput) -> GlanceSection:
         for w in report.experiment.workloads
         if (rows := summary_rows(report, w.name))
     )
+    metric = answer_metric(report.experiment)
     tests = {
-        v.comparisons["rps"].test for v in report.analysis.variants if "rps" in v.comparisons
+        v.comparisons[metric.key].test
+        for v in report.analysis.variants
+        if metric.key in v.comparisons
     }
-    return GlanceSection(workloads, tuple(sorted(tests)))
+    return GlanceSection(workloads, tuple(sorted(tests)), metric.name)
 
 
 def failure_sections(experiment: Experiment, runs: Sequence[RunRecord]) -> list[Section]:

@@ -75,7 +75,7 @@ def _answer(section: kinds.AnswerSection) -> list[RenderableType]:
     for workload in answer.workloads:
         parts.append(
             Text.assemble(
-                (workload.workload, "bold"), ": winner ", (workload.winner, "bold"),
+                (workload.workload, "bold"), f": {workload.headline}",
                 f" ({workload.winner_note})",
             )
         )
@@ -94,7 +94,7 @@ def _answer(section: kinds.AnswerSection) -> list[RenderableType]:
 @section_parts.register
 def _glance(section: kinds.GlanceSection) -> list[RenderableType]:
     parts: list[RenderableType] = [_rule(section.heading)]
-    header = ("Variant", "Requests/s", "p99 [ms]", "Errors", "Verdict on requests/s")
+    header = ("Variant", "Requests/s", "p99 [ms]", "Errors", section.verdict_heading)
     for workload in section.workloads:
         rows = tuple(
             (r.variant + (" (baseline)" if r.is_baseline else ""), r.rps, r.p99_ms, r.errors,

@@ -37,7 +37,7 @@ def experiment(**extra):
     return experiment_from_dict(data, source="test")
 
 
-def measured(effect: float, *, seed: int = 0, side_by_side: bool = False):
+def measured(effect: float, *, seed: int = 0, side_by_side: bool = False, repetitions: int = 3):
     """Runs of a fake machine whose speed drifts by pass and whose starts differ a little."""
     rng = random.Random(seed)
     starts: dict[int, float] = {}
@@ -49,18 +49,24 @@ def measured(effect: float, *, seed: int = 0, side_by_side: bool = False):
         shift = effect if variant == "fast" else 0.0
         return 1000 * math.exp(shift + starts[start] + drift[tick] + rng.gauss(0, 0.01))
 
-    exp = experiment(side_by_side=side_by_side) if side_by_side else experiment()
+    exp = experiment(repetitions=repetitions, **({"side_by_side": True} if side_by_side else {}))
     return exp, Runner(exp, ListSink(), FakeExecutor(level)).run()
 
 
 def test_side_by_side_cancels_a_drift_that_turns_cannot():
     exp, runs = measured(0.10, side_by_side=True)
-    rps = analyze(exp, runs).for_workload("w")[1].comparisons["rps"]
-    assert rps.test == "nested t-test over stack starts"
-    low, high = rps.interval_pct
+    comparisons = analyze(exp, runs).for_workload("w")[1].comparisons
+    per_cpu = comparisons["rps_per_cpu"]  # the fake stacks keep their CPU busy
+    assert per_cpu.test == "nested t-test over stack starts"
+    low, high = per_cpu.interval_pct
     assert low < 100 * math.expm1(0.10) < high
     assert (high - low) / 2 < 3  # a 10 % drift per moment is gone: ±3 % or better
-    assert rps.verdict == "better"
+    assert per_cpu.verdict == "better"
+    # Requests/s side by side is a share of shared CPUs: shown, never judged.
+    share = comparisons["rps"]
+    assert share.verdict == "not judged" and share.p_value is None
+    assert share.interval_pct is not None and "share" in share.reason
+    assert comparisons["latency_p99_ms"].verdict == "not judged"
 
 
 def test_slices_are_stored_and_exported(tmp_path: Path):
@@ -83,7 +89,7 @@ def test_slices_are_stored_and_exported(tmp_path: Path):
 
 
 def test_answer_names_the_winner_and_every_comparison():
-    exp, runs = measured(0.2, side_by_side=True)
+    exp, runs = measured(0.2, side_by_side=True, repetitions=5)
     answer = build_answer(analyze(exp, runs))
     (workload,) = answer.workloads
     assert workload.winner == "fast"
@@ -93,12 +99,12 @@ def test_answer_names_the_winner_and_every_comparison():
 
 
 def test_json_comparisons(tmp_path: Path):
-    exp, runs = measured(0.2, side_by_side=True)
+    exp, runs = measured(0.2, side_by_side=True, repetitions=5)
     document = comparisons_document(analyze(exp, runs))
-    rps = next(c for c in document["comparisons"] if c["metric"] == "rps")
+    rps = next(c for c in document["comparisons"] if c["metric"] == "rps_per_cpu")
     assert rps["variant"] == "fast" and rps["verdict"] == "better" and rps["clear"]
     assert rps["ratio"] == pytest.approx(1 + rps["change_pct"] / 100)
-    assert rps["restarts"] == [3, 3] and rps["passes"] == 3 * 2
+    assert rps["restarts"] == [5, 5] and rps["passes"] == 5 * 2 and rps["df"] == 4
     store = ResultStore.create(tmp_path, exp, {"hostname": "test"})
     for run in runs:
         store.add(run)

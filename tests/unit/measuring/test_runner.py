@@ -129,9 +129,10 @@ def test_an_unclear_answer_adds_rounds_until_the_budget_is_spent():
 def test_only_unclear_workloads_get_another_round():
     clock = FakeClock()
     executor = FakeExecutor(noisy(0.05, seed=2, quiet="w1"), clock=clock)
-    exp = experiment(stopping={"precision_pct": 0.5, "budget_s": 30}, repetitions=2)
+    # 5 starts: the 4 degrees of freedom a clear answer needs (stats.MIN_CLEAR_DF).
+    exp = experiment(stopping={"precision_pct": 0.5, "budget_s": 60}, repetitions=5)
     runs = Runner(exp, ListSink(), executor, clock=clock).run()
-    later = [r for r in runs if r.repetition > 2]
+    later = [r for r in runs if r.repetition > 5]
     assert later and {r.workload for r in later} == {"w2"}
 
 

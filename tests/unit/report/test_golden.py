@@ -97,5 +97,5 @@ def test_markdown_carries_tables_verdicts_warnings_and_environment() -> None:
     assert "## Environment" in text and "| CPU placement" in text
     assert "![Latency and errors against the arrival rate](charts/ramp.svg)" in text
     # The test behind the verdicts, named from the comparisons (2 rounds each: Welch's).
-    assert "against the baseline (95 %) come from: Welch's t-test." in text
+    assert "against the baseline (95 %, Holm-adjusted) come from: Welch's t-test." in text
     assert "## How it was measured" in text and "- Repetitions: 2, each on a fresh" in text

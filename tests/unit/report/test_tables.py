@@ -39,7 +39,7 @@ def test_markdown_table_is_github_pipe_table():
     assert "| CPU placement | stack on CPUs 0, load driver on CPUs 1 |" in document
     assert "| CPU quota     | stack capped at 1.5 CPUs of time       |" in document
     # Three rounds of both variants: the verdicts are paired by round, and say so.
-    assert "against the baseline (95 %) come from: paired t-test." in document
+    assert "against the baseline (95 %, Holm-adjusted) come from: paired t-test." in document
     assert "Welch" not in document
     assert "](charts/" not in document and "runs.json" not in document  # live: no files
 

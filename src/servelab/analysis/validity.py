@@ -1,0 +1,54 @@
+"""Which figure may carry a verdict in which design (validity before precision).
+
+A figure gets "better"/"worse" only from a design where it is the stack's own
+behaviour (docs/statistics.md, "Which figure carries a verdict"):
+
+- side by side, the stacks share the stack CPUs: a stack's requests/s is its
+  share of them and its latency includes waiting for the others, so only
+  requests per CPU second (and error counts) are judged;
+- with a closed load model (N clients, each waiting for its answer) the mean
+  latency is N / requests/s, nothing beyond requests/s, and every percentile is
+  closed-loop (coordinated omission): latency is judged only at a fixed arrival
+  rate (the open model), measured in turns.
+
+Pure: decided from the experiment's design and the workload's load model.
+"""
+
+from __future__ import annotations
+
+from servelab.config.experiment import Experiment
+from servelab.config.load import Workload
+
+LATENCY_METRICS = ("latency_mean_ms", "latency_p99_ms")
+SHARE_METRICS = ("rps", "ok_rps")
+
+SIDE_BY_SIDE_SHARE = (
+    "side by side, a stack's requests/s is its share of the shared CPUs; "
+    "requests per CPU second carries the verdict"
+)
+SIDE_BY_SIDE_LATENCY = (
+    "side by side, a stack's latency includes waiting for the other stacks on its CPUs"
+)
+CLOSED_LATENCY = (
+    "closed model: latency is concurrency / requests/s (coordinated omission), judged "
+    "only at a fixed arrival rate (--rate) measured in turns"
+)
+
+
+def not_judged_because(experiment: Experiment, workload: Workload, metric: str) -> str | None:
+    """Why ``metric`` gets no verdict for ``workload`` in this design; None when it does."""
+    if experiment.side_by_side:
+        if metric in SHARE_METRICS:
+            return SIDE_BY_SIDE_SHARE
+        if metric in LATENCY_METRICS:
+            return SIDE_BY_SIDE_LATENCY
+    if metric in LATENCY_METRICS and workload.load.model == "closed":
+        return CLOSED_LATENCY
+    return None
+
+
+def latency_judged(experiment: Experiment) -> bool:
+    """True when some workload's latency carries a verdict in this design."""
+    return any(
+        not_judged_because(experiment, w, "latency_p99_ms") is None for w in experiment.workloads
+    )
