@@ -35,7 +35,7 @@ def test_a_session_stores_every_run_and_ends_with_the_answer(tmp_path: Path):
     experiment = experiment_from_dict(
         {
             "name": "session",
-            "repetitions": 5,  # 4 degrees of freedom: the least a clear answer needs
+            "repetitions": 7,  # 6 degrees of freedom: the least a clear answer needs
             "baseline": {"name": "base"},
             "variants": [{"name": "fast", "proxy": {"transport": "unix"}}],
             "workloads": [{"name": "w", "request": {"path": "/"}, "load": {"duration_s": 2}}],
@@ -54,7 +54,7 @@ def test_a_session_stores_every_run_and_ends_with_the_answer(tmp_path: Path):
     )
     store = session.run()
     database = Database(tmp_path / DB_FILE)
-    assert len(database.runs(store.id)) == 10
+    assert len(database.runs(store.id)) == 14
     report = (store.path / "report.md").read_text()
     assert report.index("## Answer") < report.index("## w")
     assert "winner **fast**" in report

@@ -72,10 +72,12 @@ def runs_needed(values: Sequence[float], precision_pct: float, level: float = 0.
 
 
 # A comparison is clear only with at least this many degrees of freedom behind its
-# interval. Simulated quick studies (tests/unit/analysis/test_sequential.py; figures in
-# docs/statistics.md): stopping on precision at 2 df covered the truth 91-92 % of the
-# time (a lucky small spread at the first look), from 4 df 94-95 %.
-MIN_CLEAR_DF = 4
+# interval. Simulated quick studies (3 % start spread, 5 % slice spread; the real
+# Runner, tests/unit/measuring/test_error_rates.py, benchmarks/error_rates.py):
+# stopping on precision from 2 df covered the truth 91-92 % of the time (a lucky
+# small spread at an early look), from 4 df 92-93 %, from 6 df 94-95 %, the same as
+# never stopping early.
+MIN_CLEAR_DF = 6
 # Haybittle-Peto: before the precision is reached, a comparison is clear early only
 # when its 99.9 % interval lies beyond the minimum effect (an error rate of 0.1 % per
 # look, which leaves the final 5 % test practically untouched).

@@ -89,7 +89,7 @@ def test_slices_are_stored_and_exported(tmp_path: Path):
 
 
 def test_answer_names_the_winner_and_every_comparison():
-    exp, runs = measured(0.2, side_by_side=True, repetitions=5)
+    exp, runs = measured(0.2, side_by_side=True, repetitions=7)
     answer = build_answer(analyze(exp, runs))
     (workload,) = answer.workloads
     assert workload.winner == "fast"
@@ -99,12 +99,12 @@ def test_answer_names_the_winner_and_every_comparison():
 
 
 def test_json_comparisons(tmp_path: Path):
-    exp, runs = measured(0.2, side_by_side=True, repetitions=5)
+    exp, runs = measured(0.2, side_by_side=True, repetitions=7)
     document = comparisons_document(analyze(exp, runs))
     rps = next(c for c in document["comparisons"] if c["metric"] == "rps_per_cpu")
     assert rps["variant"] == "fast" and rps["verdict"] == "better" and rps["clear"]
     assert rps["ratio"] == pytest.approx(1 + rps["change_pct"] / 100)
-    assert rps["restarts"] == [5, 5] and rps["passes"] == 5 * 2 and rps["df"] == 4
+    assert rps["restarts"] == [7, 7] and rps["passes"] == 7 * 2 and rps["df"] == 6
     store = ResultStore.create(tmp_path, exp, {"hostname": "test"})
     for run in runs:
         store.add(run)

@@ -101,9 +101,10 @@ def test_a_clear_answer_stops_after_the_first_block():
     executor = FakeExecutor(noisy(0.002, effect=0.2), clock=clock)
     decisions = []
     events = RunnerEvents(on_round=lambda plan, outlook: decisions.append((plan, outlook)))
-    exp = experiment(stopping={"precision_pct": 3, "budget_s": 100}, repetitions=3)
+    # 7 starts: the 6 degrees of freedom a clear answer needs (stats.MIN_CLEAR_DF).
+    exp = experiment(stopping={"precision_pct": 3, "budget_s": 200}, repetitions=7)
     runs = Runner(exp, ListSink(), executor, events, clock=clock).run()
-    assert {r.repetition for r in runs} == {1, 2, 3}
+    assert {r.repetition for r in runs} == set(range(1, 8))
     assert decisions[-1][0] is None
     assert decisions[-1][1].reason == "every requests per second comparison is clear"
 
@@ -129,10 +130,10 @@ def test_an_unclear_answer_adds_rounds_until_the_budget_is_spent():
 def test_only_unclear_workloads_get_another_round():
     clock = FakeClock()
     executor = FakeExecutor(noisy(0.05, seed=2, quiet="w1"), clock=clock)
-    # 5 starts: the 4 degrees of freedom a clear answer needs (stats.MIN_CLEAR_DF).
-    exp = experiment(stopping={"precision_pct": 0.5, "budget_s": 60}, repetitions=5)
+    # 7 starts: the 6 degrees of freedom a clear answer needs (stats.MIN_CLEAR_DF).
+    exp = experiment(stopping={"precision_pct": 0.5, "budget_s": 90}, repetitions=7)
     runs = Runner(exp, ListSink(), executor, clock=clock).run()
-    later = [r for r in runs if r.repetition > 5]
+    later = [r for r in runs if r.repetition > 7]
     assert later and {r.workload for r in later} == {"w2"}
 
 

@@ -1,0 +1,112 @@
+"""Error rates of the whole measuring rule at the moment it stops, on simulated studies
+with a known truth: the real Runner, stopping rule, nested comparisons and Holm's
+family-wise judgement, driven by a FakeExecutor whose stacks have a start-to-start
+spread, a slice spread and a machine drifting from moment to moment.
+
+The simulated study is shaped like ``servelab study quick``: a baseline and two
+variants side by side, four workloads (8 comparisons), ±5 % precision, a budget of
+about five rounds. Figures for more studies: benchmarks/error_rates.py."""
+
+from __future__ import annotations
+
+import math
+import random
+
+from support import FakeClock, FakeExecutor, ListSink
+
+from servelab.analysis.analyze import analyze, answer_metric
+from servelab.config.building import experiment_from_dict
+from servelab.measuring import Runner
+
+STUDIES = 100
+# The spread the issue measured on this machine: 3 % start to start, 5 % slice to slice.
+SD_START, SD_SLICE, DRIFT = 0.03, 0.05, 0.08
+
+
+def quick_like(budget_s: float = 160.0):
+    return experiment_from_dict(
+        {
+            "name": "simulated",
+            "repetitions": 2,
+            "baseline": {"name": "base"},
+            "variants": [
+                {"name": "unix", "proxy": {"transport": "unix"}},
+                {"name": "keepalive", "proxy": {"transport": "unix", "upstream_keepalive": 8}},
+            ],
+            "workloads": [
+                {"name": f"w{i}", "request": {"path": "/"}, "load": {"duration_s": 6.0}}
+                for i in range(4)
+            ],
+            "warmup": {"max_rounds": 1, "duration_s": 1.0},
+            "side_by_side": True,
+            "stopping": {"precision_pct": 5.0, "budget_s": budget_s},
+        },
+        source="test",
+    )
+
+
+def simulated_study(rng: random.Random, effects: dict[str, float]):
+    """One study's comparisons of the answer's metric at the moment measuring stopped."""
+    starts: dict[int, float] = {}
+    moments: dict[int, float] = {}
+
+    def level(variant, start, tick, workload):
+        starts.setdefault(start, rng.gauss(0, SD_START))
+        moments.setdefault(tick, rng.gauss(0, DRIFT))
+        shift = effects.get(variant, 0.0)
+        return 1000 * math.exp(shift + starts[start] + moments[tick] + rng.gauss(0, SD_SLICE))
+
+    experiment = quick_like()
+    clock = FakeClock()
+    executor = FakeExecutor(level, clock=clock, seconds_per_window=3.0)
+    runs = Runner(experiment, ListSink(), executor, clock=clock).run()
+    metric = answer_metric(experiment).key
+    analysis = analyze(experiment, runs)
+    return [
+        (v.variant, v.comparisons[metric]) for v in analysis.variants if not v.is_baseline
+    ]
+
+
+def rates(effects: dict[str, float], seed: int):
+    rng = random.Random(seed)
+    covered = compared = false_studies = raw_false_studies = 0
+    for _ in range(STUDIES):
+        found = simulated_study(rng, effects)
+        false_here = raw_here = False
+        for variant, comparison in found:
+            truth = 100 * math.expm1(effects.get(variant, 0.0))
+            low, high = comparison.interval_pct
+            compared += 1
+            covered += low <= truth <= high
+            if effects.get(variant, 0.0) == 0.0:
+                false_here |= comparison.verdict in ("better", "worse")
+                raw_here |= comparison.p_value is not None and comparison.p_value < 0.05
+        false_studies += false_here
+        raw_false_studies += raw_here
+    return covered / compared, false_studies / STUDIES, raw_false_studies / STUDIES
+
+
+def test_identical_stacks_keep_the_family_wise_rate_and_the_coverage():
+    coverage, family_wise, unadjusted = rates({}, seed=11)
+    assert 0.92 <= coverage <= 0.98  # each 95 % interval, at the moment measuring stopped
+    assert family_wise <= 0.08  # at most 5 % of studies call any difference (binomial noise)
+    # The test can fail: the same studies judged one comparison at a time call a
+    # difference far more often (the issue measured 30-45 % with the old rule).
+    assert unadjusted >= 0.15
+
+
+def test_a_real_difference_is_covered_and_found():
+    effects = {"keepalive": math.log(1.10)}  # +10 %; "unix" identical to the baseline
+    coverage, family_wise, _ = rates(effects, seed=12)
+    assert 0.92 <= coverage <= 0.98
+    assert family_wise <= 0.08  # the identical variant is still rarely called different
+    # Holm over 8 comparisons at this noise (3 % start spread) costs power: +10 % is
+    # found in about a quarter of the comparisons within the budget, +25 % in nearly all.
+    rng = random.Random(13)
+    large = {"keepalive": math.log(1.25)}
+    verdicts = [
+        c.verdict for _ in range(10) for variant, c in simulated_study(rng, large)
+        if variant == "keepalive"
+    ]
+    assert verdicts.count("better") >= 0.9 * len(verdicts)
+    assert "worse" not in verdicts
