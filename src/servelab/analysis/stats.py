@@ -120,6 +120,18 @@ class Comparison:
             100 * self.interval[1] / self.baseline_mean,
         )
 
+    def widened(self, level: float) -> Comparison:
+        """The same comparison with its interval at ``level`` instead of 95 % (the same
+        centre and degrees of freedom); itself without an interval or df."""
+        if self.interval is None or self.df is None:
+            return self
+        from scipy import stats as sps
+
+        low, high = self.interval
+        centre, half = (high + low) / 2, (high - low) / 2
+        half *= float(sps.t.ppf(0.5 + level / 2, self.df) / sps.t.ppf(0.975, self.df))
+        return replace(self, interval=(centre - half, centre + half))
+
     def is_clear(self, precision_pct: float, min_effect_pct: float = 0.0) -> bool:
         """Clear: with at least MIN_CLEAR_DF degrees of freedom, the 95 % interval is at
         most ±precision wide, or its 99.9 % widening lies entirely beyond ±min-effect.
@@ -134,14 +146,11 @@ class Comparison:
         if bounds is None or self.df is None or self.df < MIN_CLEAR_DF:
             return False
         low, high = bounds
-        half = (high - low) / 2
-        if half <= precision_pct:
+        if (high - low) / 2 <= precision_pct:
             return True
-        from scipy import stats as sps
-
-        centre = (high + low) / 2
-        widen = float(sps.t.ppf(0.5 + EARLY_LEVEL / 2, self.df) / sps.t.ppf(0.975, self.df))
-        return centre - widen * half > min_effect_pct or centre + widen * half < -min_effect_pct
+        early = self.widened(EARLY_LEVEL).interval_pct
+        assert early is not None
+        return early[0] > min_effect_pct or early[1] < -min_effect_pct
 
 
 def compare(

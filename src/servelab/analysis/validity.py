@@ -16,8 +16,14 @@ Pure: decided from the experiment's design and the workload's load model.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from servelab.config.experiment import Experiment
 from servelab.config.load import Workload
+
+if TYPE_CHECKING:
+    from servelab.analysis.analyze import VariantAnalysis
+    from servelab.analysis.stats import Comparison
 
 LATENCY_METRICS = ("latency_mean_ms", "latency_p99_ms")
 SHARE_METRICS = ("rps", "ok_rps")
@@ -45,6 +51,26 @@ def not_judged_because(experiment: Experiment, workload: Workload, metric: str) 
     if metric in LATENCY_METRICS and workload.load.model == "closed":
         return CLOSED_LATENCY
     return None
+
+
+def judged_metric(experiment: Experiment, workload: Workload, metric: str) -> str | None:
+    """The metric that answers a question about ``metric`` in this design: itself when it
+    is judged; requests per CPU second for requests/s side by side; None when nothing
+    measured here can (latency side by side). ``servelab check``'s thresholds use it."""
+    if not_judged_because(experiment, workload, metric) is None:
+        return metric
+    if experiment.side_by_side and metric in SHARE_METRICS:
+        return "rps_per_cpu"
+    return None
+
+
+def threshold_comparison(
+    experiment: Experiment, variant: VariantAnalysis, metric: str
+) -> Comparison | None:
+    """The comparison a threshold on ``metric`` is judged by (``judged_metric``)."""
+    workload = next(w for w in experiment.workloads if w.name == variant.workload)
+    key = judged_metric(experiment, workload, metric)
+    return None if key is None else variant.comparisons.get(key)
 
 
 def latency_judged(experiment: Experiment) -> bool:

@@ -161,6 +161,7 @@ def judge_runs(
 ) -> tuple[tuple[Judgement, ...], int, str]:
     """Each threshold on each workload of a check's runs; starts per version; the test."""
     from servelab.analysis.analyze import analyze
+    from servelab.analysis.validity import threshold_comparison
 
     judgements = []
     starts, tests = 0, set()
@@ -169,7 +170,7 @@ def judge_runs(
             continue
         errors = sum(run.load.errors for run in variant.runs)
         for threshold in thresholds:
-            comparison = variant.comparisons.get(threshold.metric)
+            comparison = threshold_comparison(experiment, variant, threshold.metric)
             judgements.append(judge(threshold, comparison, float(errors), variant.workload))
             if comparison is not None:
                 tests.add(comparison.test)

@@ -19,7 +19,9 @@ from servelab.analysis.analyze import (
     slice_design,
 )
 from servelab.analysis.nested import starts_needed, variance_components
+from servelab.analysis.stats import EARLY_LEVEL, MIN_CLEAR_DF
 from servelab.analysis.thresholds import distance_to_decide, judge, parse_threshold
+from servelab.analysis.validity import threshold_comparison
 from servelab.config.experiment import Experiment
 from servelab.config.load import SloSpec
 from servelab.measuring.ramp import ramp_should_stop
@@ -100,8 +102,16 @@ def threshold_clarity(analysis: ExperimentAnalysis, thresholds: Sequence[str]) -
         for threshold in map(parse_threshold, thresholds):
             if not threshold.relative:
                 continue  # a count is decided by what was measured
-            comparison = v.comparisons.get(threshold.metric)
-            decided = judge(threshold, comparison, 0.0).state != "inconclusive"
+            comparison = threshold_comparison(analysis.experiment, v, threshold.metric)
+            # Decided before the budget ends only on 6+ df and the 99.9 % interval
+            # (Haybittle-Peto), so that looking after every round keeps the final 95 %
+            # judgement's error rates.
+            decided = (
+                comparison is not None
+                and (comparison.df or 0) >= MIN_CLEAR_DF
+                and judge(threshold, comparison.widened(EARLY_LEVEL), 0.0).state
+                != "inconclusive"
+            )
             bounds = None if comparison is None else comparison.interval_pct
             half = None if bounds is None else (bounds[1] - bounds[0]) / 2
             starts = max((comparison.starts if comparison else None) or (len(v.runs),) * 2)
