@@ -25,59 +25,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from support import FakeClock, FakeExecutor, ListSink
-
-from servelab.analysis.analyze import analyze, answer_metric
-from servelab.config.building import experiment_from_dict
-from servelab.measuring import Runner
+from support import simulated_study
 
 NOISE = {"low (1 % / 2 %)": (0.01, 0.02), "medium (2 % / 3 %)": (0.02, 0.03),
          "high (3 % / 5 %)": (0.03, 0.05)}
 TRUTHS = {"A/A": {}, "keepalive +5 %": {"keepalive": math.log(1.05)},
           "keepalive +10 %": {"keepalive": math.log(1.10)}}
-
-
-def quick_like(budget_s: float):
-    return experiment_from_dict(
-        {
-            "name": "simulated",
-            "repetitions": 2,
-            "baseline": {"name": "base"},
-            "variants": [
-                {"name": "unix", "proxy": {"transport": "unix"}},
-                {"name": "keepalive", "proxy": {"transport": "unix", "upstream_keepalive": 8}},
-            ],
-            "workloads": [
-                {"name": f"w{i}", "request": {"path": "/"}, "load": {"duration_s": 6.0}}
-                for i in range(4)
-            ],
-            "warmup": {"max_rounds": 1, "duration_s": 1.0},
-            "side_by_side": True,
-            "stopping": {"precision_pct": 5.0, "budget_s": budget_s},
-        },
-        source="benchmark",
-    )
-
-
-def study(rng, effects, sd_start, sd_slice, drift, budget_s):
-    starts: dict[int, float] = {}
-    moments: dict[int, float] = {}
-
-    def level(variant, start, tick, workload):
-        starts.setdefault(start, rng.gauss(0, sd_start))
-        moments.setdefault(tick, rng.gauss(0, drift))
-        shift = effects.get(variant, 0.0)
-        return 1000 * math.exp(shift + starts[start] + moments[tick] + rng.gauss(0, sd_slice))
-
-    experiment = quick_like(budget_s)
-    clock = FakeClock()
-    runs = Runner(
-        experiment, ListSink(), FakeExecutor(level, clock=clock, seconds_per_window=3.0),
-        clock=clock,
-    ).run()
-    key = answer_metric(experiment).key
-    return [(v.variant, v.comparisons[key]) for v in analyze(experiment, runs).variants
-            if not v.is_baseline]
 
 
 def main() -> None:
@@ -98,8 +51,10 @@ def main() -> None:
             rounds = []
             for _ in range(args.studies):
                 false_here = raw_here = False
-                for variant, c in study(rng, effects, sd_start, sd_slice, args.drift,
-                                        args.budget):
+                for variant, c in simulated_study(
+                    rng, effects, sd_start=sd_start, sd_slice=sd_slice, drift=args.drift,
+                    budget_s=args.budget,
+                ):
                     effect = effects.get(variant, 0.0)
                     low, high = c.interval_pct
                     compared += 1

@@ -45,13 +45,17 @@ class FakeExecutor:
     ("measure", variant, workload) in order.
     """
 
-    def __init__(self, level=None, *, seconds_per_window: float = 1.0, clock=None) -> None:
+    def __init__(
+        self, level=None, *, seconds_per_window: float = 1.0, clock=None, busy=None
+    ) -> None:
         from servelab.host.cpus import CpuPlan
 
         self.driver = FakeDriver()
         self.cpu_plan = CpuPlan("0", "1")
         self.favoured = False
         self.level = level or (lambda variant, start, tick, workload: 1000.0)
+        # Share of its CPU a stack keeps busy (1: CPU-bound; less: it waits on something).
+        self.busy = busy or (lambda variant, workload: 1.0)
         self.seconds_per_window = seconds_per_window
         self.clock = clock
         self.log: list[tuple] = []
@@ -122,10 +126,11 @@ class FakeExecutor:
         return Window(
             started="2026-11-23T00:00:00+0000",
             load=self._load(rps, duration),
-            # The stack kept its CPU busy: requests per CPU second = requests per second.
+            # A busy stack: requests per CPU second = requests per second.
             usage=(
                 ProcessUsage(
-                    role="app", pid=stack.start, name="fake", cpu_s=duration, peak_rss_bytes=1
+                    role="app", pid=stack.start, name="fake",
+                    cpu_s=duration * self.busy(stack.variant, workload.name), peak_rss_bytes=1,
                 ),
             ),
             observed={
@@ -341,3 +346,65 @@ def report_with_stack(report, variant: str, *, server=None, proxy=None):
     return dataclasses.replace(report, experiment=experiment.model_copy(
         update={"baseline": stacks[0], "variants": tuple(stacks[1:])}
     ))
+
+
+# -- simulated studies: the real measuring rule on stacks with a known truth --
+
+
+def quick_shaped(budget_s: float = 160.0):
+    """An experiment shaped like ``servelab study quick``: a baseline and two variants
+    side by side, four workloads, ±5 % precision, ``budget_s`` of measuring."""
+    from servelab.config.building import experiment_from_dict
+
+    return experiment_from_dict(
+        {
+            "name": "simulated",
+            "repetitions": 2,
+            "baseline": {"name": "base"},
+            "variants": [
+                {"name": "unix", "proxy": {"transport": "unix"}},
+                {"name": "keepalive", "proxy": {"transport": "unix", "upstream_keepalive": 8}},
+            ],
+            "workloads": [
+                {"name": f"w{i}", "request": {"path": "/"}, "load": {"duration_s": 6.0}}
+                for i in range(4)
+            ],
+            "warmup": {"max_rounds": 1, "duration_s": 1.0},
+            "side_by_side": True,
+            "stopping": {"precision_pct": 5.0, "budget_s": budget_s},
+        },
+        source="simulation",
+    )
+
+
+def simulated_study(
+    rng, effects, *, sd_start: float, sd_slice: float, drift: float, budget_s: float = 160.0
+):
+    """One quick-shaped study measured by the real Runner, stopping rule and analysis on
+    fake stacks: requests/s = 1000 x exp(effect of the variant + the start's own level
+    (sd_start) + the machine's moment (drift) + the slice's noise (sd_slice)). Returns
+    (variant, comparison of the answer's metric) at the moment measuring stopped."""
+    import math
+
+    from servelab.analysis.analyze import analyze, answer_metric
+    from servelab.measuring import Runner
+
+    starts: dict[int, float] = {}
+    moments: dict[int, float] = {}
+
+    def level(variant, start, tick, workload):
+        starts.setdefault(start, rng.gauss(0, sd_start))
+        moments.setdefault(tick, rng.gauss(0, drift))
+        shift = effects.get(variant, 0.0)
+        return 1000 * math.exp(shift + starts[start] + moments[tick] + rng.gauss(0, sd_slice))
+
+    experiment = quick_shaped(budget_s)
+    clock = FakeClock()
+    executor = FakeExecutor(level, clock=clock, seconds_per_window=3.0)
+    runs = Runner(experiment, ListSink(), executor, clock=clock).run()
+    key = answer_metric(experiment).key
+    return [
+        (v.variant, v.comparisons[key])
+        for v in analyze(experiment, runs).variants
+        if not v.is_baseline
+    ]

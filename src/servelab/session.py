@@ -235,6 +235,7 @@ class LiveProgress:
             on_result=on_result,
             on_slice=first(self._slicing),
             on_round=first(self._round),
+            on_note=first(self._note),
         )
 
     def show(self, result: RunRecord) -> None:
@@ -262,6 +263,9 @@ class LiveProgress:
 
     def _slicing(self, launch: Launch, workload: Workload, k: int, n: int) -> None:
         self._describe(launch, workload.name, before=f"slice {k}/{n}: ")
+
+    def _note(self, text: str) -> None:
+        self.progress.console.print(f"  [yellow]![/yellow] {text}", highlight=False)
 
     def _round(self, plan: NextRound | None, outlook: Outlook | None) -> None:
         if plan is None:

@@ -26,7 +26,12 @@ from servelab.analysis.stats import (
     summarize,
     verdict,
 )
-from servelab.analysis.validity import not_judged_because
+from servelab.analysis.validity import (
+    BUSY_SHARE,
+    as_measured,
+    idle_stacks,
+    not_judged_because,
+)
 from servelab.analysis.warnings import MACHINE_SPEED_SLICED_HINT, ResultWarning, WarningKind
 from servelab.config.experiment import Experiment
 from servelab.host.cpus import CpuPlan
@@ -372,6 +377,8 @@ def analyze(
     verdicts of each metric are judged together over the whole experiment, Holm-adjusted
     (``family``), so that identical stacks are called different in at most ``alpha``
     of experiments, however many questions they ask."""
+    probed = list(runs)
+    experiment, runs = as_measured(experiment, runs)
     compared: dict[tuple[str, str], dict[str, Comparison]] = {}
     for workload in experiment.workloads:
         workload_runs = [r for r in runs if r.workload == workload.name]
@@ -426,6 +433,18 @@ def analyze(
                 )
             )
     warnings = _experiment_warnings(experiment, runs, variants)
+    idle = idle_stacks(probed)
+    if idle:
+        worst = min(idle, key=lambda r: r.solo_cpu_share or 0.0)
+        warnings.append(
+            WarningKind.NOT_CPU_BOUND.warn(
+                f"{worst.variant} alone kept {100 * (worst.solo_cpu_share or 0.0):.0f} % of "
+                f"its CPUs busy on {worst.workload} ({len(idle)} stack(s) below "
+                f"{100 * BUSY_SHARE:.0f} %): it waits on something, so requests per CPU "
+                "second side by side is not what it serves with a CPU to itself; measured "
+                "in turns from there on, and only those runs are compared"
+            )
+        )
     return ExperimentAnalysis(experiment, tuple(variants), tuple(warnings))
 
 

@@ -16,14 +16,22 @@ Pure: decided from the experiment's design and the workload's load model.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from servelab.config.experiment import Experiment
 from servelab.config.load import Workload
+from servelab.results.records import RunRecord
 
 if TYPE_CHECKING:
     from servelab.analysis.analyze import VariantAnalysis
     from servelab.analysis.stats import Comparison
+
+# Side by side, requests per CPU second of a stack is what it serves with a CPU to
+# itself only when, alone, it keeps its CPUs busy: below this share of them (probed
+# by the runner before its first side-by-side slices) the experiment is measured in
+# turns from there on.
+BUSY_SHARE = 0.85
 
 LATENCY_METRICS = ("latency_mean_ms", "latency_p99_ms")
 SHARE_METRICS = ("rps", "ok_rps")
@@ -51,6 +59,26 @@ def not_judged_because(experiment: Experiment, workload: Workload, metric: str) 
     if metric in LATENCY_METRICS and workload.load.model == "closed":
         return CLOSED_LATENCY
     return None
+
+
+def as_measured(
+    experiment: Experiment, runs: Sequence[RunRecord]
+) -> tuple[Experiment, list[RunRecord]]:
+    """The design the runs answer in, with the runs that belong to it: a side-by-side
+    experiment that switched to measuring in turns (a stack alone left its CPUs idle,
+    ``servelab.measuring.runner``) is analysed in turns, on the runs measured so; its
+    side-by-side runs (shares of shared CPUs) are left out."""
+    if experiment.side_by_side and any(r.together is False for r in runs):
+        apart = [r for r in runs if r.together is False]
+        return experiment.model_copy(update={"side_by_side": False}), apart
+    return experiment, list(runs)
+
+
+def idle_stacks(runs: Sequence[RunRecord]) -> list[RunRecord]:
+    """The probed runs whose stack alone kept less than BUSY_SHARE of its CPUs busy."""
+    return [
+        r for r in runs if r.solo_cpu_share is not None and r.solo_cpu_share < BUSY_SHARE
+    ]
 
 
 def judged_metric(experiment: Experiment, workload: Workload, metric: str) -> str | None:

@@ -59,6 +59,11 @@ class WarningKind(StrEnum):
         "a virtual machine's host or CPU frequency scaling: measure each run in "
         "interleaved slices (--slices 5), repeat more, or use a quieter machine",
     )
+    NOT_CPU_BOUND = (
+        "not-cpu-bound",
+        "the stacks were measured in turns instead (requests/s of each alone); for a "
+        "per-CPU comparison give the app enough workers and threads to keep its CPU busy",
+    )
     SHARED_CPUS = (
         "shared-cpus",
         "pin them apart with --stack-cpus/--driver-cpus (the default on 2+ CPUs)",

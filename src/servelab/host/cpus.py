@@ -53,6 +53,15 @@ class CpuPlan:
             return True
         return bool(parse_cpu_list(self.stack) & parse_cpu_list(self.driver))  # type: ignore[arg-type]
 
+    @property
+    def stack_capacity(self) -> float:
+        """CPUs of time the stack may use: its quota, else its CPUs, else the machine's."""
+        if self.stack_quota:
+            return self.stack_quota
+        if self.stack is not None:
+            return float(len(parse_cpu_list(self.stack)))
+        return float(os.cpu_count() or 1)
+
     def describe(self) -> str:
         quota = f"; stack capped at {self.stack_quota:g} CPUs of time" if self.stack_quota else ""
         quota += (

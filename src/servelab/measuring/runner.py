@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from servelab.analysis.validity import BUSY_SHARE
 from servelab.config.experiment import Experiment
 from servelab.config.load import Workload
 from servelab.measuring.executor import Executor, Window
@@ -61,6 +62,13 @@ class RunnerEvents:
     # The stopping rule decided: another round (its plan), or stop (None, with the
     # rule's outlook: what is clear and what the rest would take).
     on_round: Callable[[NextRound | None, Outlook | None], None] = lambda plan, outlook: None
+    # A change of design the user should hear about, with its reason (one sentence).
+    on_note: Callable[[str], None] = lambda text: None
+
+
+# Side by side, each stack is driven alone for PROBE_S before its first side-by-side
+# slices of a workload (analysis.validity.BUSY_SHARE says why and how busy is busy).
+PROBE_S = 1.0
 
 
 @dataclass
@@ -71,6 +79,8 @@ class _LiveRun:
     warmup_rps: list[tuple[int, float]] = field(default_factory=list)
     windows: list[Window] = field(default_factory=list)
     passes: list[int] = field(default_factory=list)
+    together: bool | None = None  # this workload's slices measured side by side
+    solo_share: float | None = None  # CPUs kept busy alone, when probed
 
 
 @dataclass
@@ -90,6 +100,9 @@ class Runner:
             run_key(r.variant, r.workload, r.repetition) for r in self.previous
         }
         self.slo_stop = SloStop(self.experiment.slo)
+        # A side-by-side experiment measures in turns once a stack alone left its CPUs
+        # idle (replayed from the stored runs on resume).
+        self.apart = any(r.together is False for r in self.previous)
 
     @property
     def all_runs(self) -> list[RunRecord]:
@@ -132,6 +145,8 @@ class Runner:
         warmup_rps: Sequence[tuple[int, float]],
         speed: float | None,
         passes: Sequence[int] = (),
+        together: bool | None = None,
+        solo_share: float | None = None,
     ) -> RunRecord:
         """The run's record from its one window, or from its slices merged."""
         durations = [w.load.duration_s for w in windows]
@@ -160,6 +175,8 @@ class Runner:
             cpu_speed=speed,
             slices=len(windows),
             slice_figures=figures,
+            together=together,
+            solo_cpu_share=solo_share,
             **merge_observed([w.observed for w in windows], durations),
         )
 
@@ -265,9 +282,34 @@ class Runner:
                 for run in members:
                     self._keep(
                         self._result(
-                            run.launch, workload, run.windows, run.warmup_rps, run.speed, run.passes
+                            run.launch, workload, run.windows, run.warmup_rps, run.speed,
+                            run.passes, run.together, run.solo_share,
                         )
                     )
+
+    def _probe(self, members: list[_LiveRun], workload: Workload, scratch: Path) -> bool:
+        """Drive each stack alone for a moment and keep the share of its CPUs it used;
+        True when every one kept them busy (side by side stays valid), else switch the
+        experiment to measuring in turns, and say why."""
+        load = workload.load.model_copy(update={"duration_s": PROBE_S, "requests": None})
+        capacity = self.executor.cpu_plan.stack_capacity
+        for run in members:
+            window = self.executor.measure(run.stack, workload, load, scratch)
+            busy = sum(p.cpu_s for p in window.usage)
+            seconds = window.load.duration_s or PROBE_S
+            run.solo_share = round(busy / (seconds * capacity), 3)
+        idle = min(members, key=lambda run: run.solo_share or 0.0)
+        if (idle.solo_share or 0.0) >= BUSY_SHARE:
+            return True
+        self.apart = True
+        self.events.on_note(
+            f"measuring in turns from here on: {idle.launch.stack.name} alone kept "
+            f"{100 * (idle.solo_share or 0.0):.0f} % of its CPUs busy on {workload.name} "
+            f"(below {100 * BUSY_SHARE:.0f} %: it waits on something), so requests per CPU "
+            "second side by side would not be what it serves with a CPU to itself; each "
+            "stack's own requests/s, measured alone, answers instead"
+        )
+        return False
 
     def _slice_workload(
         self,
@@ -277,10 +319,11 @@ class Runner:
         scratch: Path,
         rng: random.Random | None,
     ) -> None:
+        together = self.experiment.side_by_side and not self.apart
         for run in members:
-            run.windows, run.passes = [], []
+            run.windows, run.passes, run.solo_share = [], [], None
             self.events.on_measure(run.launch, workload)
-        if self.experiment.side_by_side:  # warmed up together, as they will be measured
+        if together:  # warmed up together, as they will be measured
             with ThreadPoolExecutor(len(members), thread_name_prefix="servelab-warm") as pool:
                 warmed = list(
                     pool.map(
@@ -295,13 +338,19 @@ class Runner:
         else:
             for run in members:
                 run.warmup_rps = self._warm_up(run.stack, workload, scratch)
+        if together and not any(
+            r.solo_cpu_share is not None for r in self.all_runs if r.workload == workload.name
+        ):
+            together = self._probe(members, workload, scratch)
+        for run in members:
+            run.together = together if self.experiment.side_by_side else None
         first = self._next_pass_number(workload)
         # More passes than the spec's slices (a later round may ask for them) repeat the
         # slice loads; each pass drives every start once.
         loads = slice_loads(workload.load, self.experiment.slices)
         for pass_index in range(passes):
             load = loads[pass_index % len(loads)]
-            if self.experiment.side_by_side:
+            if together:
                 # Whose driver starts first rotates too (with the round's launch order).
                 order = slice_order(members, pass_index, rng)
                 self.events.on_slice(order[0].launch, workload, pass_index + 1, passes)

@@ -21,7 +21,7 @@ from servelab.analysis.analyze import (
 from servelab.analysis.nested import starts_needed, variance_components
 from servelab.analysis.stats import EARLY_LEVEL, MIN_CLEAR_DF
 from servelab.analysis.thresholds import distance_to_decide, judge, parse_threshold
-from servelab.analysis.validity import threshold_comparison
+from servelab.analysis.validity import as_measured, threshold_comparison
 from servelab.config.experiment import Experiment
 from servelab.config.load import SloSpec
 from servelab.measuring.ramp import ramp_should_stop
@@ -147,7 +147,8 @@ class PrecisionRule:
 
     def _passes_for(self, runs: Sequence[RunRecord], workloads: Sequence[str]) -> int:
         """Double the passes when, in the unclear workloads, the slices are the noisier part."""
-        metric = answer_metric(self.experiment)
+        experiment, runs = as_measured(self.experiment, runs)
+        metric = answer_metric(experiment)
         slices_dominate = False
         for workload in workloads:
             own = [r for r in runs if r.workload == workload]
@@ -177,7 +178,8 @@ class PrecisionRule:
         if not unclear:
             stop(
                 "every threshold is decided" if self.stopping.thresholds
-                else f"every {answer_metric(self.experiment).label.lower()} comparison is clear"
+                else f"every {answer_metric(as_measured(self.experiment, runs)[0]).label.lower()}"
+                " comparison is clear"
             )
             return None
         if starts >= self.stopping.max_repetitions:

@@ -108,7 +108,8 @@ class ReportInput:
                 "let the experiment finish at least one run (servelab run --resume)",
             )
         analysis = analyze(experiment, runs, min_effect_pct=min_effect_pct)
-        return cls(experiment, dict(environment), tuple(runs), analysis)
+        # The design the runs answer in (side by side turned in turns: analysis.validity).
+        return cls(analysis.experiment, dict(environment), tuple(runs), analysis)
 
     @classmethod
     def from_store(cls, store: ResultStore, *, source: str | None = None) -> ReportInput:

@@ -167,6 +167,13 @@ class RunRecord(Record):
     slices: int = 1
     # Each slice's own figures (empty for runs in one piece, and in older records).
     slice_figures: tuple[SliceFigures, ...] = ()
+    # Whether its slices were measured at the same moments as the other stacks of its
+    # round (side by side); None in older records: as the experiment says. A side-by-side
+    # experiment measures in turns once a stack alone left its CPUs idle (below).
+    together: bool | None = None
+    # Share of its CPUs the stack kept busy when driven alone for a moment before its
+    # first side-by-side slices (servelab.measuring.runner); None where not probed.
+    solo_cpu_share: float | None = None
 
     @property
     def stack_cpu_s(self) -> float:

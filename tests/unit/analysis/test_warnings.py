@@ -17,6 +17,7 @@ NAMES = (
     "closed-loop",
     "machine-speed",
     "shared-cpus",
+    "not-cpu-bound",
 )
 
 

@@ -12,66 +12,18 @@ from __future__ import annotations
 import math
 import random
 
-from support import FakeClock, FakeExecutor, ListSink
-
-from servelab.analysis.analyze import analyze, answer_metric
-from servelab.config.building import experiment_from_dict
-from servelab.measuring import Runner
+from support import simulated_study
 
 STUDIES = 100
 # The spread the issue measured on this machine: 3 % start to start, 5 % slice to slice.
 SD_START, SD_SLICE, DRIFT = 0.03, 0.05, 0.08
 
 
-def quick_like(budget_s: float = 160.0):
-    return experiment_from_dict(
-        {
-            "name": "simulated",
-            "repetitions": 2,
-            "baseline": {"name": "base"},
-            "variants": [
-                {"name": "unix", "proxy": {"transport": "unix"}},
-                {"name": "keepalive", "proxy": {"transport": "unix", "upstream_keepalive": 8}},
-            ],
-            "workloads": [
-                {"name": f"w{i}", "request": {"path": "/"}, "load": {"duration_s": 6.0}}
-                for i in range(4)
-            ],
-            "warmup": {"max_rounds": 1, "duration_s": 1.0},
-            "side_by_side": True,
-            "stopping": {"precision_pct": 5.0, "budget_s": budget_s},
-        },
-        source="test",
-    )
-
-
-def simulated_study(rng: random.Random, effects: dict[str, float]):
-    """One study's comparisons of the answer's metric at the moment measuring stopped."""
-    starts: dict[int, float] = {}
-    moments: dict[int, float] = {}
-
-    def level(variant, start, tick, workload):
-        starts.setdefault(start, rng.gauss(0, SD_START))
-        moments.setdefault(tick, rng.gauss(0, DRIFT))
-        shift = effects.get(variant, 0.0)
-        return 1000 * math.exp(shift + starts[start] + moments[tick] + rng.gauss(0, SD_SLICE))
-
-    experiment = quick_like()
-    clock = FakeClock()
-    executor = FakeExecutor(level, clock=clock, seconds_per_window=3.0)
-    runs = Runner(experiment, ListSink(), executor, clock=clock).run()
-    metric = answer_metric(experiment).key
-    analysis = analyze(experiment, runs)
-    return [
-        (v.variant, v.comparisons[metric]) for v in analysis.variants if not v.is_baseline
-    ]
-
-
 def rates(effects: dict[str, float], seed: int):
     rng = random.Random(seed)
     covered = compared = false_studies = raw_false_studies = 0
     for _ in range(STUDIES):
-        found = simulated_study(rng, effects)
+        found = simulated_study(rng, effects, sd_start=SD_START, sd_slice=SD_SLICE, drift=DRIFT)
         false_here = raw_here = False
         for variant, comparison in found:
             truth = 100 * math.expm1(effects.get(variant, 0.0))
@@ -105,7 +57,11 @@ def test_a_real_difference_is_covered_and_found():
     rng = random.Random(13)
     large = {"keepalive": math.log(1.25)}
     verdicts = [
-        c.verdict for _ in range(10) for variant, c in simulated_study(rng, large)
+        c.verdict
+        for _ in range(10)
+        for variant, c in simulated_study(
+            rng, large, sd_start=SD_START, sd_slice=SD_SLICE, drift=DRIFT
+        )
         if variant == "keepalive"
     ]
     assert verdicts.count("better") >= 0.9 * len(verdicts)

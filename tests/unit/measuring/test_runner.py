@@ -147,3 +147,47 @@ def test_side_by_side_rounds_take_turns_at_going_first():
         if entry[0] == "launch" and (i == 0 or executor.log[i - 1][0] != "launch")
     ]
     assert firsts == ["base", "var", "base", "var"]
+
+
+def test_a_stack_that_leaves_its_cpu_idle_turns_side_by_side_into_turns():
+    """Side by side, each stack is first driven alone for a moment: one that keeps only
+    half its CPU busy (it waits) makes the rest of the experiment measured in turns,
+    said as a note, and the analysis compares requests/s of the runs measured so."""
+    from servelab.analysis.analyze import analyze, answer_metric
+    from servelab.analysis.warnings import WarningKind
+
+    notes: list[str] = []
+    executor = FakeExecutor(
+        lambda variant, start, tick, workload: 1200.0 if variant == "var" else 1000.0,
+        busy=lambda variant, workload: 0.5 if variant == "var" else 1.0,
+    )
+    exp = experiment(side_by_side=True, repetitions=3)
+    runs = Runner(exp, ListSink(), executor, RunnerEvents(on_note=notes.append)).run()
+    (note,) = notes
+    assert "var alone kept 50 % of its CPUs busy" in note and "in turns" in note
+    probed = [r for r in runs if r.solo_cpu_share is not None]
+    assert {r.solo_cpu_share for r in probed} == {0.5, 1.0}
+    assert {(r.workload, r.repetition) for r in probed} == {("w1", 1)}  # once, then turns
+    assert [r.together for r in runs if (r.workload, r.repetition) == ("w1", 1)] == [
+        False, False
+    ]  # the probe came before the passes: this round's already measured in turns
+    assert all(r.together is False for r in runs)
+    analysis = analyze(exp, runs)
+    assert not analysis.experiment.side_by_side
+    assert answer_metric(analysis.experiment).key == "rps"
+    assert any(w.kind is WarningKind.NOT_CPU_BOUND for w in analysis.warnings)
+    rps = analysis.for_workload("w1")[1].comparisons["rps"]
+    assert rps.verdict != "not judged" and rps.difference_pct > 15
+
+
+def test_busy_stacks_stay_side_by_side_and_resume_keeps_the_decision():
+    executor = FakeExecutor()
+    exp = experiment(side_by_side=True, repetitions=2)
+    runs = Runner(exp, ListSink(), executor).run()
+    assert all(r.together is True for r in runs)
+    assert sum(r.solo_cpu_share is not None for r in runs) == 2 * 2  # each stack, each workload
+    # A result that switched to turns resumes in turns, probing nothing again.
+    apart = [r.model_copy(update={"together": False}) for r in runs[:2]]
+    resumed = Runner(exp, ListSink(), FakeExecutor(), previous=apart).run()
+    assert resumed and all(r.together is False for r in resumed)
+    assert all(r.solo_cpu_share is None for r in resumed)
