@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from servelab.analysis.analyze import compare_rounds, compare_variants
+from servelab.analysis.family import judge_family
 from servelab.analysis.stats import Comparison, confidence_interval
 from servelab.results.records import RunRecord
 from servelab.tune.objective import MEMORY, MIB, Objective
@@ -29,7 +30,11 @@ from servelab.tune.objective import MEMORY, MIB, Objective
 
 @dataclass(frozen=True)
 class RaceSettings:
-    alpha: float = 0.05  # a candidate is dropped when worse than the leader at this level
+    # The chance the race drops a candidate that is not worse than the leader, over the
+    # whole race: each round's drops are Holm-adjusted over the candidates compared with
+    # the leader in it, at alpha / max_rounds (a Bonferroni share per round), so that
+    # looking after every round keeps it.
+    alpha: float = 0.05
     min_starts: int = 2  # starts before anything is dropped
     max_rounds: int = 10
     # The race is over once every contender's interval against the leader is within
@@ -168,10 +173,14 @@ def judge_round(
         return dropped
     if len(by[leader]) < settings.min_starts:
         return dropped
-    for name in ranked[1:]:
-        if len(by[name]) < settings.min_starts:
-            continue
-        versus = compare_with_leader(runs, leader, name, objective, settings.alpha)
+    contenders = [name for name in ranked[1:] if len(by[name]) >= settings.min_starts]
+    per_round = settings.alpha / settings.max_rounds
+    compared = judge_family(
+        [compare_with_leader(runs, leader, name, objective, per_round) for name in contenders],
+        higher_is_better=objective.metric.higher_is_better,
+        alpha=per_round,
+    )
+    for name, versus in zip(contenders, compared, strict=True):
         if versus.verdict == "worse":
             dropped.append(Dropped(name, after_round, _worse_reason(objective, leader, versus)))
     return dropped
@@ -183,7 +192,10 @@ def _worse_reason(objective: Objective, leader: str, versus: Comparison) -> str:
     bounds = versus.interval_pct
     if bounds is not None:
         text += f" (95 % CI {bounds[0]:+.1f} … {bounds[1]:+.1f} %"
-        text += f", p = {versus.p_value:.2g})" if versus.p_value is not None else ")"
+        if versus.p_adjusted is not None:
+            text += f", Holm-adjusted p = {versus.p_adjusted:.2g} over {versus.family})"
+        else:
+            text += f", p = {versus.p_value:.2g})" if versus.p_value is not None else ")"
     return text
 
 
