@@ -22,12 +22,12 @@ from servelab.config.experiment import Experiment
 from servelab.config.load import Workload
 from servelab.errors import ServelabError
 from servelab.host.cgroups import quota_unavailable_reason
-from servelab.host.cpus import CpuPlan
+from servelab.host.cpus import CpuPlan, plan_side_by_side
 from servelab.host.environment import collect_environment, machine_differences
 from servelab.host.procs import JANITOR
 from servelab.load.base import LoadDriver, check_driver_can
 from servelab.load.registry import get_driver
-from servelab.measuring import Launch, RunnerEvents, run_experiment
+from servelab.measuring import Launch, RunnerEvents, run_experiment, side_by_side_stack_size
 from servelab.measuring.stopping import NextRound, Outlook
 from servelab.report.base import MARKDOWN_FILE, ReportInput
 from servelab.report.markdown import render_markdown
@@ -103,6 +103,12 @@ class ExperimentSession:
             "stack_quota": self.cpu_plan.stack_quota,
             "cpu_priority": self.cpu_plan.cpu_priority,
         }
+        if self.experiment.side_by_side:
+            side = plan_side_by_side(
+                self.cpu_plan, len(self.experiment.stacks),
+                side_by_side_stack_size(self.experiment),
+            )
+            environment["cpu_plan"]["side_by_side"] = side.describe()
         return environment
 
     def _open_store(self, environment: dict[str, Any]) -> tuple[ResultStore, list[RunRecord]]:

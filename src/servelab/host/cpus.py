@@ -123,3 +123,70 @@ def _cpu_sets(stack: str | None, driver: str | None, pin: bool, quota: float | N
         driver=format_cpu_list(parse_cpu_list(driver)),
         stack_quota=quota,
     )
+
+
+@dataclass(frozen=True)
+class SideBySidePlan:
+    """Where each of the stacks measured at the same moments runs, and its load driver:
+    a CPU set of its own each where the machine has enough CPUs (duet benchmarking
+    proper: simultaneous, not sharing), else one set they all share."""
+
+    stacks: tuple[str, ...]  # one CPU list per stack slot
+    drivers: tuple[str, ...]  # one CPU list per stack slot's driver
+    stack_size: int  # CPUs a stack was meant to have (sized like the deployment)
+
+    @property
+    def own_stack_cpus(self) -> bool:
+        return len({*self.stacks}) == len(self.stacks) and len(self.stacks) > 1
+
+    @property
+    def own_driver_cpus(self) -> bool:
+        return len({*self.drivers}) == len(self.drivers) and len(self.drivers) > 1
+
+    def describe(self) -> str:
+        n = len(self.stacks)
+        if self.own_stack_cpus:
+            stacks = (
+                f"{n} stacks side by side, each on CPUs of its own "
+                f"({', '.join(self.stacks)}; they share only the memory bus and caches)"
+            )
+        else:
+            stacks = (
+                f"{n} stacks side by side sharing CPU {self.stacks[0]} (fewer than "
+                f"{n} x {self.stack_size} stack CPUs): each stack's requests/s is its share; "
+                "requests per CPU second carries the answer"
+            )
+        drivers = (
+            f"a driver each on CPU {', '.join(self.drivers)}" if self.own_driver_cpus
+            else f"their drivers sharing CPU {self.drivers[0]}"
+        )
+        return f"{stacks}; {drivers}"
+
+
+def plan_side_by_side(plan: CpuPlan, stacks: int, stack_size: int = 1) -> SideBySidePlan:
+    """Split ``plan``'s stack CPUs into ``stacks`` sets of ``stack_size`` CPUs where they
+    fit (else every stack gets the whole stack set), and its driver CPUs into one set per
+    stack where there is at least one CPU each (else they share). Pure: the same plan for
+    the same CPUs, so it can be tested on any topology."""
+    if stacks < 1 or stack_size < 1:
+        raise ValueError("a side-by-side plan needs at least one stack of one CPU")
+    if plan.stack is None or plan.driver is None:  # not pinned: nothing to split
+        return SideBySidePlan(("all",) * stacks, ("all",) * stacks, stack_size)
+    stack_cpus = sorted(parse_cpu_list(plan.stack))
+    driver_cpus = sorted(parse_cpu_list(plan.driver))
+    if len(stack_cpus) >= stacks * stack_size:
+        stack_sets = tuple(
+            format_cpu_list(frozenset(stack_cpus[i * stack_size:(i + 1) * stack_size]))
+            for i in range(stacks)
+        )
+    else:
+        stack_sets = (plan.stack,) * stacks
+    each = len(driver_cpus) // stacks
+    if stacks > 1 and each >= 1:
+        driver_sets = tuple(
+            format_cpu_list(frozenset(driver_cpus[i * each:(i + 1) * each]))
+            for i in range(stacks)
+        )
+    else:
+        driver_sets = (plan.driver,) * stacks
+    return SideBySidePlan(stack_sets, driver_sets, stack_size)

@@ -122,6 +122,8 @@ def _placement_rows(fact: Fact, plan: Any, driver: str) -> list[Row]:
             else "not pinned",
         )
     ]
+    if plan.get("side_by_side"):  # what the planner made of this machine's CPUs
+        rows.append(("Side by side", plan["side_by_side"]))
     if plan.get("stack_quota"):
         rows.append(("CPU quota", f"stack capped at {plan['stack_quota']:g} CPUs of time"))
     if "cpu_priority" in plan:  # results from before it existed do not say

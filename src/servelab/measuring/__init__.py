@@ -9,7 +9,7 @@ from servelab.config.experiment import Experiment
 from servelab.errors import SpecError
 from servelab.fronts.base import LOOPBACK
 from servelab.host.cgroups import cpu_group, joined
-from servelab.host.cpus import CpuPlan
+from servelab.host.cpus import CpuPlan, plan_side_by_side
 from servelab.load.base import LoadDriver
 from servelab.load.registry import get_driver
 from servelab.measuring.executor import Groups, HostExecutor, beside_the_driver
@@ -17,7 +17,16 @@ from servelab.measuring.plan import Launch, plan_launches, run_key
 from servelab.measuring.runner import Runner, RunnerEvents
 from servelab.results.records import RunRecord
 
-__all__ = ["Launch", "Runner", "RunnerEvents", "plan_launches", "run_experiment", "run_key"]
+__all__ = [
+    "Launch", "Runner", "RunnerEvents", "plan_launches", "run_experiment", "run_key",
+    "side_by_side_stack_size",
+]
+
+
+def side_by_side_stack_size(experiment: Experiment) -> int:
+    """CPUs a stack gets side by side where the machine has enough: as many as the widest
+    stack has app workers (what it would use deployed)."""
+    return max(stack.server.workers for stack in experiment.stacks)
 
 
 def run_experiment(
@@ -49,8 +58,14 @@ def run_experiment(
         cpu_group(favoured=favoured) as driver_group,
         joined(driver_group),  # servelab's own sampling keeps pace with the driver
     ):
+        side = None
+        if experiment.side_by_side:
+            side = plan_side_by_side(
+                cpu_plan, len(experiment.stacks), side_by_side_stack_size(experiment)
+            )
         executor = HostExecutor(
-            driver, cpu_plan, Groups(stack_group, driver_group), listen_host=listen_host
+            driver, cpu_plan, Groups(stack_group, driver_group), listen_host=listen_host,
+            side=side,
         )
         runner = Runner(experiment, store, executor, events or RunnerEvents(), previous)
         return runner.run()

@@ -22,7 +22,7 @@ from servelab.config.load import LoadSpec, RequestSpec, Workload
 from servelab.config.stack import StackSpec
 from servelab.fronts.base import LOOPBACK
 from servelab.host.cgroups import CpuGroup
-from servelab.host.cpus import CpuPlan, parse_cpu_list
+from servelab.host.cpus import CpuPlan, SideBySidePlan, parse_cpu_list
 from servelab.host.procs import JANITOR
 from servelab.launch import launch_stack
 from servelab.launch.running import RunningStack
@@ -43,6 +43,10 @@ class Window:
     observed: dict[str, Any]  # RunObserver.result_fields()
     neighbour_share: float | None
     latencies_ms: tuple[float, ...] = ()  # kept only when the run is sliced
+    # Where the stack and its driver ran when not on the plan's shared sets (a side-by-side
+    # stack on CPUs of its own: host.cpus.plan_side_by_side); None: the CPU plan's.
+    stack_cpus: str | None = None
+    driver_cpus: str | None = None
 
 
 class Executor(Protocol):
@@ -120,12 +124,28 @@ class HostExecutor:
     """Real stacks on this machine, the real load driver, every process watched."""
 
     def __init__(
-        self, driver: LoadDriver, cpu_plan: CpuPlan, groups: Groups, listen_host: str = LOOPBACK
+        self,
+        driver: LoadDriver,
+        cpu_plan: CpuPlan,
+        groups: Groups,
+        listen_host: str = LOOPBACK,
+        side: SideBySidePlan | None = None,
     ) -> None:
         self.driver = driver
         self.cpu_plan = cpu_plan
         self.groups = groups
         self.listen_host = listen_host
+        # Side by side on a machine with CPUs enough: each live stack takes a slot of the
+        # plan (its own stack CPUs, and its driver's), freed when it stops.
+        self.side = side if side is not None and side.own_stack_cpus else None
+        self.slots: dict[int, int] = {}  # id(running stack) -> slot
+
+    def _slot_cpus(self, stack: RunningStack) -> tuple[str | None, str | None]:
+        """(stack CPUs, driver CPUs) of ``stack``: its slot's, or the plan's."""
+        slot = self.slots.get(id(stack))
+        if self.side is None or slot is None:
+            return self.cpu_plan.stack, self.cpu_plan.driver
+        return self.side.stacks[slot], self.side.drivers[slot]
 
     @property
     def favoured(self) -> bool:
@@ -137,10 +157,34 @@ class HostExecutor:
         return cpu_speed(self.cpu_plan.stack)
 
     def launch(self, spec: StackSpec, probe: RequestSpec) -> AbstractContextManager[RunningStack]:
-        return launch_stack(
-            spec, probe=probe, cpus=self.cpu_plan.stack, quota=self.groups.stack,
+        if self.side is None:
+            return launch_stack(
+                spec, probe=probe, cpus=self.cpu_plan.stack, quota=self.groups.stack,
+                listen_host=self.listen_host,
+            )
+        return self._launch_in_slot(spec, probe)
+
+    @contextmanager
+    def _launch_in_slot(self, spec: StackSpec, probe: RequestSpec) -> Iterator[RunningStack]:
+        assert self.side is not None
+        taken = set(self.slots.values())
+        slot = next((i for i in range(len(self.side.stacks)) if i not in taken), None)
+        if slot is None:  # more stacks alive than planned: they share the stack CPUs
+            with launch_stack(
+                spec, probe=probe, cpus=self.cpu_plan.stack, quota=self.groups.stack,
+                listen_host=self.listen_host,
+            ) as stack:
+                yield stack
+            return
+        with launch_stack(
+            spec, probe=probe, cpus=self.side.stacks[slot], quota=self.groups.stack,
             listen_host=self.listen_host,
-        )
+        ) as stack:
+            self.slots[id(stack)] = slot
+            try:
+                yield stack
+            finally:
+                del self.slots[id(stack)]
 
     @contextmanager
     def scratch(self) -> Iterator[Path]:
@@ -167,7 +211,7 @@ class HostExecutor:
             workload.request,
             load,
             scratch / "warmup",
-            cpus=self.cpu_plan.driver,
+            cpus=self._slot_cpus(stack)[1],
             prefix=self._prefix(stack),
         )
 
@@ -203,6 +247,7 @@ class HostExecutor:
     ) -> Window:
         started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         roots = {role: proc.pid for role, proc in stack.processes.items()}
+        stack_cpus, driver_cpus = self._slot_cpus(stack)
         with ProcessSampler(roots) as sampler, RunObserver(stack) as observed:
             measured = run_load(
                 self.driver,
@@ -210,7 +255,7 @@ class HostExecutor:
                 workload.request,
                 load,
                 workdir,
-                cpus=self.cpu_plan.driver,
+                cpus=driver_cpus,
                 prefix=self._prefix(stack),
             )
         latencies = self.driver.latencies_ms(workdir) if self.driver.keep_latencies else ()
@@ -221,4 +266,8 @@ class HostExecutor:
             observed=observed.result_fields(),  # log events, namespace, listen queue
             neighbour_share=None,
             latencies_ms=tuple(latencies),
+            **(
+                {"stack_cpus": stack_cpus, "driver_cpus": driver_cpus}
+                if self.side is not None else {}
+            ),
         )

@@ -165,9 +165,9 @@ class Runner:
                 [w.load for w in windows], [x for w in windows for x in w.latencies_ms]
             ),
             processes=merge_usage([w.usage for w in windows]),
-            stack_cpus=cpu_plan.stack,
+            stack_cpus=windows[0].stack_cpus or cpu_plan.stack,
             stack_cpu_quota=cpu_plan.stack_quota,
-            driver_cpus=cpu_plan.driver,
+            driver_cpus=windows[0].driver_cpus or cpu_plan.driver,
             warmup_requests=sum(n for n, _ in warmup_rps),
             warmup_rps=tuple(rps for _, rps in warmup_rps),
             cpu_priority=self.executor.favoured,

@@ -1,0 +1,83 @@
+"""Side by side on a machine with CPUs enough: each live stack takes a slot of the plan
+(its own stack CPUs, its driver's), freed when it stops, and each window says where it
+ran. The real HostExecutor, with launch_stack and the load driver replaced."""
+
+from __future__ import annotations
+
+import contextlib
+from types import SimpleNamespace
+
+from support import fake_load
+
+from servelab.host.cpus import default_cpu_plan, plan_side_by_side
+from servelab.measuring import executor as executor_module
+from servelab.measuring.executor import Groups, HostExecutor
+
+
+class Nothing:
+    def __init__(self, *args, **kwargs) -> None:
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+    def usage(self):
+        return ()
+
+    def result_fields(self):
+        return {}
+
+
+def test_each_live_stack_gets_its_slot_and_its_driver_cpus(monkeypatch, tmp_path):
+    launched, driven = [], []
+
+    @contextlib.contextmanager
+    def launch_stack(spec, *, probe, cpus, quota, listen_host):
+        launched.append((spec, cpus))
+        yield SimpleNamespace(processes={}, spec=spec, url=lambda path: f"http://x{path}",
+                              placement=SimpleNamespace(driver_prefix=lambda: []))
+
+    def run_load(driver, url, request, load, workdir, *, cpus, prefix):
+        driven.append(cpus)
+        return fake_load()
+
+    monkeypatch.setattr(executor_module, "launch_stack", launch_stack)
+    monkeypatch.setattr(executor_module, "run_load", run_load)
+    monkeypatch.setattr(executor_module, "ProcessSampler", Nothing)
+    monkeypatch.setattr(executor_module, "RunObserver", Nothing)
+    plan = default_cpu_plan(frozenset(range(16)))  # stack CPUs 0-11, driver 12-15
+    side = plan_side_by_side(plan, stacks=3, stack_size=2)
+    driver = SimpleNamespace(keep_latencies=False)
+    executor = HostExecutor(driver, plan, Groups(None, None), side=side)
+    workload = SimpleNamespace(request=SimpleNamespace(path="/"))
+    with contextlib.ExitStack() as alive:
+        stacks = [alive.enter_context(executor.launch(name, None)) for name in "abc"]
+        assert [cpus for _, cpus in launched] == ["0,1", "2,3", "4,5"]
+        windows = [executor._drive(s, workload, None, tmp_path) for s in stacks]
+        assert driven == ["12", "13", "14"]
+        assert [(w.stack_cpus, w.driver_cpus) for w in windows] == [
+            ("0,1", "12"), ("2,3", "13"), ("4,5", "14")
+        ]
+    assert executor.slots == {}  # freed: the next round's stacks take them again
+    with executor.launch("d", None):
+        assert launched[-1] == ("d", "0,1")
+
+
+def test_on_two_cpus_every_stack_shares_the_plan(monkeypatch):
+    launched = []
+
+    @contextlib.contextmanager
+    def launch_stack(spec, *, probe, cpus, quota, listen_host):
+        launched.append(cpus)
+        yield SimpleNamespace()
+
+    monkeypatch.setattr(executor_module, "launch_stack", launch_stack)
+    plan = default_cpu_plan(frozenset({0, 1}))
+    side = plan_side_by_side(plan, stacks=3, stack_size=2)
+    executor = HostExecutor(SimpleNamespace(), plan, Groups(None, None), side=side)
+    assert executor.side is None
+    with executor.launch("a", None), executor.launch("b", None):
+        assert launched == ["0", "0"]
