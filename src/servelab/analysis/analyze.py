@@ -732,25 +732,46 @@ def clarity(
 
 
 def compare_results(
-    first: Sequence[RunRecord], second: Sequence[RunRecord], *, min_effect_pct: float = 0.0
+    first: Sequence[RunRecord],
+    second: Sequence[RunRecord],
+    *,
+    min_effect_pct: float = 0.0,
+    experiment: Experiment | None = None,
 ) -> dict[tuple[str, str], dict[str, Comparison]]:
-    """For every (workload, variant) in both result sets: ``second`` against ``first``."""
+    """For every (workload, variant) in both result sets: ``second`` against ``first``.
+    With ``experiment`` (second's), a metric its design cannot vouch for is shown without
+    a verdict, as in its own report; each metric's verdicts are Holm-adjusted over the
+    pairs compared."""
     keys = sorted(
         {(r.workload, r.variant) for r in first} & {(r.workload, r.variant) for r in second}
     )
-    compared = {}
+    workloads = {w.name: w for w in experiment.workloads} if experiment else {}
+    compared: dict[tuple[str, str], dict[str, Comparison]] = {}
     for workload, variant in keys:
         a = [r for r in first if (r.workload, r.variant) == (workload, variant)]
         b = [r for r in second if (r.workload, r.variant) == (workload, variant)]
-        compared[(workload, variant)] = {
-            m.key: compare(
+        found = {}
+        for m in METRICS:
+            comparison = compare(
                 [m.value(r) for r in a],
                 [m.value(r) for r in b],
                 higher_is_better=m.higher_is_better,
                 min_effect_pct=min_effect_pct,
             )
-            for m in METRICS
-        }
+            why = None
+            if experiment is not None and workload in workloads:
+                why = not_judged_because(experiment, workloads[workload], m.key)
+            if why is not None:
+                comparison = replace(comparison, verdict=NOT_JUDGED, reason=why, p_value=None)
+            found[m.key] = comparison
+        compared[(workload, variant)] = found
+    for m in METRICS:
+        judged = judge_family(
+            [compared[key][m.key] for key in keys],
+            higher_is_better=m.higher_is_better, min_effect_pct=min_effect_pct,
+        )
+        for key, comparison in zip(keys, judged, strict=True):
+            compared[key][m.key] = comparison
     return compared
 
 

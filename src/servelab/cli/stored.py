@@ -98,7 +98,8 @@ def results_show(
 @json_option
 @click.option(
     "--fail-on", type=click.Choice(["worse"]), default=None,
-    help="Exit 1 when a variant of SECOND is significantly worse on requests/s than in FIRST "
+    help="Exit 1 when a variant of SECOND is significantly worse than in FIRST on its answer's "
+    "metric (requests/s; per CPU second side by side) "
     "(10 when a comparison is inconclusive, as `servelab check` does).",
 )
 def results_compare(
@@ -106,8 +107,14 @@ def results_compare(
     as_json: bool, fail_on: str | None,
 ) -> None:
     """Compare each variant of SECOND against the same variant of FIRST."""
-    from servelab.analysis.analyze import METRIC_BY_KEY, compare_results, verdict_line
+    from servelab.analysis.analyze import (
+        METRIC_BY_KEY,
+        answer_metric,
+        compare_results,
+        verdict_line,
+    )
     from servelab.analysis.thresholds import EXIT_FAIL, EXIT_INCONCLUSIVE
+    from servelab.analysis.validity import as_measured
     from servelab.host.environment import machine_differences
     from servelab.results.store import resolve_result
 
@@ -118,7 +125,11 @@ def results_compare(
             f"{first} and {second} were measured on different machines ({'; '.join(differences)})",
             "compare results from one machine, or pass --allow-other-machine",
         )
-    pairs = compare_results(a.runs(), b.runs(), min_effect_pct=min_effect)
+    second_runs = b.runs()
+    judged_in, _ = as_measured(b.experiment, second_runs)
+    pairs = compare_results(
+        a.runs(), second_runs, min_effect_pct=min_effect, experiment=judged_in
+    )
     if not pairs:
         raise ServelabError(
             f"{first} and {second} share no (variant, workload)",
@@ -140,7 +151,8 @@ def results_compare(
             for key, comparison in comparisons.items():
                 out.print(f"  {verdict_line(METRIC_BY_KEY[key], comparison)}", highlight=False)
     if fail_on == "worse":
-        verdicts = {comparisons["rps"].verdict for comparisons in pairs.values()}
+        key = answer_metric(judged_in).key  # the answer's metric, as its report judges
+        verdicts = {comparisons[key].verdict for comparisons in pairs.values()}
         if "worse" in verdicts:
             sys.exit(EXIT_FAIL)
         if "inconclusive" in verdicts:
