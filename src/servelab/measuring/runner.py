@@ -25,6 +25,7 @@ from typing import Any
 from servelab.analysis.validity import BUSY_SHARE
 from servelab.config.experiment import Experiment
 from servelab.config.load import Workload
+from servelab.host.cpus import parse_cpu_list
 from servelab.measuring.executor import Executor, Window
 from servelab.measuring.plan import (
     Launch,
@@ -292,11 +293,15 @@ class Runner:
         True when every one kept them busy (side by side stays valid), else switch the
         experiment to measuring in turns, and say why."""
         load = workload.load.model_copy(update={"duration_s": PROBE_S, "requests": None})
-        capacity = self.executor.cpu_plan.stack_capacity
         for run in members:
             window = self.executor.measure(run.stack, workload, load, scratch)
             busy = sum(p.cpu_s for p in window.usage)
             seconds = window.load.duration_s or PROBE_S
+            # A stack on CPUs of its own (a big machine's side-by-side slot) fills those.
+            capacity = (
+                float(len(parse_cpu_list(window.stack_cpus))) if window.stack_cpus
+                else self.executor.cpu_plan.stack_capacity
+            )
             run.solo_share = round(busy / (seconds * capacity), 3)
         idle = min(members, key=lambda run: run.solo_share or 0.0)
         if (idle.solo_share or 0.0) >= BUSY_SHARE:
