@@ -64,7 +64,8 @@ class TuneSpec:
         return expand_space(baseline, self.space)
 
     def experiment(self) -> Experiment:
-        """Every candidate as one experiment (the first is its nominal baseline)."""
+        """Every candidate as one experiment (the first is its nominal baseline); each
+        candidate's stack is whole, nothing of the first one's server merged into it."""
         candidates = self.candidates()
         load: dict[str, Any] = {"concurrency": self.concurrency, "duration_s": self.duration_s}
         if self.objective.open_model:
@@ -80,7 +81,7 @@ class TuneSpec:
             "repetitions": 1,
             "warmup": {"max_rounds": 1, "duration_s": self.warmup_s},
         }
-        return experiment_from_dict(data, source="the tune space")
+        return experiment_from_dict(data, source="the tune space", whole_variants=True)
 
 
 @dataclass
