@@ -145,3 +145,39 @@ def test_result_files_are_rewritten_after_every_run(tmp_path: Path):
     assert files["markdown"].read_text().startswith("# files")
     assert not list(tmp_path.glob(".out.*.tmp"))  # written atomically
     assert store.path.is_dir()
+
+
+def test_a_results_directory_copied_elsewhere_resumes_there_with_the_original_gone(
+    tmp_path: Path,
+):
+    """--resume in a results directory copied elsewhere (the original removed) finds the
+    unfinished experiment, and writes its runs and report under the copy."""
+    import shutil
+
+    def one_then_fail(experiment, store, cpu_plan, *, events, driver, previous):
+        run = fake_run("base", "w", 1, experiment="refused")
+        store.add(run)
+        events.on_result(run)
+        raise StackStartError("the second start failed")
+
+    old, new = tmp_path / "old", tmp_path / "new"
+    with pytest.raises(StackStartError):
+        _session(old, one_then_fail).run()
+    shutil.copytree(old, new)
+    shutil.rmtree(old)
+    seen = []
+
+    def the_rest(experiment, store, cpu_plan, *, events, driver, previous):
+        seen.append((store.path, len(previous)))
+        run = fake_run("base", "w", 2, experiment="refused")
+        store.add(run)
+        events.on_result(run)
+        return [run]
+
+    session = _session(new, the_rest)
+    session.resume = True
+    store = session.run()
+    assert seen == [(store.path, 1)] and store.path.parent == new.resolve()
+    assert len(store.runs()) == 2 and (store.path / "report.md").is_file()
+    assert len((store.path / "runs.jsonl").read_text().splitlines()) == 2
+    assert not old.exists()
