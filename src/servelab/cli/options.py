@@ -271,6 +271,16 @@ def check_listen(address: str) -> str:
     return address
 
 
+def check_run_outputs(run: RunOptions) -> None:
+    """Every path a measuring command writes (--results, --export-*) can be written: one
+    line before anything starts, never a traceback after the measuring."""
+    from servelab.results.outdir import check_writable_path
+    from servelab.results.writers import check_writable
+
+    check_writable_path(run.results_dir, "--results", directory=True)
+    check_writable(dict(run.result_files))
+
+
 def run_options(func):
     """Add the measuring options to a command, handed to it as one ``run`` (RunOptions)."""
     names = ("stack_cpus", "driver_cpus", "no_pin", "stack_cpu_quota", "no_cpu_priority",
@@ -305,6 +315,7 @@ def run_options(func):
             driver_options=driver_options(given),
             listen=check_listen(given["listen"]) if given["listen"] else LOOPBACK,
         )
+        check_run_outputs(run)
         return func(*args, run=run, **kwargs)
 
     for option in reversed(_run_options):

@@ -519,10 +519,12 @@ def _check_writable(directory: Path) -> None:
             f"cannot create the results directory {directory}: {exc.strerror}",
             "give --results a directory you can write to",
         ) from None
-    if not os.access(directory, os.W_OK | os.X_OK):
+    from servelab.results.outdir import unwritable
+
+    reason = unwritable(directory, directory=True)
+    if reason is not None:
         raise ServelabError(
-            f"the results directory {directory} is not writable (a read-only file system, "
-            "or its permissions)",
+            f"the results directory {directory} is not writable ({reason})",
             "give --results a directory you can write to",
         )
 
