@@ -11,7 +11,8 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from servelab.apps.user import UserRequest
+from servelab.apps.user import UserRequest, request_spec
+from servelab.config.load import RequestSpec
 from servelab.config.run import DEFAULT_RESULTS_DIR, LOOPBACK, RunOptions, parse_duration
 from servelab.config.stack import AppSpec
 from servelab.errors import SpecError
@@ -445,12 +446,15 @@ def app_options(func):
         for given, name in ((app_dir, "--app-dir"), (app_python, "--python")):
             if given is not None and app_ref is None:
                 raise SpecError(f"{name} needs --app", "pass --app package.module:attr")
+        request = UserRequest(method, req_path, tuple(headers), body_file, expect_status)
+        if request.given:  # HTTP's rules for method, path and headers: before anything starts
+            request_spec(RequestSpec(), request)
         user = UserInput(
             app=(
                 AppSpec(ref=app_ref, app_dir=app_dir, python=app_python)
                 if app_ref is not None else None
             ),
-            request=UserRequest(method, req_path, tuple(headers), body_file, expect_status),
+            request=request,
             database=database,
             db_latency=db_latency,
             db_jitter=db_jitter,
