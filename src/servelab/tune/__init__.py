@@ -96,6 +96,9 @@ class TuneProgress:
     stopped: str | None = None  # a reason the race itself does not know (the budget)
     workload: str = WORKLOAD  # the measured experiment's (set by ``measure``)
     clock: Callable[[], float] = time.monotonic
+    # The pace so far, for what more rounds would cost: measuring time per start, and in all.
+    seconds_per_start: float | None = None
+    spent_s: float | None = None
 
     def state(self) -> RaceState:
         # One workload, whatever its name (the user's request replaces tune's own).
@@ -106,7 +109,10 @@ class TuneProgress:
         """tune.json, tune.md (and with ``chart``, tune.png if matplotlib is installed)
         from the runs so far."""
         state = self.state()
-        recommendation = recommend(state, self.spec.objective)
+        recommendation = recommend(
+            state, self.spec.objective, self.spec.settings,
+            seconds_per_start=self.seconds_per_start, spent_s=self.spent_s,
+        )
         if self.store is not None:
             out_dir = Path(self.store.path)
             write_tune_files(
@@ -184,6 +190,8 @@ class TuneProgress:
             if not measured:  # a round that measures nothing would repeat forever
                 raise RuntimeError(f"round {number} of the tune measured nothing")
             starts_measured += len(measured)
+            self.spent_s = self.clock() - began
+            self.seconds_per_start = self.spent_s / starts_measured
             self.runs.extend(measured)
             fresh.extend(measured)
             for dropped in self.state().dropped:

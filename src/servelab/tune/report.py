@@ -42,6 +42,8 @@ def ranking_markdown(
     ]
     if recommendation.candidate:
         lines += [f"**Recommended: {recommendation.candidate}** — {recommendation.reason}.", ""]
+    elif recommendation.indistinguishable:
+        lines += [f"**Not decided yet**: {recommendation.reason}.", ""]
     else:
         lines += [f"**No recommendation**: {recommendation.reason}.", ""]
     lines += [
@@ -109,6 +111,8 @@ def tune_document(
         "reason": recommendation.reason,
         "winner": recommendation.winner,
         "runner_up": recommendation.runner_up,
+        "indistinguishable": list(recommendation.indistinguishable),
+        "more_rounds": recommendation.more_rounds,
         "contenders": [standing(s) for s in state.standings],
         "dropped": [asdict(d) for d in state.dropped],
     }
@@ -135,6 +139,18 @@ def recommended_in(result_dir: Path) -> tuple[str, str] | None:
     if not document.get("recommended"):
         return None
     return document["recommended"], document.get("reason", "")
+
+
+def undecided_in(result_dir: Path) -> str | None:
+    """Why a tune result recommends nothing yet (its leaders are indistinguishable), or
+    None: for other results, or one that recommends or found no candidate."""
+    path = result_dir / TUNE_JSON
+    if not path.is_file():
+        return None
+    document = json.loads(path.read_text())
+    if document.get("recommended") or not document.get("indistinguishable"):
+        return None
+    return str(document.get("reason", ""))
 
 
 def race_chart(

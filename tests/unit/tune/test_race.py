@@ -16,7 +16,7 @@ from servelab.results.records import ProcessUsage
 from servelab.tune import TuneProgress, TuneSpec
 from servelab.tune.objective import MIB, Objective
 from servelab.tune.race import RaceSettings, race_state, recommend
-from servelab.tune.report import TUNE_JSON, TUNE_MARKDOWN, recommended_in
+from servelab.tune.report import TUNE_JSON, TUNE_MARKDOWN, recommended_in, undecided_in
 from servelab.tune.space import SubGrid
 
 WORKERS = tuple(range(1, 11))
@@ -199,7 +199,8 @@ def test_the_cheaper_of_two_tied_candidates_is_recommended(second_rps, recommend
     runs += [run("lean", n, second_rps * k, 100) for n, k in enumerate(other, start=1)]
     settings = RaceSettings(halving_rounds=0, tie_pct=0.01)
     state = race_state(runs, ("fat", "lean"), Objective(), settings)
-    advice = recommend(state, Objective())
+    # Tied: lean's interval against fat within ±10 % (with ±0.01 % it would be undecided).
+    advice = recommend(state, Objective(), RaceSettings(tie_pct=10))
     assert advice.candidate == recommended
     if recommended == "lean":
         assert advice.winner == "fat" and "200 MiB less memory" in advice.reason
@@ -234,3 +235,98 @@ def test_a_round_that_measures_nothing_is_a_bug_not_a_loop(tmp_path):
     with pytest.raises(RuntimeError, match="round 1 of the tune measured nothing"):
         progress.measure(tune.experiment(), Store(tmp_path), None,
                          measure_round=lambda *args, **kwargs: [])
+
+
+# -- near-ties: a recommendation only once the starts tell the leaders apart (issue 26) --
+
+NEAR = (1.0, 0.99, 0.98, 0.975, 0.97, 0.96, 0.95, 0.94, 0.93, 0.92, 0.91, 0.90)
+
+
+def near_tie_spec(**kwargs) -> TuneSpec:
+    """12 candidates within ±10 % of each other, as a short tune of a Flask app saw them."""
+    space = (SubGrid({"server": {"kind": "gunicorn"}}, {"server.workers": tuple(range(1, 13))}),)
+    return TuneSpec(space=space, **kwargs)
+
+
+def near_means(tune: TuneSpec) -> dict[str, float]:
+    return {name: 1000.0 * k for name, k in zip(names(tune), NEAR, strict=True)}
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_short_budget_over_near_ties_names_the_indistinguishable_not_a_winner(
+    seed: int, tmp_path: Path
+) -> None:
+    """One round of one start each (the budget allows no more): no recommendation, but
+    the leaders that cannot be told apart and the rounds and budget that would."""
+    tune = near_tie_spec(budget_s=30.0)  # round 1 takes 24 s, round 2 would end at 32 s
+    clock = FakeClock()
+    progress, _, _ = race(tune, simulated(near_means(tune), seed), tmp_path, clock=clock)
+    state, advice = progress.write(chart=False)
+    assert state.rounds == 1 and progress.stopped is not None
+    assert advice.candidate is None, advice.reason
+    assert advice.indistinguishable == state.contenders  # every one still in, leader first
+    assert advice.more_rounds is not None and advice.more_rounds >= 2
+    assert f"{len(state.contenders)} candidates are indistinguishable after 1 start(s)" in (
+        advice.reason)
+    assert "run again with --budget" in advice.reason
+    markdown = (tmp_path / TUNE_MARKDOWN).read_text()
+    assert "**Not decided yet**" in markdown and "Recommended" not in markdown
+    document = json.loads((tmp_path / TUNE_JSON).read_text())
+    assert document["recommended"] is None
+    assert document["indistinguishable"] == list(state.contenders)
+    assert recommended_in(tmp_path) is None  # export then does not take a noise pick
+    assert undecided_in(tmp_path) == advice.reason
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_given_the_rounds_near_ties_end_in_a_true_leader_or_an_honest_statement(
+    seed: int, tmp_path: Path
+) -> None:
+    """With rounds to spend, a recommendation is within the tie of the true best; without
+    one, the indistinguishable leaders include the true best and name the rounds."""
+    tune = near_tie_spec(settings=RaceSettings(max_rounds=6))
+    means = near_means(tune)
+    best = max(means.values())
+    progress, _, _ = race(tune, simulated(means, seed), tmp_path)
+    state, advice = progress.write(chart=False)
+    assert state.over is not None
+    if advice.candidate is not None:
+        assert means[advice.candidate] >= best * (1 - tune.settings.tie_pct / 100), advice
+    else:
+        assert advice.indistinguishable[0] == state.leader.candidate
+        assert set(advice.indistinguishable) <= set(state.contenders)
+        assert advice.more_rounds is not None and "would separate them" in advice.reason
+
+
+def _pair(second: float, spreads: tuple[float, ...], starts: int):
+    runs = [run("lead", n, 1000 * k, 100) for n, k in enumerate(spreads[:starts], start=1)]
+    runs += [run("next", n, second * k, 100)
+             for n, k in enumerate(reversed(spreads[:starts]), start=1)]
+    settings = RaceSettings(halving_rounds=0, max_rounds=20)
+    return race_state(runs, ("lead", "next"), Objective(), settings), settings
+
+
+def test_the_rule_waits_for_an_interval_that_is_within_the_tie_or_beyond_zero():
+    wide = (1.0, 1.06, 0.94, 1.05, 0.95, 1.04, 0.96, 1.03, 0.97, 1.02, 0.98, 1.01)
+    # 1 % apart over 3 noisy starts: neither worse nor within ±5 %: not decided.
+    state, settings = _pair(990, wide, 3)
+    advice = recommend(state, Objective(), settings, seconds_per_start=4.0, spent_s=24.0)
+    assert advice.candidate is None and advice.indistinguishable == ("lead", "next")
+    assert advice.more_rounds is not None and advice.more_rounds >= 1
+    minutes = (24.0 + advice.more_rounds * 2 * 4.0) / 60
+    assert f"--budget {math.ceil(minutes)}m" in advice.reason
+    assert "next -1.0 %" in advice.reason
+    # Equally close, with starts enough for a narrow interval: tied, so the leader.
+    calm = tuple(1 + (k - 1) / 10 for k in wide)
+    state, settings = _pair(998, tuple(1 + (k - 1) / 2 for k in wide), 12)
+    advice = recommend(state, Objective(), settings)
+    assert advice.candidate == "lead" and "tied within ±5 %" in advice.reason
+    assert advice.indistinguishable == ()
+    # Far apart and clearly worse: dropped, the leader recommended.
+    state, settings = _pair(800, calm, 3)
+    assert recommend(state, Objective(), settings).candidate == "lead"
+    # One start each says nothing about the spread: at least two more rounds.
+    state, settings = _pair(990, wide, 1)
+    advice = recommend(state, Objective(), settings)
+    assert advice.candidate is None and advice.more_rounds == 2
+    assert "at least 2 more round(s)" in advice.reason
