@@ -272,6 +272,12 @@ def check_listen(address: str) -> str:
     return address
 
 
+def _verbose() -> bool:
+    """servelab -v: the whole report on the terminal, not only its summary."""
+    context = click.get_current_context(silent=True)
+    return bool(context and context.find_root().params.get("verbose"))
+
+
 def check_run_outputs(run: RunOptions) -> None:
     """Every path a measuring command writes (--results, --export-*) can be written: one
     line before anything starts, never a traceback after the measuring."""
@@ -315,6 +321,7 @@ def run_options(func):
             ),
             driver_options=driver_options(given),
             listen=check_listen(given["listen"]) if given["listen"] else LOOPBACK,
+            detail=_verbose(),
         )
         check_run_outputs(run)
         return func(*args, run=run, **kwargs)
