@@ -49,9 +49,12 @@ def render_terminal(sections: Sequence[Section], *, detail: bool = True) -> Grou
     if detail:
         return Group(*(part for section in ordered for part in section_parts(section)))
     parts: list[RenderableType] = []
+    # The verdict on requests/s only where the answer is on requests/s: side by side, a
+    # stack's requests/s is its share of the CPU, and the answer is per CPU second.
+    verdicts = all(a.answer.metric == "rps" for a in answers)
     for section in ordered:
         if isinstance(section, kinds.GlanceSection):
-            parts += _compact_glance(section)
+            parts += _compact_glance(section, verdicts=verdicts)
         elif isinstance(section, kinds.FailuresSection) and section.all_succeeded:
             continue  # nothing failed: the glance's error column says so
         elif isinstance(section, COMPACT_KINDS):
@@ -135,23 +138,26 @@ def _glance(section: kinds.GlanceSection) -> list[RenderableType]:
 SHORT_VERDICTS = {"no significant difference": "no significant diff."}
 
 
-def _compact_glance(section: kinds.GlanceSection) -> list[RenderableType]:
+def _compact_glance(section: kinds.GlanceSection, *, verdicts: bool) -> list[RenderableType]:
     """Every workload's variants in one frameless table, a line each (hyperfine's
-    summary): requests/s, p99, errors and the verdict on requests/s against the baseline."""
+    summary): requests/s, p99, errors and (with ``verdicts``) the verdict on requests/s
+    against the baseline."""
     grid = RichTable(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     header = ("Workload", "Variant", "Requests/s", "p99 [ms]", "Errors", "vs baseline")
-    for index, column in enumerate(header):
+    for index, column in enumerate(header[:None if verdicts else -1]):
         grid.add_column(Text(column), justify="left" if index < 2 else "right",
                         no_wrap=index < 2)
     for workload in section.workloads:
         for row_index, r in enumerate(workload.rows):
             verdict = SHORT_VERDICTS.get(r.verdict_kind, r.verdict_kind)
-            grid.add_row(
+            cells = [
                 Text(workload.name if row_index == 0 else ""), Text(r.variant),
                 Text(r.rps_mean or r.rps), Text(r.p99_ms), Text(r.errors),
-                Text(f"{r.change} {verdict}".strip() if r.change else verdict,
-                     style=VERDICT_COLOURS.get(r.verdict_kind, "")),
-            )
+            ]
+            if verdicts:
+                cells.append(Text(f"{r.change} {verdict}".strip() if r.change else verdict,
+                                  style=VERDICT_COLOURS.get(r.verdict_kind, "")))
+            grid.add_row(*cells)
     return [_rule(section.heading), grid]
 
 
