@@ -99,6 +99,7 @@ class TuneProgress:
     # The pace so far, for what more rounds would cost: measuring time per start, and in all.
     seconds_per_start: float | None = None
     spent_s: float | None = None
+    detail: bool = True  # a line per dropped candidate (-v); else one line a round
 
     def state(self) -> RaceState:
         # One workload, whatever its name (the user's request replaces tune's own).
@@ -130,10 +131,12 @@ class TuneProgress:
                 (out_dir / TUNE_CHART).write_bytes(png)
         return state, recommendation
 
-    def markdown(self, state: RaceState, recommendation: Recommendation) -> str:
+    def markdown(
+        self, state: RaceState, recommendation: Recommendation, *, dropped: bool = True
+    ) -> str:
         return ranking_markdown(
             state, recommendation, self.spec.objective, candidates=len(self.names),
-            stopped=self.stopped,
+            stopped=self.stopped, dropped=dropped,
         )
 
     def measure(
@@ -194,9 +197,18 @@ class TuneProgress:
             self.seconds_per_start = self.spent_s / starts_measured
             self.runs.extend(measured)
             fresh.extend(measured)
-            for dropped in self.state().dropped:
-                if dropped.after_round == number:
+            out = [d for d in self.state().dropped if d.after_round == number]
+            if self.detail:
+                for dropped in out:
                     self.say(f"  dropped {dropped.candidate}: {dropped.reason}")
+            elif out:  # one line a round; each candidate and why: tune.md, or -v
+                halved = sum("successive halving" in d.reason for d in out)
+                self.say(
+                    f"  dropped {len(out)} after round {number}"
+                    + (f" ({halved} by successive halving)" if halved else "")
+                    + f": {', '.join(d.candidate for d in out[:3])}"
+                    + (f" and {len(out) - 3} more" if len(out) > 3 else "")
+                )
 
 
 @dataclass(frozen=True)
@@ -206,6 +218,7 @@ class TuneOutcome:
     markdown: str
     label: str  # the result's label ("#12")
     path: Path  # tune.md
+    summary: str = ""  # the ranking without the dropped candidates (the terminal's default)
 
 
 def run_tune(
@@ -222,7 +235,8 @@ def run_tune(
     from servelab.tune.report import TUNE_MARKDOWN
 
     experiment = spec.experiment()
-    progress = TuneProgress(spec, tuple(s.name for s in experiment.stacks), say=say)
+    progress = TuneProgress(spec, tuple(s.name for s in experiment.stacks), say=say,
+                            detail=getattr(options, "detail", True))
     try:
         store = api.run(experiment, options, console=console, out=quiet,
                         measure=progress.measure)
@@ -240,4 +254,5 @@ def run_tune(
     return TuneOutcome(
         state, recommendation, progress.markdown(state, recommendation), store.label,
         Path(store.path) / TUNE_MARKDOWN,
+        progress.markdown(state, recommendation, dropped=False),
     )

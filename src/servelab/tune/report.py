@@ -29,8 +29,10 @@ def ranking_markdown(
     *,
     candidates: int,
     stopped: str | None,
+    dropped: bool = True,
 ) -> str:
-    """The ranking as GitHub-flavoured markdown (also what the terminal shows)."""
+    """The ranking as GitHub-flavoured markdown (also what the terminal shows); without
+    ``dropped``, the dropped candidates are one line pointing to tune.md."""
     metric = objective.metric
     lines = [
         "# servelab tune",
@@ -68,7 +70,10 @@ def ranking_markdown(
             f"| {versus} | {s.p99_ms:.1f} ms | {s.memory_mib:.0f} MiB | "
             f"{'kept' if s.meets_limits else 'broken on average'} |"
         )
-    if state.dropped:
+    if state.dropped and not dropped:
+        lines += ["", f"{len(state.dropped)} dropped: each with when and why in "
+                  f"{TUNE_MARKDOWN} (or here with -v)."]
+    elif state.dropped:
         lines += ["", "## Dropped", "", "| candidate | after round | why |", "|---|---|---|"]
         lines += [f"| {d.candidate} | {d.after_round} | {d.reason} |" for d in state.dropped]
     return "\n".join(lines) + "\n"

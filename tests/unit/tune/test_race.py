@@ -330,3 +330,28 @@ def test_the_rule_waits_for_an_interval_that_is_within_the_tie_or_beyond_zero():
     advice = recommend(state, Objective(), settings)
     assert advice.candidate is None and advice.more_rounds == 2
     assert "at least 2 more round(s)" in advice.reason
+
+
+def test_the_terminal_says_the_dropped_in_one_line_a_round_unless_verbose(tmp_path: Path):
+    from servelab.tune.report import ranking_markdown
+
+    tune = near_tie_spec(budget_s=30.0)
+    said: list[str] = []
+    experiment = tune.experiment()
+    clock = FakeClock()
+    executor = FakeExecutor(simulated(near_means(tune), 1), clock=clock)
+    progress = TuneProgress(tune, tuple(s.name for s in experiment.stacks), say=said.append,
+                            detail=False, clock=clock)
+
+    def measure_round(exp, store, cpu_plan, *, events, previous, driver, listen_host):
+        return Runner(exp, store, executor, events, previous, clock=clock).run()
+
+    progress.measure(experiment, Store(tmp_path), executor.cpu_plan, measure_round=measure_round)
+    state, advice = progress.write(chart=False)
+    dropped = [line for line in said if "dropped" in line]
+    assert dropped == [line for line in dropped if line.startswith("  dropped 8 after round 1 ")]
+    assert len(dropped) == 1 and "(8 by successive halving)" in dropped[0]
+    short = ranking_markdown(state, advice, tune.objective, candidates=12, stopped=None,
+                             dropped=False)
+    assert "## Dropped" not in short and "8 dropped: each with when and why in tune.md" in short
+    assert "## Dropped" in (tmp_path / TUNE_MARKDOWN).read_text()  # the file keeps it all
