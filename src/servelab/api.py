@@ -87,6 +87,7 @@ def run(
                 ready, cpu_plan, options.results_dir, console=console, out=out,
                 resume=options.resume, force=options.allow_other_machine,
                 result_files=dict(options.result_files), listen_host=options.listen,
+                detail=options.detail,
                 **({"measure": measure} if measure is not None else {}),
             ).run()
 

@@ -79,6 +79,7 @@ class ExperimentSession:
         measure: Callable[..., list[RunRecord]] = run_experiment,
         result_files: Mapping[str, Path] | None = None,
         listen_host: str | None = None,
+        detail: bool = False,
     ) -> None:
         self.experiment = experiment
         self.cpu_plan = cpu_plan
@@ -90,6 +91,8 @@ class ExperimentSession:
         self.measure = measure  # tests hand in a runner with a fake executor
         self.result_files = dict(result_files or {})  # --export-json ...: after every run
         self.listen_host = listen_host  # None: loopback (--listen)
+        # Every run's line and the whole report (-v); else the bar, then the summary.
+        self.detail = detail
 
     def _environment(self, driver: LoadDriver) -> dict[str, Any]:
         """The machine's facts, with the driver's version and where things run."""
@@ -154,7 +157,7 @@ class ExperimentSession:
         )
         if runs:
             self.console.print(f"resuming: {len(runs)} runs already stored are kept")
-        live = LiveProgress(experiment, self.console, total, done=len(runs))
+        live = LiveProgress(experiment, self.console, total, done=len(runs), detail=self.detail)
         unwritten: list[RunRecord] = []  # kept in the store, not yet in report.md
 
         def write_reports() -> None:
@@ -177,6 +180,7 @@ class ExperimentSession:
 
         progress = live.progress
         events = live.events(on_result, before_next=write_reports)
+        finished = False
         try:
             with JANITOR.running(), progress:
                 self.measure(
@@ -188,6 +192,7 @@ class ExperimentSession:
                     previous=tuple(runs),
                     **({"listen_host": self.listen_host} if self.listen_host else {}),
                 )
+            finished = True
         except BaseException:
             if not runs:  # refused or stopped before it measured anything: nothing is kept
                 store.discard()
@@ -196,12 +201,13 @@ class ExperimentSession:
             write_reports()
             if runs:
                 planned = max(int(live.progress.tasks[0].total or total), len(runs))
-                self.console.print(f"{len(runs)} of {planned} runs kept in {store.label}")
+                if self.detail or len(runs) < planned or not finished:  # else: the last line
+                    self.console.print(f"{len(runs)} of {planned} runs kept in {store.label}")
         store.mark_finished()
         # The live report once more, now with what the stopping rule said; the answer last.
         sections = live_sections(experiment, environment, runs, outlook=outlook_lines(live.outlook))
         (store.path / MARKDOWN_FILE).write_text(render_markdown(sections))
-        self.out.print(render_terminal(sections))
+        self.out.print(render_terminal(sections, detail=self.detail))
         self.out.print(f"result {store.label}; report: {store.path / MARKDOWN_FILE}")
         return store
 
@@ -209,8 +215,13 @@ class ExperimentSession:
 class LiveProgress:
     """The progress bar of a session and the runner's events that move it."""
 
-    def __init__(self, experiment: Experiment, console: Console, total: int, done: int) -> None:
+    def __init__(
+        self, experiment: Experiment, console: Console, total: int, done: int,
+        *, detail: bool = True,
+    ) -> None:
         self.experiment = experiment
+        self.detail = detail  # a line per finished run and per round; else the bar alone
+        self.round_note = ""  # the bar's prefix: which round of starts (without detail)
         self.progress = Progress(
             TextColumn("{task.description}"),
             BarColumn(),
@@ -245,7 +256,10 @@ class LiveProgress:
         )
 
     def show(self, result: RunRecord) -> None:
-        """One finished run's line above the bar."""
+        """One finished run's line above the bar (with ``detail``); the bar moves on."""
+        if not self.detail:
+            self.progress.advance(self.task)
+            return
         load = result.load
         errors = f"[red]{load.errors} errors[/red]" if load.errors else "0 errors"
         self.progress.console.print(
@@ -259,7 +273,7 @@ class LiveProgress:
     def _describe(self, launch: Launch, doing: str, *, before: str = "") -> None:
         rounds = max(launch.repetition, self.experiment.repetitions)  # tune adds rounds
         run = f"run {launch.repetition}/{rounds} {launch.stack.name}"
-        self.progress.update(self.task, description=f"{before}{run}: {doing}")
+        self.progress.update(self.task, description=f"{self.round_note}{before}{run}: {doing}")
 
     def _launching(self, launch: Launch) -> None:
         self._describe(launch, "starting stack")
@@ -279,6 +293,9 @@ class LiveProgress:
             return
         added = (plan.stacks or len(self.experiment.stacks)) * len(plan.workloads)
         self.progress.update(self.task, total=(self.progress.tasks[0].total or 0) + added)
+        if not self.detail:  # said on the bar; why measuring stopped comes with the answer
+            self.round_note = f"{plan.note}: " if plan.note else "another round of starts: "
+            return
         self.progress.console.print(
             f"  {plan.note}" if plan.note else
             f"  not clear yet: {', '.join(plan.workloads)}; another round of starts "

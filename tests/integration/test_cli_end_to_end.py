@@ -184,6 +184,6 @@ def test_quick_study_sigkilled_then_resumed_runs_everything_once_and_leaves_noth
             assert 0.0 <= run["neighbour_cpu_share"] <= 1.0
     report = (result_dir / "report.md").read_text()
     assert "Difference to baseline" in report and "### nginx-unix-keepalive" in report
-    assert "Requests per second" in stdout
+    assert "At a glance" in stdout and "Answer" in stdout  # the compact view (-v: all)
     assert owned_by(pid) == []
     assert servelab_temp_dirs() <= dirs_before

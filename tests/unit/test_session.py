@@ -145,3 +145,92 @@ def test_result_files_are_rewritten_after_every_run(tmp_path: Path):
     assert files["markdown"].read_text().startswith("# files")
     assert not list(tmp_path.glob(".out.*.tmp"))  # written atomically
     assert store.path.is_dir()
+
+
+def test_a_results_directory_copied_elsewhere_resumes_there_with_the_original_gone(
+    tmp_path: Path,
+):
+    """--resume in a results directory copied elsewhere (the original removed) finds the
+    unfinished experiment, and writes its runs and report under the copy."""
+    import shutil
+
+    def one_then_fail(experiment, store, cpu_plan, *, events, driver, previous):
+        run = fake_run("base", "w", 1, experiment="refused")
+        store.add(run)
+        events.on_result(run)
+        raise StackStartError("the second start failed")
+
+    old, new = tmp_path / "old", tmp_path / "new"
+    with pytest.raises(StackStartError):
+        _session(old, one_then_fail).run()
+    shutil.copytree(old, new)
+    shutil.rmtree(old)
+    seen = []
+
+    def the_rest(experiment, store, cpu_plan, *, events, driver, previous):
+        seen.append((store.path, len(previous)))
+        run = fake_run("base", "w", 2, experiment="refused")
+        store.add(run)
+        events.on_result(run)
+        return [run]
+
+    session = _session(new, the_rest)
+    session.resume = True
+    store = session.run()
+    assert seen == [(store.path, 1)] and store.path.parent == new.resolve()
+    assert len(store.runs()) == 2 and (store.path / "report.md").is_file()
+    assert len((store.path / "runs.jsonl").read_text().splitlines()) == 2
+    assert not old.exists()
+
+
+def _quick_session(out_dir: Path, *, detail: bool, width: int = 100):
+    """The quick study as `servelab study quick` runs it, measured by a fake executor."""
+    from servelab.studies import StudyOptions, get_study
+
+    experiment = get_study("quick").build(StudyOptions())
+    rng = random.Random(7)
+    gains = {"nginx-tcp": 0.0, "nginx-unix": 0.2, "nginx-unix-keepalive": 0.3}
+
+    def level(variant, start, tick, workload):
+        return 1000 * math.exp(gains.get(variant, 0.0) + rng.gauss(0, 0.03))
+
+    terminal, screen = io.StringIO(), io.StringIO()
+    store = ExperimentSession(
+        experiment, CpuPlan("0", "1", cpu_priority=False), out_dir,
+        console=Console(file=terminal, width=width), out=Console(file=screen, width=width),
+        measure=fake_measure(level), detail=detail,
+    ).run()
+    return store, terminal.getvalue(), screen.getvalue()
+
+
+def test_the_default_terminal_output_is_one_screen_ending_on_the_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Issue 26: the default quick study printed ~420 lines, the answer buried. Now: the
+    bar while measuring, then the summary at a glance and the answer, about one screen;
+    the seed-style tables and the per-run lines only with -v (and in report.md)."""
+    from servelab.report.answer import build_answer
+    from servelab.report.base import ReportInput
+
+    monkeypatch.chdir(tmp_path)  # --results as users give it: a relative directory
+    store, progress, text = _quick_session(Path("servelab-results"), detail=False)
+    lines = (progress + text).splitlines()
+    assert len(lines) <= 45, "\n".join(lines)  # ~40 with a short --results path
+    assert "Answer" in text and "Seed-style tables" not in text
+    # Side by side the answer is per CPU second: no verdict on requests/s to contradict it.
+    assert "vs baseline" not in text[: text.index("Answer")]
+    assert not [line for line in progress.splitlines() if " req/s, mean " in line]
+    report = ReportInput.build(store.experiment, store.environment, store.runs())
+    answer = build_answer(report.analysis)
+    flat = " ".join(text.split())
+    for workload in answer.workloads:  # the answer's own lines, as answer.py words them
+        assert f"{workload.workload}: winner {workload.winner}" in flat
+        for line in workload.lines:
+            assert " ".join(line.text().split()) in flat
+    assert text.index("At a glance") < text.index("Answer")  # the answer last
+    assert flat.endswith(f"result {store.label}; report: {store.path / 'report.md'}")
+    assert "Seed-style tables" in (store.path / "report.md").read_text()  # all of it there
+    _, progress, verbose = _quick_session(Path("verbose"), detail=True)
+    assert "Seed-style tables" in verbose and "Environment" in verbose
+    assert len([line for line in progress.splitlines() if " req/s, mean " in line]) >= 6
+    assert len((progress + verbose).splitlines()) > 2 * len(lines)

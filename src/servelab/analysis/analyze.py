@@ -30,6 +30,7 @@ from servelab.analysis.validity import (
     BUSY_SHARE,
     as_measured,
     idle_stacks,
+    latency_judged,
     not_judged_because,
 )
 from servelab.analysis.warnings import MACHINE_SPEED_SLICED_HINT, ResultWarning, WarningKind
@@ -453,7 +454,8 @@ def _experiment_warnings(
 ) -> list[ResultWarning]:
     """The warnings about the whole experiment: the load model, the machine, the CPUs."""
     warnings = []
-    if any(w.load.model == "closed" for w in experiment.workloads):
+    # Where no latency is judged at all, the Answer says so and why (answer.latency_note).
+    if latency_judged(experiment) and any(w.load.model == "closed" for w in experiment.workloads):
         warnings.append(
             WarningKind.CLOSED_LOOP.warn(
                 "latency is closed-loop: each client waits for its answer before sending again, "

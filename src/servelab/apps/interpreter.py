@@ -50,7 +50,8 @@ def find_app_python(
     app: AppSpec, environ: Mapping[str, str] = os.environ
 ) -> tuple[Path | None, str]:
     """The interpreter for ``app`` (None: servelab's own) and where it was found ('' for
-    servelab's own or one given in the spec)."""
+    servelab's own or one given in the spec). Without an app dir, the working directory's
+    venv is the app's, as the app dir defaults to it."""
     if app.python is not None:
         if builtin(app) and not is_own(app.python):
             raise SpecError(
@@ -61,11 +62,13 @@ def find_app_python(
         return Path(os.path.abspath(app.python.expanduser())), ""
     if builtin(app):
         return None, ""
-    if app.app_dir is not None:
-        for name in VENV_DIRS:
-            candidate = app.app_dir.expanduser().absolute() / name / "bin" / "python"
-            if candidate.is_file():
-                return candidate, f"the app dir's {name}"
+    # The app dir defaults to the working directory (where the app servers run), and so
+    # does the place its venv is looked for.
+    app_dir = app.app_dir.expanduser() if app.app_dir is not None else Path.cwd()
+    for name in VENV_DIRS:
+        candidate = app_dir.absolute() / name / "bin" / "python"
+        if candidate.is_file():
+            return candidate, f"the app dir's {name}"
     venv = environ.get("VIRTUAL_ENV")
     if venv:
         candidate = Path(venv).absolute() / "bin" / "python"

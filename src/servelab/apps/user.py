@@ -29,7 +29,7 @@ from servelab.apps.interpreter import check_app_servers
 from servelab.config.building import describe_validation_error
 from servelab.config.database import DatabaseSpec
 from servelab.config.experiment import Experiment
-from servelab.config.load import RequestSpec, Workload
+from servelab.config.load import RequestSpec, Workload, header_problem, path_problem
 from servelab.config.stack import AppSpec, StackSpec
 from servelab.errors import SpecError, StackStartError
 from servelab.servers.registry import get_server
@@ -82,6 +82,9 @@ class UserRequest:
         if self.method is not None:
             fields["method"] = self.method.upper()
         if self.path is not None:
+            problem = path_problem(self.path)
+            if problem:
+                raise SpecError(f"invalid --path: {problem}", "e.g. --path '/api/items?page=2'")
             fields["path"] = self.path
             fields["mix"] = ()  # one path given replaces a file's request mix
         if self.expect_status is not None:
@@ -92,6 +95,12 @@ class UserRequest:
             if not sep or not name.strip():
                 raise SpecError(
                     f"invalid --header {text!r}", "write it as 'Name: value', e.g. 'X-Token: abc'"
+                )
+            problem = header_problem(name.strip(), value.strip())
+            if problem:
+                raise SpecError(
+                    f"invalid --header {text!r}: {problem}",
+                    "give one header per --header, 'Name: value' on one line",
                 )
             if name.strip().lower() == "content-type":
                 fields["content_type"] = value.strip()

@@ -60,7 +60,9 @@ def print_error(exc: ServelabError) -> None:
 @click.version_option(version=__version__, prog_name="servelab")  # also from a checkout
 @click.option("-q", "--quiet", is_flag=True, help="Only results and errors: no progress, no notes.")
 @click.option("-v", "--verbose", is_flag=True,
-              help="Also say every command line servelab starts (servers, fronts, drivers).")
+              help="The whole report on the terminal (a study's per-variant tables, failures, "
+              "method, environment) and a line per finished run, not only the summary and the "
+              "Answer; also say every command line servelab starts (servers, fronts, drivers).")
 def cli(quiet: bool, verbose: bool) -> None:
     """Measure how to serve a Python web app on this machine."""
     from servelab.host import procs

@@ -63,7 +63,13 @@ def check(
     10 still inconclusive (--inconclusive pass: 0), 2 bad input."""
     from servelab.check import CheckSpec, run_check
     from servelab.check.outputs import summary_markdown, write_outputs
+    from servelab.results.outdir import check_writable_path
 
+    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    for option, path in (("--summary-md", summary_md), ("--junit", junit),
+                         ("$GITHUB_STEP_SUMMARY", Path(step_summary) if step_summary else None)):
+        if path is not None:  # before anything starts: not a traceback after measuring
+            check_writable_path(path, option)
     if workers < 1 or concurrency < 1:
         raise SpecError("--workers and --concurrency must be at least 1", "pass 1 or more")
     if not duration >= 2:
@@ -95,6 +101,6 @@ def check(
         measure=measure,
     )
     out.print(summary_markdown(outcome), markup=False, highlight=False)
-    for path in write_outputs(outcome, summary_md, junit, os.environ.get("GITHUB_STEP_SUMMARY")):
+    for path in write_outputs(outcome, summary_md, junit, step_summary):
         console.print(f"servelab: wrote {path}", highlight=False)
     sys.exit(outcome.exit_code)

@@ -11,7 +11,8 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from servelab.apps.user import UserRequest
+from servelab.apps.user import UserRequest, request_spec
+from servelab.config.load import RequestSpec
 from servelab.config.run import DEFAULT_RESULTS_DIR, LOOPBACK, RunOptions, parse_duration
 from servelab.config.stack import AppSpec
 from servelab.errors import SpecError
@@ -271,6 +272,22 @@ def check_listen(address: str) -> str:
     return address
 
 
+def _verbose() -> bool:
+    """servelab -v: the whole report on the terminal, not only its summary."""
+    context = click.get_current_context(silent=True)
+    return bool(context and context.find_root().params.get("verbose"))
+
+
+def check_run_outputs(run: RunOptions) -> None:
+    """Every path a measuring command writes (--results, --export-*) can be written: one
+    line before anything starts, never a traceback after the measuring."""
+    from servelab.results.outdir import check_writable_path
+    from servelab.results.writers import check_writable
+
+    check_writable_path(run.results_dir, "--results", directory=True)
+    check_writable(dict(run.result_files))
+
+
 def run_options(func):
     """Add the measuring options to a command, handed to it as one ``run`` (RunOptions)."""
     names = ("stack_cpus", "driver_cpus", "no_pin", "stack_cpu_quota", "no_cpu_priority",
@@ -304,7 +321,9 @@ def run_options(func):
             ),
             driver_options=driver_options(given),
             listen=check_listen(given["listen"]) if given["listen"] else LOOPBACK,
+            detail=_verbose(),
         )
+        check_run_outputs(run)
         return func(*args, run=run, **kwargs)
 
     for option in reversed(_run_options):
@@ -434,12 +453,15 @@ def app_options(func):
         for given, name in ((app_dir, "--app-dir"), (app_python, "--python")):
             if given is not None and app_ref is None:
                 raise SpecError(f"{name} needs --app", "pass --app package.module:attr")
+        request = UserRequest(method, req_path, tuple(headers), body_file, expect_status)
+        if request.given:  # HTTP's rules for method, path and headers: before anything starts
+            request_spec(RequestSpec(), request)
         user = UserInput(
             app=(
                 AppSpec(ref=app_ref, app_dir=app_dir, python=app_python)
                 if app_ref is not None else None
             ),
-            request=UserRequest(method, req_path, tuple(headers), body_file, expect_status),
+            request=request,
             database=database,
             db_latency=db_latency,
             db_jitter=db_jitter,

@@ -181,7 +181,10 @@ def report(
     RESULT is an id (`servelab results list`) or a results directory.
     """
     from servelab.report.files import report_result
+    from servelab.results.outdir import check_out_dir
 
+    if out_dir is not None:  # before reading the result: one line, nothing started
+        check_out_dir(out_dir, force=overwrite)
     paths = report_result(
         result, results_root=results_dir, out_dir=out_dir, force=overwrite, screenshot=screenshot
     )
@@ -223,10 +226,21 @@ def report(
 def export(result, variant, out_dir, results_dir, name, listen, overwrite, no_check) -> None:
     """Write the deployable configuration of RESULT's best (or --variant NAME) stack."""
     from servelab.export import export_result
+    from servelab.export.choose import BEST, NoClearWinnerError
     from servelab.report.base import load_result
-    from servelab.tune.report import recommended_in
+    from servelab.results.outdir import check_out_dir
+    from servelab.tune.report import recommended_in, undecided_in
 
+    if out_dir is not None:  # before anything is rendered, checked or booted
+        check_out_dir(out_dir, force=overwrite)
     report_input, result_dir, label = load_result(result, results_dir)
+    undecided = undecided_in(result_dir) if variant == BEST else None
+    if undecided:  # a tune that could not tell its leaders apart: no pick from noise
+        raise NoClearWinnerError(
+            f"no clear winner in {label}: servelab tune recommends none yet ({undecided})",
+            "export one of them by name with --variant NAME, or run the tune again with the "
+            "budget it names",
+        )
     outcome = export_result(
         report_input,
         variant,

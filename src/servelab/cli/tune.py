@@ -154,5 +154,6 @@ def tune(space_file, user: UserInput, run: RunOptions, **given) -> None:
     options = replace(user.applied_to(run, replace_workloads=True), budget_s=None)
     outcome = run_tune(spec, options, console=console, quiet=Console(file=io.StringIO()),
                        say=lambda note: console.print(f"servelab: {note}", highlight=False))
-    out.print(outcome.markdown, markup=False, highlight=False)
+    out.print(outcome.markdown if options.detail else outcome.summary, markup=False,
+              highlight=False)
     out.print(f"result {outcome.label}; ranking: {outcome.path}", highlight=False)

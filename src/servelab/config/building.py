@@ -94,11 +94,15 @@ def default_slices(data: dict[str, Any]) -> int:
     return min(auto_slices(load) for load in loads)
 
 
-def experiment_from_dict(data: dict[str, Any], *, source: str = "experiment") -> Experiment:
+def experiment_from_dict(
+    data: dict[str, Any], *, source: str = "experiment", whole_variants: bool = False
+) -> Experiment:
     """Validate a raw experiment dict (as read from TOML) into an Experiment.
 
-    ``variants`` entries are overrides merged onto the baseline; ``grid`` maps
-    dotted knob names to lists of values and adds one variant per combination.
+    ``variants`` entries are overrides merged onto the baseline (with
+    ``whole_variants``, whole stacks taken as they are: a knob of the baseline's server
+    must not leak into a variant with another server); ``grid`` maps dotted knob names
+    to lists of values and adds one variant per combination.
     """
     data = dict(data)
     baseline = data.get("baseline", {})
@@ -116,7 +120,7 @@ def experiment_from_dict(data: dict[str, Any], *, source: str = "experiment") ->
             raise SpecError(f"{source}: variant {index + 1} must be a table", "use [[variants]]")
         if "name" not in override:
             raise SpecError(f"{source}: variant {index + 1} has no name", "add name = '...'")
-        variants.append(deep_merge(baseline, override))
+        variants.append(dict(override) if whole_variants else deep_merge(baseline, override))
     grid = data.pop("grid", None) or {}
     if not isinstance(grid, dict):
         raise SpecError(

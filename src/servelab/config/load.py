@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
@@ -14,6 +15,42 @@ from servelab.config.base import (
     PositiveFloat,
     PositiveInt,
 )
+
+# RFC 9110 5.6.2: a header's name is a token.
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+# RFC 9110 5.5: a field value holds visible characters, spaces and tabs; never CR, LF,
+# NUL or another control character (a line break would end the header, or the request).
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+# RFC 3986 3.3, 3.4 (RFC 9112 3.2's origin-form): the characters of a path and query, and
+# %XX escapes.
+_PATH_PART = re.compile(r"[A-Za-z0-9\-._~!$&'()*+,;=:@/?]|%[0-9A-Fa-f]{2}")
+
+
+def header_problem(name: str, value: str) -> str | None:
+    """What makes ``name: value`` not an HTTP header field (RFC 9110), or None."""
+    if not _TOKEN.fullmatch(name):
+        return (f"header name {name!r} is not an HTTP token (letters, digits and "
+                "!#$%&'*+-.^_`|~ only)")
+    bad = _CONTROL.search(value)
+    if bad:
+        return (f"header {name!r} has the control character {bad.group()!r} in its value "
+                "(a header is one line)")
+    return None
+
+
+def path_problem(path: str) -> str | None:
+    """What makes ``path`` not the target of a request line (absolute path and query),
+    or None."""
+    if not path.startswith("/"):
+        return f"path {path!r} must start with '/'"
+    at = 0
+    while at < len(path):
+        part = _PATH_PART.match(path, at)
+        if part is None:
+            return (f"path {path!r} has {path[at]!r}, which a request line cannot carry "
+                    "(percent-encode it: %20 for a space)")
+        at = part.end()
+    return None
 
 
 class WeightedPath(Model):
@@ -51,8 +88,13 @@ class RequestSpec(Model):
     @model_validator(mode="after")
     def _check(self) -> RequestSpec:
         for path in (self.path, *(m.path for m in self.mix)):
-            if not path.startswith("/"):
-                raise ValueError(f"path {path!r} must start with '/'")
+            problem = path_problem(path)
+            if problem:
+                raise ValueError(problem)
+        for name, value in (*self.headers.items(), ("Content-Type", self.content_type)):
+            problem = header_problem(name, value)
+            if problem:
+                raise ValueError(problem)
         return self
 
 

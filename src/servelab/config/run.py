@@ -64,6 +64,9 @@ class RunOptions:
     driver_options: dict[str, Any] = field(default_factory=dict)
     # The address the stacks' fronts listen on (remote load workers must reach it).
     listen: str = LOOPBACK
+    # The terminal: every run's line and the whole report (-v), or a progress bar, then
+    # the compact summary and the answer (report.terminal).
+    detail: bool = False
 
     def apply(self, experiment: Experiment) -> Experiment:
         """``experiment`` with this run's order, slicing, stopping and driver options

@@ -134,7 +134,7 @@ def build_answer(analysis: ExperimentAnalysis, *, precision_pct: float | None = 
     latency_note = None
     if experiment.workloads and not latency_judged(experiment):
         why = not_judged_because(experiment, experiment.workloads[0], "latency_p99_ms")
-        latency_note = f"This study does not judge latency ({why})."
+        latency_note = f"No latency verdict: {why}."
     return Answer(
         metric.key, tuple(answers), group_warnings(analysis), precision, latency_note
     )
@@ -156,7 +156,7 @@ def _winner(
     best = ranked[0] if ranked[0].verdict == better else max(
         winners, key=lambda line: sign * (line.change_pct or 0.0)
     )
-    note = f"{best.change_pct:+.1f} % {metric.unit} vs baseline"
+    note = f"{best.change_pct:+.1f} % vs baseline"
     runner_up = next((line for line in ranked if line is not best), None)
     if runner_up is None or sign * (runner_up.change_pct or 0.0) <= 0:
         return best.variant, note  # the runner-up is no better than the baseline it beat
@@ -164,11 +164,11 @@ def _winner(
     versus = compare_variants(runs, runner_up.variant, best.variant, metric)
     bounds = versus.interval_pct
     against = (
-        f"{versus.difference_pct:+.1f} % vs {runner_up.variant}"
-        if versus.difference_pct is not None else f"vs {runner_up.variant}"
+        f"{versus.difference_pct:+.1f} %" if versus.difference_pct is not None else ""
     )
     if bounds is not None:
-        against += f" (95 % CI {bounds[0]:+.1f} … {bounds[1]:+.1f} %)"
+        against += f" [{bounds[0]:+.1f}, {bounds[1]:+.1f}]"
+    against += f" vs {runner_up.variant}"
     if versus.verdict == better:
         return best.variant, f"{note}, {against}"
     return None, (
@@ -196,16 +196,14 @@ def group_warnings(analysis: ExperimentAnalysis) -> tuple[GroupedWarning, ...]:
 def answer_intro(answer: Answer) -> str:
     metric = METRIC_BY_KEY[answer.metric]
     text = (
-        f"{metric.label} of each variant against the baseline, 95 % intervals; verdicts "
-        f"Holm-adjusted over the study's comparisons; clear means the interval (on at least "
-        f"{MIN_CLEAR_DF} degrees of freedom) is within ±{answer.precision_pct:g} %, or its "
-        "99.9 % widening lies on one side of zero."
+        f"{metric.label} against the baseline, 95 % intervals; verdicts Holm-adjusted over "
+        f"the study; clear: within ±{answer.precision_pct:g} % on at least {MIN_CLEAR_DF} "
+        "degrees of freedom, or the 99.9 % interval clear of zero."
     )
     if answer.metric == "rps_per_cpu":
         text += (
-            " The stacks were measured side by side, sharing the CPU: requests per CPU "
-            "second of each stack is what it serves with a CPU to itself (CPU-bound), "
-            "its requests/s only its share."
+            " Side by side on shared CPUs: requests per CPU second is what a stack serves "
+            "with a CPU to itself (CPU-bound, checked), its requests/s only its share."
         )
     if answer.latency_note:
         text += f" {answer.latency_note}"

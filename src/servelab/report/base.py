@@ -162,6 +162,8 @@ class SummaryRow:
     errors: str  # "0" or "43 of 3,151 (1.36 %)"
     verdict: str  # "baseline", "better, +22.2 % (p = 0.003)", ...
     verdict_kind: str  # baseline | better | worse | no significant difference | ...
+    rps_mean: str = ""  # "1,223": the mean alone (the terminal's compact summary)
+    change: str = ""  # "+22.2 %" against the baseline; "" for the baseline or none
 
 
 def _number(value: float) -> str:
@@ -202,6 +204,7 @@ def summary_rows(report: ReportInput, workload: str) -> list[SummaryRow]:
             if errors and requests
             else f"{errors:,}"
         )
+        change = ""
         if found.is_baseline:
             verdict, kind = "baseline", "baseline"
         else:
@@ -212,7 +215,8 @@ def summary_rows(report: ReportInput, workload: str) -> list[SummaryRow]:
                 kind = comparison.verdict
                 verdict = comparison.verdict
                 if comparison.difference_pct is not None:
-                    verdict += f", {comparison.difference_pct:+.1f} %"
+                    change = f"{comparison.difference_pct:+.1f} %"
+                    verdict += f", {change}"
                 if comparison.p_adjusted is not None and (comparison.family or 0) > 1:
                     verdict += f" (Holm-adjusted p = {comparison.p_adjusted:.2g})"
                 elif comparison.p_value is not None:
@@ -229,6 +233,8 @@ def summary_rows(report: ReportInput, workload: str) -> list[SummaryRow]:
                 errors_text,
                 verdict,
                 kind,
+                _number(rps.summary.mean),
+                change,
             )
         )
     return rows

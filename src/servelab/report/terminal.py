@@ -1,7 +1,11 @@
 """The report in the terminal, with rich: every kind of section (report/sections.py).
 
 The same sections as the files, in the same order but for the answer, which
-comes last: a terminal shows the end of what was printed.
+comes last: a terminal shows the end of what was printed. By default a session
+ends on the compact view (``detail=False``, about one screen, as hyperfine's
+summary): the title, one row per variant at a glance, a ramp's steps and the
+failures when there were any, then the answer; the seed-style tables and the rest
+are in report.md and the HTML report, and on the terminal with ``-v``.
 """
 
 from __future__ import annotations
@@ -9,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import singledispatch
 
+from rich import box
 from rich.console import Group, RenderableType
 from rich.rule import Rule
 from rich.table import Table as RichTable
@@ -26,13 +31,37 @@ from servelab.report.base import (
 from servelab.report.tables import SeedTable
 
 VERDICT_COLOURS = {"better": "green", "worse": "red"}
+# The sections of the compact view besides the glance (failures only when some failed).
+# (The title is left out: the session's first line names the experiment and its runs.)
+COMPACT_KINDS = (kinds.RampSection, kinds.FailuresSection, kinds.RequestNamesSection,
+                 kinds.AnswerSection)
 
 
-def render_terminal(sections: Sequence[Section]) -> Group:
-    """Every section as rich renderables, for ``console.print``."""
+# Said at the end of the compact view: where the rest of the report is.
+MORE_DETAIL = "More (per-variant tables, failures, method, environment): report.md, or -v."
+
+
+def render_terminal(sections: Sequence[Section], *, detail: bool = True) -> Group:
+    """The sections as rich renderables, for ``console.print``: every one (``detail``), or
+    the compact view a session ends on by default."""
     answers = [s for s in sections if isinstance(s, kinds.AnswerSection)]
     ordered = [s for s in sections if not isinstance(s, kinds.AnswerSection)] + answers
-    return Group(*(part for section in ordered for part in section_parts(section)))
+    if detail:
+        return Group(*(part for section in ordered for part in section_parts(section)))
+    parts: list[RenderableType] = []
+    # The verdict on requests/s only where the answer is on requests/s: side by side, a
+    # stack's requests/s is its share of the CPU, and the answer is per CPU second.
+    verdicts = all(a.answer.metric == "rps" for a in answers)
+    for section in ordered:
+        if isinstance(section, kinds.GlanceSection):
+            parts += _compact_glance(section, verdicts=verdicts)
+        elif isinstance(section, kinds.FailuresSection) and section.all_succeeded:
+            continue  # nothing failed: the glance's error column says so
+        elif isinstance(section, COMPACT_KINDS):
+            if isinstance(section, kinds.AnswerSection):
+                parts.append(_line(MORE_DETAIL, "dim"))
+            parts += section_parts(section)
+    return Group(*parts)
 
 
 def _rule(title: str) -> Rule:
@@ -103,6 +132,33 @@ def _glance(section: kinds.GlanceSection) -> list[RenderableType]:
         )
         parts.append(_grid(Table(header, rows), f"{workload.name}: {workload.description}"))
     return [*parts, _line(section.footnote, "dim")]
+
+
+# The verdicts as the compact summary's last column says them.
+SHORT_VERDICTS = {"no significant difference": "no significant diff."}
+
+
+def _compact_glance(section: kinds.GlanceSection, *, verdicts: bool) -> list[RenderableType]:
+    """Every workload's variants in one frameless table, a line each (hyperfine's
+    summary): requests/s, p99, errors and (with ``verdicts``) the verdict on requests/s
+    against the baseline."""
+    grid = RichTable(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    header = ("Workload", "Variant", "Requests/s", "p99 [ms]", "Errors", "vs baseline")
+    for index, column in enumerate(header[:None if verdicts else -1]):
+        grid.add_column(Text(column), justify="left" if index < 2 else "right",
+                        no_wrap=index < 2)
+    for workload in section.workloads:
+        for row_index, r in enumerate(workload.rows):
+            verdict = SHORT_VERDICTS.get(r.verdict_kind, r.verdict_kind)
+            cells = [
+                Text(workload.name if row_index == 0 else ""), Text(r.variant),
+                Text(r.rps_mean or r.rps), Text(r.p99_ms), Text(r.errors),
+            ]
+            if verdicts:
+                cells.append(Text(f"{r.change} {verdict}".strip() if r.change else verdict,
+                                  style=VERDICT_COLOURS.get(r.verdict_kind, "")))
+            grid.add_row(*cells)
+    return [_rule(section.heading), grid]
 
 
 @section_parts.register

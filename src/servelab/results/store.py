@@ -178,7 +178,8 @@ class Database:
     def _damaged(self, problem: str) -> ServelabError:
         readable = []
         with contextlib.suppress(sqlite3.DatabaseError):
-            for id_, directory in self.conn.execute("SELECT id, export_dir FROM experiments"):
+            for id_, stored in self.conn.execute("SELECT id, export_dir FROM experiments"):
+                directory = self._beside(stored)
                 if Path(directory, EXPERIMENT_FILE).exists():
                     readable.append(f"#{id_} ({directory})")
         keep = (
@@ -279,7 +280,13 @@ class Database:
         return json.loads(self._row(experiment_id)["environment_json"])
 
     def experiment_dir(self, experiment_id: int) -> Path:
-        return Path(self._row(experiment_id)["export_dir"])
+        return self._beside(self._row(experiment_id)["export_dir"])
+
+    def _beside(self, stored: str) -> Path:
+        """An experiment's directory: beside this database, under the name it was given
+        (the stored absolute path is where it was first written; a results directory
+        copied elsewhere, the original gone, reads and writes where it is now)."""
+        return self.path.parent.resolve() / Path(stored).name
 
     def mark_finished(self, experiment_id: int) -> None:
         with self.transaction() as conn:
@@ -321,7 +328,8 @@ class Database:
             planned = len(spec.stacks) * len(spec.workloads) * spec.repetitions
             host = json.loads(env_json).get("hostname", "?")
             listed.append(
-                ExperimentRow(id_, name, created, finished, n_runs, planned, host, experiment_dir)
+                ExperimentRow(id_, name, created, finished, n_runs, planned, host,
+                              str(self._beside(experiment_dir)))
             )
         return listed
 
@@ -511,10 +519,12 @@ def _check_writable(directory: Path) -> None:
             f"cannot create the results directory {directory}: {exc.strerror}",
             "give --results a directory you can write to",
         ) from None
-    if not os.access(directory, os.W_OK | os.X_OK):
+    from servelab.results.outdir import unwritable
+
+    reason = unwritable(directory, directory=True)
+    if reason is not None:
         raise ServelabError(
-            f"the results directory {directory} is not writable (a read-only file system, "
-            "or its permissions)",
+            f"the results directory {directory} is not writable ({reason})",
             "give --results a directory you can write to",
         )
 

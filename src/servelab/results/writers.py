@@ -14,8 +14,8 @@ import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from servelab.errors import SpecError
 from servelab.report.base import ReportInput
+from servelab.results.outdir import check_writable_path
 
 
 def _json(report: ReportInput) -> str:
@@ -54,12 +54,7 @@ def check_writable(files: Mapping[str, Path]) -> None:
     """SpecError (one line) for a result file that could not be written, before anything
     is measured."""
     for fmt, path in files.items():
-        parent = path.parent if str(path.parent) else Path(".")
-        if path.is_dir() or not parent.is_dir() or not os.access(parent, os.W_OK):
-            raise SpecError(
-                f"--export-{fmt} {path}: cannot write there",
-                "give a file in an existing, writable directory",
-            )
+        check_writable_path(path, f"--export-{fmt}")
 
 
 def write_result_files(files: Mapping[str, Path], report: ReportInput) -> None:

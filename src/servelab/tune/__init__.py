@@ -64,7 +64,8 @@ class TuneSpec:
         return expand_space(baseline, self.space)
 
     def experiment(self) -> Experiment:
-        """Every candidate as one experiment (the first is its nominal baseline)."""
+        """Every candidate as one experiment (the first is its nominal baseline); each
+        candidate's stack is whole, nothing of the first one's server merged into it."""
         candidates = self.candidates()
         load: dict[str, Any] = {"concurrency": self.concurrency, "duration_s": self.duration_s}
         if self.objective.open_model:
@@ -80,7 +81,7 @@ class TuneSpec:
             "repetitions": 1,
             "warmup": {"max_rounds": 1, "duration_s": self.warmup_s},
         }
-        return experiment_from_dict(data, source="the tune space")
+        return experiment_from_dict(data, source="the tune space", whole_variants=True)
 
 
 @dataclass
@@ -95,6 +96,10 @@ class TuneProgress:
     stopped: str | None = None  # a reason the race itself does not know (the budget)
     workload: str = WORKLOAD  # the measured experiment's (set by ``measure``)
     clock: Callable[[], float] = time.monotonic
+    # The pace so far, for what more rounds would cost: measuring time per start, and in all.
+    seconds_per_start: float | None = None
+    spent_s: float | None = None
+    detail: bool = True  # a line per dropped candidate (-v); else one line a round
 
     def state(self) -> RaceState:
         # One workload, whatever its name (the user's request replaces tune's own).
@@ -105,7 +110,10 @@ class TuneProgress:
         """tune.json, tune.md (and with ``chart``, tune.png if matplotlib is installed)
         from the runs so far."""
         state = self.state()
-        recommendation = recommend(state, self.spec.objective)
+        recommendation = recommend(
+            state, self.spec.objective, self.spec.settings,
+            seconds_per_start=self.seconds_per_start, spent_s=self.spent_s,
+        )
         if self.store is not None:
             out_dir = Path(self.store.path)
             write_tune_files(
@@ -123,10 +131,12 @@ class TuneProgress:
                 (out_dir / TUNE_CHART).write_bytes(png)
         return state, recommendation
 
-    def markdown(self, state: RaceState, recommendation: Recommendation) -> str:
+    def markdown(
+        self, state: RaceState, recommendation: Recommendation, *, dropped: bool = True
+    ) -> str:
         return ranking_markdown(
             state, recommendation, self.spec.objective, candidates=len(self.names),
-            stopped=self.stopped,
+            stopped=self.stopped, dropped=dropped,
         )
 
     def measure(
@@ -183,11 +193,22 @@ class TuneProgress:
             if not measured:  # a round that measures nothing would repeat forever
                 raise RuntimeError(f"round {number} of the tune measured nothing")
             starts_measured += len(measured)
+            self.spent_s = self.clock() - began
+            self.seconds_per_start = self.spent_s / starts_measured
             self.runs.extend(measured)
             fresh.extend(measured)
-            for dropped in self.state().dropped:
-                if dropped.after_round == number:
+            out = [d for d in self.state().dropped if d.after_round == number]
+            if self.detail:
+                for dropped in out:
                     self.say(f"  dropped {dropped.candidate}: {dropped.reason}")
+            elif out:  # one line a round; each candidate and why: tune.md, or -v
+                halved = sum("successive halving" in d.reason for d in out)
+                self.say(
+                    f"  dropped {len(out)} after round {number}"
+                    + (f" ({halved} by successive halving)" if halved else "")
+                    + f": {', '.join(d.candidate for d in out[:3])}"
+                    + (f" and {len(out) - 3} more" if len(out) > 3 else "")
+                )
 
 
 @dataclass(frozen=True)
@@ -197,6 +218,7 @@ class TuneOutcome:
     markdown: str
     label: str  # the result's label ("#12")
     path: Path  # tune.md
+    summary: str = ""  # the ranking without the dropped candidates (the terminal's default)
 
 
 def run_tune(
@@ -213,7 +235,8 @@ def run_tune(
     from servelab.tune.report import TUNE_MARKDOWN
 
     experiment = spec.experiment()
-    progress = TuneProgress(spec, tuple(s.name for s in experiment.stacks), say=say)
+    progress = TuneProgress(spec, tuple(s.name for s in experiment.stacks), say=say,
+                            detail=getattr(options, "detail", True))
     try:
         store = api.run(experiment, options, console=console, out=quiet,
                         measure=progress.measure)
@@ -231,4 +254,5 @@ def run_tune(
     return TuneOutcome(
         state, recommendation, progress.markdown(state, recommendation), store.label,
         Path(store.path) / TUNE_MARKDOWN,
+        progress.markdown(state, recommendation, dropped=False),
     )

@@ -29,8 +29,10 @@ def ranking_markdown(
     *,
     candidates: int,
     stopped: str | None,
+    dropped: bool = True,
 ) -> str:
-    """The ranking as GitHub-flavoured markdown (also what the terminal shows)."""
+    """The ranking as GitHub-flavoured markdown (also what the terminal shows); without
+    ``dropped``, the dropped candidates are one line pointing to tune.md."""
     metric = objective.metric
     lines = [
         "# servelab tune",
@@ -42,6 +44,8 @@ def ranking_markdown(
     ]
     if recommendation.candidate:
         lines += [f"**Recommended: {recommendation.candidate}** — {recommendation.reason}.", ""]
+    elif recommendation.indistinguishable:
+        lines += [f"**Not decided yet**: {recommendation.reason}.", ""]
     else:
         lines += [f"**No recommendation**: {recommendation.reason}.", ""]
     lines += [
@@ -66,7 +70,10 @@ def ranking_markdown(
             f"| {versus} | {s.p99_ms:.1f} ms | {s.memory_mib:.0f} MiB | "
             f"{'kept' if s.meets_limits else 'broken on average'} |"
         )
-    if state.dropped:
+    if state.dropped and not dropped:
+        lines += ["", f"{len(state.dropped)} dropped: each with when and why in "
+                  f"{TUNE_MARKDOWN} (or here with -v)."]
+    elif state.dropped:
         lines += ["", "## Dropped", "", "| candidate | after round | why |", "|---|---|---|"]
         lines += [f"| {d.candidate} | {d.after_round} | {d.reason} |" for d in state.dropped]
     return "\n".join(lines) + "\n"
@@ -109,6 +116,8 @@ def tune_document(
         "reason": recommendation.reason,
         "winner": recommendation.winner,
         "runner_up": recommendation.runner_up,
+        "indistinguishable": list(recommendation.indistinguishable),
+        "more_rounds": recommendation.more_rounds,
         "contenders": [standing(s) for s in state.standings],
         "dropped": [asdict(d) for d in state.dropped],
     }
@@ -135,6 +144,18 @@ def recommended_in(result_dir: Path) -> tuple[str, str] | None:
     if not document.get("recommended"):
         return None
     return document["recommended"], document.get("reason", "")
+
+
+def undecided_in(result_dir: Path) -> str | None:
+    """Why a tune result recommends nothing yet (its leaders are indistinguishable), or
+    None: for other results, or one that recommends or found no candidate."""
+    path = result_dir / TUNE_JSON
+    if not path.is_file():
+        return None
+    document = json.loads(path.read_text())
+    if document.get("recommended") or not document.get("indistinguishable"):
+        return None
+    return str(document.get("reason", ""))
 
 
 def race_chart(

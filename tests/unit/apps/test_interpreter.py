@@ -44,6 +44,25 @@ def test_app_dir_venv_is_found(tmp_path: Path, name: str) -> None:
     )
 
 
+@pytest.mark.parametrize("name", [".venv", "venv"])
+def test_without_an_app_dir_the_working_directorys_venv_is_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    """--app-dir defaults to the working directory, and so does the venv's place (issue
+    26: `servelab study quick --app heroes:app` in the app's directory missed ./.venv)."""
+    python = _venv(tmp_path, name)
+    monkeypatch.chdir(tmp_path)
+    assert find_app_python(AppSpec(ref="m:app"), {}) == (python, f"the app dir's {name}")
+    settled, note = with_app_python(AppSpec(ref="m:app"), {})
+    assert settled.python == python and f"found in the app dir's {name}" in note
+    # an app dir given elsewhere wins over the working directory's venv
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    assert find_app_python(AppSpec(ref="m:app", app_dir=elsewhere), {}) == (None, "")
+    monkeypatch.chdir(elsewhere)  # no venv here: nothing found, servelab's own
+    assert find_app_python(AppSpec(ref="m:app"), {}) == (None, "")
+
+
 def test_dot_venv_before_venv(tmp_path: Path) -> None:
     first = _venv(tmp_path, ".venv")
     _venv(tmp_path, "venv")

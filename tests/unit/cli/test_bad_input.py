@@ -63,6 +63,14 @@ CASES: list[tuple[list[str], str]] = [
     (["study", "quick", "--app", APP, "--body-file", "/nonexistent"], "cannot read --body-file"),
     (["study", "quick", "--app", APP, "--expect-status", "999"], "expect_status"),
     (["study", "quick", "--app", APP, "--method", "BREW"], "method: Input should be"),
+    (["study", "quick", "--app", APP, "--method", "GET\r\nX: y"], "method: Input should be"),
+    (["study", "quick", "--app", APP, "--header", "X: a\r\nY: b"], "control character '\\r'"),
+    (["study", "quick", "--app", APP, "--header", "X Y: a"], "'X Y' is not an HTTP token"),
+    (["study", "quick", "--app", APP, "--header", "X: a\x00"], "control character '\\x00'"),
+    (["study", "quick", "--app", APP, "--path", "/a b"], "which a request line cannot carry"),
+    (["study", "quick", "--app", APP, "--path", "/a\r\nHost: x"], "has '\\r'"),
+    (["tune", "--app", APP, "--header", "X: a\r\nY: b"], "control character '\\r'"),
+    (["check", "--app", APP, "--header", "X: a\nY: b"], "control character '\\n'"),
     (["study", "quick", "--app", APP, "--endpoints", "sync-small"], "does not apply with --app"),
     # failure-mode studies
     (["study", "backlog", "--somaxconn", "abc"], "invalid --somaxconn list 'abc'"),
@@ -227,3 +235,31 @@ def test_driver_options_need_a_driver_that_takes_them(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert "load driver oha takes no options of its own (--locustfile)" in done.stderr
+
+
+@pytest.mark.parametrize("command", [["study", "quick"], ["run", "FILE"], ["tune"],
+                                     ["check", "--baseline-dir", "BASE"]])
+def test_a_header_with_a_line_break_is_refused_before_any_process_starts(
+    command: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 26: `--header $'X: a\\r\\nY: b'` gave tracebacks from the readiness thread
+    after the start-up wait; now HTTP's rules are checked before anything starts."""
+    import subprocess
+
+    def no_process(*args, **kwargs):
+        raise AssertionError(f"a process started before the header was checked: {args[0]}")
+
+    monkeypatch.setattr(subprocess, "Popen", no_process)
+    (tmp_path / "exp.toml").write_text("[baseline]\n" + LOAD)
+    (tmp_path / "base").mkdir()
+    args = [{"FILE": str(tmp_path / "exp.toml"), "BASE": str(tmp_path / "base")}.get(a, a)
+            for a in command]
+    done = run_cli(*args, "--app", APP, "--header", "X: a\r\nY: b",
+                   "--results", str(tmp_path / "results"), cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line == (
+        "servelab: error: invalid --header 'X: a\\r\\nY: b': header 'X' has the control "
+        "character '\\r' in its value (a header is one line) (fix: give one header per "
+        "--header, 'Name: value' on one line)"
+    )

@@ -171,3 +171,33 @@ def test_shell_completion_offers_studies_and_result_ids(tmp_path: Path) -> None:
     assert complete("servelab study qu", 2) == ["quick"]
     assert complete("servelab results show ", 3) == [str(first.id)]
     assert complete("servelab report ", 2) == [str(first.id)]
+
+
+def test_a_results_directory_copied_elsewhere_is_reported_and_exported_there(
+    tmp_path: Path,
+) -> None:
+    """A results directory moved (a CI artifact downloaded elsewhere), the original gone:
+    report, export and the listing use where it is now, never the old absolute path."""
+    import json
+    import shutil
+
+    source = ResultStore.open(SLEEPY)
+    old = tmp_path / "ci" / "servelab-results"
+    store = ResultStore.create(old, source.experiment, source.environment)
+    for run in source.runs():
+        store.add(run)
+    new = tmp_path / "laptop" / "results"
+    shutil.copytree(old, new)
+    shutil.rmtree(tmp_path / "ci")
+    moved = new / store.path.name
+    done = servelab("report", str(store.id), "--results", str(new))
+    assert done.returncode == 0, done.stderr
+    assert (moved / "report" / "report.html").is_file()
+    done = servelab("export", str(store.id), "--results", str(new), "--no-check")
+    assert done.returncode == 0, done.stderr
+    assert f"({moved})" in (moved / "export" / "README.md").read_text()
+    done = servelab("report", str(moved), "--out", str(tmp_path / "by-dir"))
+    assert done.returncode == 0, done.stderr
+    listed = json.loads(servelab("results", "list", "--results", str(new), "--json").stdout)
+    assert [Path(row["experiment_dir"]) for row in listed] == [moved]
+    assert not (tmp_path / "ci").exists()  # nothing written where it used to be

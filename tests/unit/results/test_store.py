@@ -125,4 +125,4 @@ def test_results_on_a_read_only_mount_can_be_read(tmp_path: Path):
     )
     assert done.returncode == 0, done.stderr
     assert "port-vs-socket" in done.stdout and "Seed-style tables" in done.stdout
-    assert f"the results directory {root} is not writable" in done.stderr
+    assert f"--results {root}: cannot write there (Read-only file system)" in done.stderr

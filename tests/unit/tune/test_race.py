@@ -16,7 +16,7 @@ from servelab.results.records import ProcessUsage
 from servelab.tune import TuneProgress, TuneSpec
 from servelab.tune.objective import MIB, Objective
 from servelab.tune.race import RaceSettings, race_state, recommend
-from servelab.tune.report import TUNE_JSON, TUNE_MARKDOWN, recommended_in
+from servelab.tune.report import TUNE_JSON, TUNE_MARKDOWN, recommended_in, undecided_in, undecided_in
 from servelab.tune.space import SubGrid
 
 WORKERS = tuple(range(1, 11))
@@ -151,7 +151,11 @@ def test_the_state_replays_from_the_stored_runs_and_files_say_it(tmp_path):
         d.candidate for d in replayed.dropped
     }
     assert "## Dropped" in (tmp_path / TUNE_MARKDOWN).read_text()
-    assert recommended_in(tmp_path)[0] == document["recommended"]
+    # The files say what the replayed race says: a recommendation, or why there is none.
+    if document["recommended"]:
+        assert recommended_in(tmp_path)[0] == document["recommended"]
+    else:
+        assert recommended_in(tmp_path) is None and undecided_in(tmp_path)
 
 
 def test_the_budget_stops_the_race_before_a_round_that_would_overrun_it(tmp_path):
@@ -199,7 +203,8 @@ def test_the_cheaper_of_two_tied_candidates_is_recommended(second_rps, recommend
     runs += [run("lean", n, second_rps * k, 100) for n, k in enumerate(other, start=1)]
     settings = RaceSettings(halving_rounds=0, tie_pct=0.01)
     state = race_state(runs, ("fat", "lean"), Objective(), settings)
-    advice = recommend(state, Objective())
+    # Tied: lean's interval against fat within ±10 % (with ±0.01 % it would be undecided).
+    advice = recommend(state, Objective(), RaceSettings(tie_pct=10))
     assert advice.candidate == recommended
     if recommended == "lean":
         assert advice.winner == "fat" and "200 MiB less memory" in advice.reason
@@ -252,3 +257,123 @@ def test_identical_candidates_are_rarely_dropped_by_a_test(tmp_path):
         state = race_state(store.runs, names(tune), tune.objective, settings)
         races_with_a_drop += bool(state.dropped)
     assert races_with_a_drop <= 3  # 10 % of 30: room for binomial noise around 5 %
+
+
+# -- near-ties: a recommendation only once the starts tell the leaders apart (issue 26) --
+
+NEAR = (1.0, 0.99, 0.98, 0.975, 0.97, 0.96, 0.95, 0.94, 0.93, 0.92, 0.91, 0.90)
+
+
+def near_tie_spec(**kwargs) -> TuneSpec:
+    """12 candidates within ±10 % of each other, as a short tune of a Flask app saw them."""
+    space = (SubGrid({"server": {"kind": "gunicorn"}}, {"server.workers": tuple(range(1, 13))}),)
+    return TuneSpec(space=space, **kwargs)
+
+
+def near_means(tune: TuneSpec) -> dict[str, float]:
+    return {name: 1000.0 * k for name, k in zip(names(tune), NEAR, strict=True)}
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_short_budget_over_near_ties_names_the_indistinguishable_not_a_winner(
+    seed: int, tmp_path: Path
+) -> None:
+    """One round of one start each (the budget allows no more): no recommendation, but
+    the leaders that cannot be told apart and the rounds and budget that would."""
+    tune = near_tie_spec(budget_s=30.0)  # round 1 takes 24 s, round 2 would end at 32 s
+    clock = FakeClock()
+    progress, _, _ = race(tune, simulated(near_means(tune), seed), tmp_path, clock=clock)
+    state, advice = progress.write(chart=False)
+    assert state.rounds == 1 and progress.stopped is not None
+    assert advice.candidate is None, advice.reason
+    assert advice.indistinguishable == state.contenders  # every one still in, leader first
+    assert advice.more_rounds is not None and advice.more_rounds >= 2
+    assert f"{len(state.contenders)} candidates are indistinguishable after 1 start(s)" in (
+        advice.reason)
+    assert "run again with --budget" in advice.reason
+    markdown = (tmp_path / TUNE_MARKDOWN).read_text()
+    assert "**Not decided yet**" in markdown and "Recommended" not in markdown
+    document = json.loads((tmp_path / TUNE_JSON).read_text())
+    assert document["recommended"] is None
+    assert document["indistinguishable"] == list(state.contenders)
+    assert recommended_in(tmp_path) is None  # export then does not take a noise pick
+    assert undecided_in(tmp_path) == advice.reason
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_given_the_rounds_near_ties_end_in_a_true_leader_or_an_honest_statement(
+    seed: int, tmp_path: Path
+) -> None:
+    """With rounds to spend, a recommendation is within the tie of the true best; without
+    one, the indistinguishable leaders include the true best and name the rounds."""
+    tune = near_tie_spec(settings=RaceSettings(max_rounds=6))
+    means = near_means(tune)
+    best = max(means.values())
+    progress, _, _ = race(tune, simulated(means, seed), tmp_path)
+    state, advice = progress.write(chart=False)
+    assert state.over is not None
+    if advice.candidate is not None:
+        assert means[advice.candidate] >= best * (1 - tune.settings.tie_pct / 100), advice
+    else:
+        assert advice.indistinguishable[0] == state.leader.candidate
+        assert set(advice.indistinguishable) <= set(state.contenders)
+        assert advice.more_rounds is not None and "would separate them" in advice.reason
+
+
+def _pair(second: float, spreads: tuple[float, ...], starts: int):
+    runs = [run("lead", n, 1000 * k, 100) for n, k in enumerate(spreads[:starts], start=1)]
+    runs += [run("next", n, second * k, 100)
+             for n, k in enumerate(reversed(spreads[:starts]), start=1)]
+    settings = RaceSettings(halving_rounds=0, max_rounds=20)
+    return race_state(runs, ("lead", "next"), Objective(), settings), settings
+
+
+def test_the_rule_waits_for_an_interval_that_is_within_the_tie_or_beyond_zero():
+    wide = (1.0, 1.06, 0.94, 1.05, 0.95, 1.04, 0.96, 1.03, 0.97, 1.02, 0.98, 1.01)
+    # 1 % apart over 3 noisy starts: neither worse nor within ±5 %: not decided.
+    state, settings = _pair(990, wide, 3)
+    advice = recommend(state, Objective(), settings, seconds_per_start=4.0, spent_s=24.0)
+    assert advice.candidate is None and advice.indistinguishable == ("lead", "next")
+    assert advice.more_rounds is not None and advice.more_rounds >= 1
+    minutes = (24.0 + advice.more_rounds * 2 * 4.0) / 60
+    assert f"--budget {math.ceil(minutes)}m" in advice.reason
+    assert "next -1.0 %" in advice.reason
+    # Equally close, with starts enough for a narrow interval: tied, so the leader.
+    calm = tuple(1 + (k - 1) / 10 for k in wide)
+    state, settings = _pair(998, tuple(1 + (k - 1) / 2 for k in wide), 12)
+    advice = recommend(state, Objective(), settings)
+    assert advice.candidate == "lead" and "tied within ±5 %" in advice.reason
+    assert advice.indistinguishable == ()
+    # Far apart and clearly worse: dropped, the leader recommended.
+    state, settings = _pair(800, calm, 3)
+    assert recommend(state, Objective(), settings).candidate == "lead"
+    # One start each says nothing about the spread: at least two more rounds.
+    state, settings = _pair(990, wide, 1)
+    advice = recommend(state, Objective(), settings)
+    assert advice.candidate is None and advice.more_rounds == 2
+    assert "at least 2 more round(s)" in advice.reason
+
+
+def test_the_terminal_says_the_dropped_in_one_line_a_round_unless_verbose(tmp_path: Path):
+    from servelab.tune.report import ranking_markdown
+
+    tune = near_tie_spec(budget_s=30.0)
+    said: list[str] = []
+    experiment = tune.experiment()
+    clock = FakeClock()
+    executor = FakeExecutor(simulated(near_means(tune), 1), clock=clock)
+    progress = TuneProgress(tune, tuple(s.name for s in experiment.stacks), say=said.append,
+                            detail=False, clock=clock)
+
+    def measure_round(exp, store, cpu_plan, *, events, previous, driver, listen_host):
+        return Runner(exp, store, executor, events, previous, clock=clock).run()
+
+    progress.measure(experiment, Store(tmp_path), executor.cpu_plan, measure_round=measure_round)
+    state, advice = progress.write(chart=False)
+    dropped = [line for line in said if "dropped" in line]
+    assert dropped == [line for line in dropped if line.startswith("  dropped 8 after round 1 ")]
+    assert len(dropped) == 1 and "(8 by successive halving)" in dropped[0]
+    short = ranking_markdown(state, advice, tune.objective, candidates=12, stopped=None,
+                             dropped=False)
+    assert "## Dropped" not in short and "8 dropped: each with when and why in tune.md" in short
+    assert "## Dropped" in (tmp_path / TUNE_MARKDOWN).read_text()  # the file keeps it all

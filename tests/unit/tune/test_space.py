@@ -149,3 +149,36 @@ def test_build_takes_the_file_the_command_line_and_what_is_installed(monkeypatch
         build.build_tune({}, source="cli", app=None, request_given=False, budget_s=None,
                          servers=("granian",))
     assert "app server 'granian' is not installed" in refused.value.one_line()
+
+
+def _every_subset(names):
+    return [
+        tuple(n for i, n in enumerate(names) if mask >> i & 1)
+        for mask in range(1, 2 ** len(names))
+    ]
+
+
+@pytest.mark.parametrize(("interface", "app"), [("asgi", {"ref": "fastapi"}),
+                                                 ("wsgi", {"ref": "sleepy"})])
+def test_the_default_space_validates_for_every_set_of_installed_servers(interface, app):
+    """Whatever servers are installed, the default space for either kind of app is one
+    valid experiment: no knob of one candidate's server (gunicorn's worker class and
+    threads) leaks into another's (issue 26: granian got worker_class from gunicorn)."""
+    from servelab.servers.registry import get_server, standalone_servers
+
+    servers = standalone_servers()
+    tried = 0
+    for installed in _every_subset(servers):
+        space = space_from_knobs(KnobLists(workers=(1, 2)), interface=interface,
+                                 installed=installed, stack_cpus=1)
+        if not space:
+            continue  # nothing installed serves this interface: build_tune says so
+        for first in range(len(space)):  # whichever sub-grid comes first is the baseline
+            order = (*space[first:], *space[:first])
+            experiment = TuneSpec(space=order, app=app).experiment()
+            for stack in experiment.stacks:
+                knobs = get_server(stack.server.kind).knobs
+                given = {"worker_class", "threads"} & stack.server.model_fields_set
+                assert given <= set(knobs), (installed, stack.name)
+            tried += 1
+    assert tried > len(servers)
