@@ -247,6 +247,38 @@ def cochran_q(estimates: list[float], halves: list[float]) -> tuple[float, float
     return q, float(stats.chi2.sf(q, df)), max(0.0, (q - df) / q) if q > 0 else 0.0
 
 
+def cpu_per_request(results: Path) -> None:
+    """The planted experiments' stack CPU per request by role, measured: what the planted
+    spin did to the whole stack (its change is what requests per CPU second answers)."""
+    from servelab.results.store import DB_FILE, Database
+
+    database = Database(results / DB_FILE)
+    changes = []
+    for experiment in database.list_experiments():
+        if experiment.name != "planted":
+            continue
+        totals: dict[str, dict[str, float]] = {}
+        for run in database.runs(experiment.id):
+            mine = totals.setdefault(run.variant, {"requests": 0.0})
+            mine["requests"] += run.load.requests_total
+            for p in run.processes:
+                mine[p.role] = mine.get(p.role, 0.0) + p.cpu_s
+        per = {
+            variant: {role: 1e6 * cpu / t["requests"] for role, cpu in t.items()
+                      if role != "requests"}
+            for variant, t in totals.items()
+        }
+        base, spun = (per[name] for name in totals)  # baseline first, as stored
+        change = 100 * (sum(base.values()) / sum(spun.values()) - 1)
+        changes.append(change)
+        print(f"  planted #{experiment.id}: µs/request by role "
+              + ", ".join(f"{role} {base[role]:.0f}->{spun.get(role, 0):.0f}" for role in base)
+              + f"; requests per CPU second from these totals {change:+.1f} %")
+    if changes:
+        print(f"  requests per CPU second from the measured CPU per request: "
+              f"{min(changes):+.1f} … {max(changes):+.1f} %")
+
+
 def report(out: Path) -> None:
     quicks = [q for q in load(out, "quick") or [] if q["exit"] == 0]
     ground = load(out, "truth")
@@ -308,6 +340,8 @@ def report(out: Path) -> None:
               f"{len(found)}; estimates "
               + ", ".join(f"{c['change_pct']:+.1f}" for c in found)
               + f"; interval covers the planted size in {covered} of {len(found)}")
+    if rows:
+        cpu_per_request(out / "results")
     waits = load(out, "waiting")
     if waits:
         fast, slow = by_key(waits["quick"]), by_key(waits["truth"])
