@@ -16,7 +16,7 @@ from servelab.results.records import ProcessUsage
 from servelab.tune import TuneProgress, TuneSpec
 from servelab.tune.objective import MIB, Objective
 from servelab.tune.race import RaceSettings, race_state, recommend
-from servelab.tune.report import TUNE_JSON, TUNE_MARKDOWN, recommended_in, undecided_in, undecided_in
+from servelab.tune.report import TUNE_JSON, TUNE_MARKDOWN, recommended_in, undecided_in
 from servelab.tune.space import SubGrid
 
 WORKERS = tuple(range(1, 11))
