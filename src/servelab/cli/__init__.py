@@ -132,14 +132,14 @@ def main() -> None:
         code = cli.main(standalone_mode=False)
     except (click.exceptions.Abort, KeyboardInterrupt):
         # click turns Ctrl-C (and our SIGTERM) into Abort; context managers have stopped
-        # every process by the time it gets here.
-        name = signal.Signals(_interrupted_by["signal"]).name
-        console.print(f"servelab: interrupted ({name}); every process it started was stopped")
-        # Everything is stopped: a late second signal (a test's killpg reaching the group
-        # once more, a user pressing Ctrl-C twice) must not turn the exit code into a death
-        # by signal while the interpreter shuts down (seen once: -2 instead of 130).
+        # every process by the time it gets here. Ignore further signals first: a second
+        # one (Ctrl-C pressed twice, a test's killpg) arriving while the message is printed
+        # raised KeyboardInterrupt out of this block, and CPython then kills itself with
+        # SIGINT (exit -2 instead of 130, seen twice in the tune test).
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        name = signal.Signals(_interrupted_by["signal"]).name
+        console.print(f"servelab: interrupted ({name}); every process it started was stopped")
         sys.exit(128 + _interrupted_by["signal"])
     except click.UsageError as exc:  # e.g. an unknown command
         print_usage_error(exc)
