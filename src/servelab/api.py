@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from rich.console import Console
@@ -19,13 +20,50 @@ from servelab.apps.interpreter import app_pythons, with_app_pythons
 from servelab.config.experiment import Experiment
 from servelab.config.run import RunOptions
 from servelab.errors import SpecError
-from servelab.host.cpus import make_cpu_plan
+from servelab.host.cpus import CpuPlan, make_cpu_plan
 from servelab.host.environment import recorded
 from servelab.host.extras import require_extra
 from servelab.host.limits import check_fits_machine
 from servelab.report.base import ReportInput
 from servelab.results.store import ResultStore
 from servelab.results.writers import check_writable
+from servelab.studies import Study, StudyOptions
+
+
+def cpu_plan_of(options: RunOptions) -> CpuPlan:
+    """Where the stack and the load driver run, as ``options`` ask (checked)."""
+    return make_cpu_plan(
+        options.stack_cpus, options.driver_cpus, pin=options.pin, quota=options.stack_cpu_quota,
+        priority=options.cpu_priority,
+    )
+
+
+def build_study(
+    study: Study,
+    study_options: StudyOptions,
+    options: RunOptions,
+    cpu_plan: CpuPlan | None = None,
+) -> tuple[Experiment, RunOptions]:
+    """``study``'s experiment for this machine (``cpu_plan``, default: as ``options`` ask):
+    measured side by side only where each of its stacks gets CPUs of its own
+    (``--side-by-side``/``--in-turns`` decide otherwise), else in turns; the options then
+    carry a note saying why, for the session to print."""
+    from servelab.measuring import fits_side_by_side
+
+    if options.side_by_side is not None:
+        return study.build(replace(study_options, side_by_side=options.side_by_side)), options
+    experiment = study.build(study_options)
+    plan = cpu_plan or cpu_plan_of(options)
+    if not experiment.side_by_side or fits_side_by_side(experiment, plan):
+        return experiment, options
+    note = (
+        f"measuring in turns: the stack CPUs ({plan.stack or 'all'}) cannot give each of "
+        f"the {len(experiment.stacks)} stacks CPUs of its own, and sharing them side by "
+        "side would understate the differences of cheap requests (--side-by-side to share "
+        "them anyway)"
+    )
+    in_turns = study.build(replace(study_options, side_by_side=False))
+    return in_turns, replace(options, notes=(*options.notes, note))
 
 
 def run(
@@ -60,10 +98,7 @@ def run(
     db = database_spec(
         experiment.database, options.database, options.db_latency_ms, options.db_jitter_ms
     )
-    cpu_plan = make_cpu_plan(
-        options.stack_cpus, options.driver_cpus, pin=options.pin, quota=options.stack_cpu_quota,
-        priority=options.cpu_priority,
-    )
+    cpu_plan = cpu_plan_of(options)
     request = options.request
     uses_django = (app is not None and app.ref in DJANGO_REFS) or any(
         s.app.ref in DJANGO_REFS for s in experiment.stacks
@@ -87,7 +122,7 @@ def run(
                 ready, cpu_plan, options.results_dir, console=console, out=out,
                 resume=options.resume, force=options.allow_other_machine,
                 result_files=dict(options.result_files), listen_host=options.listen,
-                detail=options.detail,
+                detail=options.detail, notes=options.notes,
                 **({"measure": measure} if measure is not None else {}),
             ).run()
 

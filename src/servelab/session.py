@@ -80,6 +80,7 @@ class ExperimentSession:
         result_files: Mapping[str, Path] | None = None,
         listen_host: str | None = None,
         detail: bool = False,
+        notes: tuple[str, ...] = (),
     ) -> None:
         self.experiment = experiment
         self.cpu_plan = cpu_plan
@@ -93,6 +94,7 @@ class ExperimentSession:
         self.listen_host = listen_host  # None: loopback (--listen)
         # Every run's line and the whole report (-v); else the bar, then the summary.
         self.detail = detail
+        self.notes = notes  # said once everything is checked, under the header line
 
     def _environment(self, driver: LoadDriver) -> dict[str, Any]:
         """The machine's facts, with the driver's version and where things run."""
@@ -155,6 +157,8 @@ class ExperimentSession:
             f"{len(experiment.workloads)} workloads x {experiment.repetitions} repetitions = "
             f"{total} runs; {self.cpu_plan.describe()}"
         )
+        for note in self.notes:
+            self.console.print(f"servelab: {note}", highlight=False)
         if runs:
             self.console.print(f"resuming: {len(runs)} runs already stored are kept")
         live = LiveProgress(experiment, self.console, total, done=len(runs), detail=self.detail)

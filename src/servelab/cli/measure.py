@@ -107,10 +107,9 @@ def study(
         warmup_requests=warmup,
         **failure_study_options(**options),
     )
-    api.run(
-        get_study(name).build(study_options), user.applied_to(run, replace_workloads=True),
-        console=console, out=out,
-    )
+    run = user.applied_to(run, replace_workloads=True)
+    experiment, run = api.build_study(get_study(name), study_options, run)
+    api.run(experiment, run, console=console, out=out)
 
 
 @click.command()

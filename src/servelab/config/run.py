@@ -67,6 +67,8 @@ class RunOptions:
     # The terminal: every run's line and the whole report (-v), or a progress bar, then
     # the compact summary and the answer (report.terminal).
     detail: bool = False
+    # Said on the console before measuring (how a study was fitted to this machine).
+    notes: tuple[str, ...] = ()
 
     def apply(self, experiment: Experiment) -> Experiment:
         """``experiment`` with this run's order, slicing, stopping and driver options

@@ -18,7 +18,13 @@ from servelab.measuring.runner import Runner, RunnerEvents
 from servelab.results.records import RunRecord
 
 __all__ = [
-    "Launch", "Runner", "RunnerEvents", "plan_launches", "run_experiment", "run_key",
+    "Launch",
+    "Runner",
+    "RunnerEvents",
+    "fits_side_by_side",
+    "plan_launches",
+    "run_experiment",
+    "run_key",
     "side_by_side_stack_size",
 ]
 
@@ -27,6 +33,17 @@ def side_by_side_stack_size(experiment: Experiment) -> int:
     """CPUs a stack gets side by side where the machine has enough: as many as the widest
     stack has app workers (what it would use deployed)."""
     return max(stack.server.workers for stack in experiment.stacks)
+
+
+def fits_side_by_side(experiment: Experiment, cpu_plan: CpuPlan) -> bool:
+    """True where ``cpu_plan`` gives each of the experiment's stacks CPUs of its own side
+    by side. Sharing CPUs, the stacks' switches and caches add a cost to every request that
+    no stack alone pays: on this project's 2-CPU VM side by side read the cheap endpoints'
+    differences about half the size each stack alone serves (docs/statistics.md)."""
+    side = plan_side_by_side(
+        cpu_plan, len(experiment.stacks), side_by_side_stack_size(experiment)
+    )
+    return side.own_stack_cpus
 
 
 def run_experiment(

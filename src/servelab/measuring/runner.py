@@ -279,7 +279,9 @@ class Runner:
                     continue
                 began = self.clock()
                 self._slice_workload(workload, members, passes, scratch, rng)
-                rounds.add_workload(workload.name, passes, self.clock() - began)
+                # In turns, a block holds several rounds: each took its share of the time.
+                in_block = len({run.launch.repetition for run in members})
+                rounds.add_workload(workload.name, passes * in_block, self.clock() - began)
                 for run in members:
                     self._keep(
                         self._result(

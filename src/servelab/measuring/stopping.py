@@ -49,7 +49,8 @@ class RoundsSoFar:
     rounds: int = 0
     launch_s: float = 0.0
     workload_s: dict[str, float] = field(default_factory=dict)
-    passes: dict[str, int] = field(default_factory=dict)  # passes measured, per workload
+    # Passes measured per workload, summed over rounds (a block of 3 rounds x 2 passes: 6).
+    passes: dict[str, int] = field(default_factory=dict)
 
     def add_launch(self, rounds: int, seconds: float) -> None:
         self.rounds += rounds

@@ -28,6 +28,9 @@ class StudyOptions:
     somaxconn: tuple[int, ...] | None = None  # one variant per value (backlog study)
     netns: str | None = None  # "auto" | "require" | "off" (see spec.NetworkSpec)
     timeout_s: float | None = None  # the load driver's per-request timeout
+    # How the study's stacks are measured: True side by side, False in turns, None the
+    # study's own choice (the CLI decides it from the CPU plan: measuring.fits_side_by_side).
+    side_by_side: bool | None = None
 
 
 @dataclass(frozen=True)

@@ -95,8 +95,8 @@ def _experiment(
         "workloads": workloads,
         "warmup": dict(warmup or {}),
     }
-    if side_by_side and _sliceable(options):
-        data["side_by_side"] = True
+    if _sliceable(options):
+        data["side_by_side"] = side_by_side
         if stopping is not None:
             data["stopping"] = stopping
     if options.repetitions is not None:
@@ -177,15 +177,20 @@ def gunicorn_vs_uvicorn(options: StudyOptions) -> Experiment:
     )
 
 
-# quick's measuring: each round starts the three stacks afresh and measures them side by
-# side (at the same moments of the machine), 2 passes of 3 s per endpoint; rounds are
-# added until every requests/s comparison is within ±5 % or clear of zero, within a
-# budget that keeps the whole study under 3 minutes (README: "Measuring in slices").
+# quick's measuring. Side by side (where each stack gets CPUs of its own: the CLI decides,
+# measuring.fits_side_by_side), each round starts the three stacks afresh and measures them
+# at the same moments of the machine, 2 passes of 3 s per endpoint. Else in turns: every
+# round's stacks alive at once, each driven alone for 1 s slices in rotation, 2 passes
+# (sharing one CPU, side by side read the cheap requests' differences about half their
+# size: docs/statistics.md). Rounds are added until every requests/s comparison is within
+# ±5 % or clear of zero, within a budget that keeps the whole study under 3 minutes.
 QUICK_STOPPING = {"precision_pct": 5.0, "budget_s": 160.0}
-QUICK_DURATION_S = 6.0
+QUICK_DURATION_S = 6.0  # side by side: each stack gets a third of the stack CPUs
+QUICK_IN_TURNS_DURATION_S = 2.0  # in turns: each stack gets all of them
 
 
 def quick(options: StudyOptions) -> Experiment:
+    side_by_side = options.side_by_side is not False
     return _experiment(
         "quick",
         options,
@@ -200,13 +205,13 @@ def quick(options: StudyOptions) -> Experiment:
         workloads=seed_workloads(
             options,
             default_requests=None,
-            default_duration_s=QUICK_DURATION_S,
+            default_duration_s=QUICK_DURATION_S if side_by_side else QUICK_IN_TURNS_DURATION_S,
             default_concurrency=50,
         ),
-        # One warm-up round of 1 s keeps quick within 3 minutes whatever the endpoint's
+        # One short warm-up round keeps quick within 3 minutes whatever the endpoint's
         # speed (200 requests of the ~1 MB answers took 1-4 s a round).
-        warmup={"max_rounds": 1, "duration_s": 1.0},
-        side_by_side=True,
+        warmup={"max_rounds": 1, "duration_s": 1.0 if side_by_side else 0.5},
+        side_by_side=side_by_side,
         stopping=QUICK_STOPPING,
     )
 
@@ -215,7 +220,8 @@ SEED_STUDIES = (
     Study(
         "quick",
         "nginx->app over TCP, unix socket, unix socket + upstream keepalive; "
-        "the four seed endpoints, side by side in 3 s slices until clear; under 3 minutes",
+        "the four seed endpoints, side by side (CPUs of their own) or in turns, in slices "
+        "until clear; under 3 minutes",
         "nginx_port_socket.md, keepalive.md",
         quick,
     ),

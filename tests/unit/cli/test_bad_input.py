@@ -205,7 +205,10 @@ LOCUSTFILES = {
         (["-n", "100"], "Locust runs for a duration"),
         (["--expect-workers", "2", "--listen", "0.0.0.0"], "every network of this machine"),
         (["--expect-workers", "2", "--listen", "192.0.2.1"], "not an address of this machine"),
-        (["--expect-workers", "1"], "workers on other machines serve one Locust master"),
+        (
+                ["--expect-workers", "1", "--side-by-side"],
+                "workers on other machines serve one Locust master",
+            ),
     ],
     ids=lambda v: None,
 )

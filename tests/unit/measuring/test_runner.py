@@ -191,3 +191,18 @@ def test_busy_stacks_stay_side_by_side_and_resume_keeps_the_decision():
     resumed = Runner(exp, ListSink(), FakeExecutor(), previous=apart).run()
     assert resumed and all(r.together is False for r in resumed)
     assert all(r.solo_cpu_share is None for r in resumed)
+
+
+def test_in_turns_the_next_round_is_foreseen_at_the_pace_of_one_round():
+    # A block in turns holds several rounds: the time per pass must count each of them,
+    # else the next round looks as long as the whole block and the budget stops early.
+    clock = FakeClock()
+    executor = FakeExecutor(noisy(0.05, seed=3), clock=clock, seconds_per_window=1.0)
+    seen = []
+    events = RunnerEvents(on_round=lambda plan, outlook: seen.append((plan, clock.now)))
+    exp = experiment(stopping={"precision_pct": 0.1, "budget_s": 60}, repetitions=3)
+    Runner(exp, ListSink(), executor, events, clock=clock).run()
+    (first, first_at), (_, second_at) = seen[0], seen[1]
+    assert first is not None
+    taken = second_at - first_at  # the first added round, measured
+    assert taken > 0 and abs(first.expected_s - taken) <= 0.25 * taken
