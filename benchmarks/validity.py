@@ -168,9 +168,14 @@ def measure_quietly(experiment, root: Path) -> list:
 
 
 def quick_experiment(endpoints: tuple[str, ...] | None = None):
+    """quick as ``servelab study quick`` builds it on this machine (in turns or side by
+    side: api.build_study)."""
+    from servelab.api import build_study
+    from servelab.config.run import RunOptions
     from servelab.studies import StudyOptions, get_study
 
-    return get_study("quick").build(StudyOptions(endpoints=endpoints))
+    experiment, _ = build_study(get_study("quick"), StudyOptions(endpoints=endpoints), RunOptions())
+    return experiment
 
 
 def aa(out: Path, times: int) -> None:
