@@ -109,10 +109,9 @@ def _answer(section: kinds.AnswerSection) -> list[RenderableType]:
             )
         )
         for line in workload.lines:
-            text = Text.assemble("  ", (line.text(), VERDICT_COLOURS.get(line.verdict, "")))
-            if not line.clear:
-                text.append(" (not clear)", style="yellow")
-            parts.append(text)
+            parts.append(
+                Text.assemble("  ", (line.text(), VERDICT_COLOURS.get(line.verdict, "")))
+            )
     if answer.tests:
         parts.append(_line(f"test: {', '.join(answer.tests)}", "dim"))
     parts += [_line(text) for text in section.outlook]
