@@ -39,11 +39,15 @@ def main() -> None:
     parser.add_argument("--budget", type=float, default=160.0)
     parser.add_argument("--drift", type=float, default=0.08)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--in-turns", action="store_true",
+                        help="quick's in-turns shape (2 s runs in 1 s slices), as on 2 CPUs")
     parser.add_argument("--truth", choices=list(TRUTHS), action="append",
                         help="only these truths (repeatable; default: all)")
     args = parser.parse_args()
     truths = {name: TRUTHS[name] for name in args.truth or TRUTHS}
-    print(f"{args.studies} simulated studies per row; quick's shape, budget {args.budget:g} s")
+    shape = "in turns" if args.in_turns else "side by side"
+    print(f"{args.studies} simulated studies per row; quick's shape {shape}, "
+          f"budget {args.budget:g} s")
     print("| noise (start / slice) | truth | coverage | family-wise false, Holm | "
           "without Holm | found (keepalive) | rounds (mean) |")
     print("|---|---|---|---|---|---|---|")
@@ -56,7 +60,7 @@ def main() -> None:
                 false_here = raw_here = False
                 for variant, c in simulated_study(
                     rng, effects, sd_start=sd_start, sd_slice=sd_slice, drift=args.drift,
-                    budget_s=args.budget,
+                    budget_s=args.budget, side_by_side=not args.in_turns,
                 ):
                     effect = effects.get(variant, 0.0)
                     low, high = c.interval_pct

@@ -351,9 +351,10 @@ def report_with_stack(report, variant: str, *, server=None, proxy=None):
 # -- simulated studies: the real measuring rule on stacks with a known truth --
 
 
-def quick_shaped(budget_s: float = 160.0):
+def quick_shaped(budget_s: float = 160.0, side_by_side: bool = True):
     """An experiment shaped like ``servelab study quick``: a baseline and two variants
-    side by side, four workloads, ±5 % precision, ``budget_s`` of measuring."""
+    side by side (6 s runs, 1 s warm-up) or in turns (2 s runs, 0.5 s warm-up), four
+    workloads, ±5 % precision, ``budget_s`` of measuring."""
     from servelab.config.building import experiment_from_dict
 
     return experiment_from_dict(
@@ -366,11 +367,15 @@ def quick_shaped(budget_s: float = 160.0):
                 {"name": "keepalive", "proxy": {"transport": "unix", "upstream_keepalive": 8}},
             ],
             "workloads": [
-                {"name": f"w{i}", "request": {"path": "/"}, "load": {"duration_s": 6.0}}
+                {
+                    "name": f"w{i}",
+                    "request": {"path": "/"},
+                    "load": {"duration_s": 6.0 if side_by_side else 2.0},
+                }
                 for i in range(4)
             ],
-            "warmup": {"max_rounds": 1, "duration_s": 1.0},
-            "side_by_side": True,
+            "warmup": {"max_rounds": 1, "duration_s": 1.0 if side_by_side else 0.5},
+            "side_by_side": side_by_side,
             "stopping": {"precision_pct": 5.0, "budget_s": budget_s},
         },
         source="simulation",
@@ -378,11 +383,19 @@ def quick_shaped(budget_s: float = 160.0):
 
 
 def simulated_study(
-    rng, effects, *, sd_start: float, sd_slice: float, drift: float, budget_s: float = 160.0
+    rng,
+    effects,
+    *,
+    sd_start: float,
+    sd_slice: float,
+    drift: float,
+    budget_s: float = 160.0,
+    side_by_side: bool = True,
 ):
     """One quick-shaped study measured by the real Runner, stopping rule and analysis on
     fake stacks: requests/s = 1000 x exp(effect of the variant + the start's own level
-    (sd_start) + the machine's moment (drift) + the slice's noise (sd_slice)). Returns
+    (sd_start) + the machine's moment (drift) + the slice's noise (sd_slice)). Side by
+    side the stacks of a pass share one moment; in turns each slice has its own. Returns
     (variant, comparison of the answer's metric) at the moment measuring stopped."""
     import math
 
@@ -398,9 +411,12 @@ def simulated_study(
         shift = effects.get(variant, 0.0)
         return 1000 * math.exp(shift + starts[start] + moments[tick] + rng.gauss(0, sd_slice))
 
-    experiment = quick_shaped(budget_s)
+    experiment = quick_shaped(budget_s, side_by_side)
     clock = FakeClock()
-    executor = FakeExecutor(level, clock=clock, seconds_per_window=3.0)
+    # In turns a 1 s slice with its share of launches and warm-ups (4 rounds in 160 s, as
+    # measured by `servelab study quick` on 2 CPUs).
+    window_s = 3.0 if side_by_side else 1.3
+    executor = FakeExecutor(level, clock=clock, seconds_per_window=window_s)
     runs = Runner(experiment, ListSink(), executor, clock=clock).run()
     key = answer_metric(experiment).key
     return [
