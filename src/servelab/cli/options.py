@@ -151,8 +151,9 @@ _run_options = [
         "--side-by-side/--in-turns",
         "side_by_side",
         default=None,
-        help="Measure each round's stacks at the same time (sharing the stack CPUs: the "
-        "machine's drift cancels; quick's default), or in turns, one stack at a time.",
+        help="Measure each round's stacks at the same time (the machine's drift cancels), "
+        "or in turns, one stack at a time. Default: the experiment's own; quick goes side by "
+        "side only where each stack gets CPUs of its own.",
     ),
     click.option(
         "--precision",
