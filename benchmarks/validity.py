@@ -154,17 +154,21 @@ def waiting(out: Path) -> None:
     save(out, "waiting", {"quick": fast, "truth": slow})
 
 
-def measure_quietly(experiment, root: Path) -> list:
+def measure_quietly(experiment, root: Path) -> tuple[list, float]:
+    """The experiment's runs, and its wall time once the machine was ours (the time
+    waiting for the lock left out)."""
     from rich.console import Console
 
     from servelab.host.cpus import default_cpu_plan
     from servelab.session import ExperimentSession
 
     with open("/dev/null", "w") as null, machine():
+        began = time.monotonic()
         quiet = Console(file=null)
-        return ExperimentSession(
+        runs = ExperimentSession(
             experiment, default_cpu_plan(), root, console=quiet, out=quiet
         ).run().runs()
+        return runs, time.monotonic() - began
 
 
 def quick_experiment(endpoints: tuple[str, ...] | None = None):
@@ -186,10 +190,9 @@ def aa(out: Path, times: int) -> None:
     twins = tuple(base.baseline.model_copy(update={"name": f"A{i}"}) for i in (2, 3))
     experiment = base.model_copy(update={"name": "a-a", "variants": twins})
     for n in range(len(found) + 1, len(found) + times + 1):
-        began = time.monotonic()
-        runs = measure_quietly(experiment, out / "results")
+        runs, wall_s = measure_quietly(experiment, out / "results")
         document = comparisons_document(analyze(experiment, runs))
-        document["wall_s"] = time.monotonic() - began
+        document["wall_s"] = wall_s
         said = [c for c in answer(document) if c["verdict"] in ("better", "worse")]
         print(f"A/A {n}: {document['wall_s']:.0f} s, {len(said)} of 8 called better/worse")
         show(document)
@@ -204,7 +207,7 @@ def planted(out: Path, percents: list[float], times: int) -> None:
     base = quick_experiment(("async-small",))
     if not found:  # calibrate: the stack's CPU per request, identical stacks
         twin = base.baseline.model_copy(update={"name": "A2"})
-        runs = measure_quietly(
+        runs, _ = measure_quietly(
             base.model_copy(update={"name": "calibrate", "variants": (twin,)}), out / "results"
         )
         cpu_us = 1e6 * sum(r.stack_cpu_s for r in runs) / sum(r.load.requests_total for r in runs)
@@ -221,10 +224,9 @@ def planted(out: Path, percents: list[float], times: int) -> None:
         experiment = base.model_copy(update={"name": "planted", "variants": (slow,)})
         expected = 100 * (1 / (1 + pct / 100) - 1)
         for n in range(1, times + 1):
-            began = time.monotonic()
-            runs = measure_quietly(experiment, out / "results")
+            runs, wall_s = measure_quietly(experiment, out / "results")
             document = comparisons_document(analyze(experiment, runs))
-            document.update(wall_s=time.monotonic() - began, percent=pct, spin_us=spin,
+            document.update(wall_s=wall_s, percent=pct, spin_us=spin,
                             expected_pct=expected)
             print(f"planted {pct:g} % ({spin} µs of {cpu_us:.0f}; expected {expected:+.1f} %) "
                   f"{n}: {document['wall_s']:.0f} s")
