@@ -5,7 +5,9 @@ behaviour (docs/statistics.md, "Which figure carries a verdict"):
 
 - side by side, the stacks share the stack CPUs: a stack's requests/s is its
   share of them and its latency includes waiting for the others, so only
-  requests per CPU second (and error counts) are judged;
+  requests per CPU second (and error counts) are judged; side by side on CPU sets
+  of their own (stacks and drivers, ``host.cpus.plan_side_by_side`` on bigger
+  machines) each stack's figures are its own, judged as in turns;
 - with a closed load model (N clients, each waiting for its answer) the mean
   latency is N / requests/s, nothing beyond requests/s, and every percentile is
   closed-loop (coordinated omission): latency is judged only at a fixed arrival
@@ -21,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from servelab.config.experiment import Experiment
 from servelab.config.load import Workload
+from servelab.host.cpus import parse_cpu_list
 from servelab.results.records import RunRecord
 
 if TYPE_CHECKING:
@@ -61,16 +64,38 @@ def not_judged_because(experiment: Experiment, workload: Workload, metric: str) 
     return None
 
 
+def on_own_cpus(runs: Sequence[RunRecord]) -> bool:
+    """True when every round measured side by side gave each stack, and each stack's load
+    driver, CPUs no other stack or driver of the round used: then nothing was shared, and
+    a stack's requests/s and latency are its own."""
+    rounds: dict[tuple[str, int], list[RunRecord]] = {}
+    for run in runs:
+        rounds.setdefault((run.workload, run.repetition), []).append(run)
+    if not rounds:
+        return False
+    for members in rounds.values():
+        for cpus in ([r.stack_cpus for r in members], [r.driver_cpus for r in members]):
+            if any(c is None for c in cpus):
+                return False
+            sets = [parse_cpu_list(c) for c in cpus if c is not None]
+            if sum(map(len, sets)) != len(frozenset().union(*sets)):
+                return False
+    return True
+
+
 def as_measured(
     experiment: Experiment, runs: Sequence[RunRecord]
 ) -> tuple[Experiment, list[RunRecord]]:
     """The design the runs answer in, with the runs that belong to it: a side-by-side
     experiment that switched to measuring in turns (a stack alone left its CPUs idle,
     ``servelab.measuring.runner``) is analysed in turns, on the runs measured so; its
-    side-by-side runs (shares of shared CPUs) are left out."""
+    side-by-side runs (shares of shared CPUs) are left out. Side by side on CPUs of
+    their own (``on_own_cpus``) nothing was a share: judged as each stack alone."""
     if experiment.side_by_side and any(r.together is False for r in runs):
         apart = [r for r in runs if r.together is False]
         return experiment.model_copy(update={"side_by_side": False}), apart
+    if experiment.side_by_side and on_own_cpus(runs):
+        return experiment.model_copy(update={"side_by_side": False}), list(runs)
     return experiment, list(runs)
 
 

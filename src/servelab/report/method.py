@@ -35,11 +35,12 @@ def sliced_note(experiment: Experiment) -> str:
     if experiment.side_by_side:
         return (
             f"Side by side: each round's stacks (one per variant) were measured at the same "
-            f"time, {slices} slices each, one load driver per stack, sharing the stack's "
-            "CPUs: every variant saw the same moments of the machine, so its drift cancels "
-            "in the ratios. Figures are each stack's share of the CPUs; compare ratios. "
-            "Effects that need a CPU to themselves (e.g. large answers through a small "
-            "socket buffer) can read smaller or differ from runs in turns (--in-turns)"
+            f"time, {slices} slices each, one load driver per stack: every variant saw the "
+            "same moments of the machine, so its drift cancels in the ratios. Where the "
+            "stacks shared the stack CPUs (the environment's plan says), figures are each "
+            "stack's share of them (compare ratios), and effects that need a CPU to "
+            "themselves can read smaller than in turns (--in-turns); on CPU sets of their "
+            "own they are each stack's own"
         )
     return (
         f"Slices: each run measured in {slices} slices, interleaved with every other "

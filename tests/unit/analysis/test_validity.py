@@ -66,3 +66,51 @@ def test_a_threshold_on_requests_per_second_reads_the_judged_figure():
     (variant,) = [v for v in analyze(side, runs).variants if not v.is_baseline]
     assert threshold_comparison(side, variant, "rps") is variant.comparisons["rps_per_cpu"]
     assert threshold_comparison(side, variant, "latency_p99_ms") is None
+
+
+def _sized(variant, repetition, stack_cpus, driver_cpus):
+    from support import fake_run
+
+    return fake_run(variant, "w", repetition, stack_cpus=stack_cpus, driver_cpus=driver_cpus)
+
+
+@pytest.mark.parametrize(
+    ("sets", "own"),
+    [
+        # (stack, driver) CPUs of the baseline and the variant in each of two rounds
+        ((("0-1", "6"), ("2-3", "7")), True),  # 8 CPUs: nothing shared
+        ((("0", "1"), ("0", "1")), False),  # 2 CPUs: one stack CPU for all
+        ((("0-1", "6"), ("1-2", "7")), False),  # stacks overlap on CPU 1
+        ((("0-1", "6"), ("2-3", "6")), False),  # the drivers share CPU 6
+        ((("0-1", None), ("2-3", None)), False),  # not pinned: shared with everything
+    ],
+)
+def test_side_by_side_on_cpus_of_their_own_is_judged_as_each_stack_alone(sets, own):
+    from servelab.analysis.validity import as_measured, on_own_cpus
+
+    (base_stack, base_driver), (var_stack, var_driver) = sets
+    runs = [
+        run
+        for repetition in (1, 2)
+        for run in (
+            _sized("base", repetition, base_stack, base_driver),
+            _sized("unix", repetition, var_stack, var_driver),
+        )
+    ]
+    assert on_own_cpus(runs) is own
+    side = experiment(side_by_side=True)
+    judged_in, kept = as_measured(side, runs)
+    assert judged_in.side_by_side is not own and len(kept) == len(runs)
+    # Requests/s is a share only where CPUs were shared.
+    assert (not_judged_because(judged_in, judged_in.workloads[0], "rps") is None) is own
+
+
+def test_only_stacks_measured_together_in_one_round_need_disjoint_cpus():
+    from servelab.analysis.validity import on_own_cpus
+
+    # Round 2 reuses round 1's CPUs (the earlier stacks were stopped): still their own.
+    runs = [
+        _sized("base", 1, "0-1", "6"), _sized("unix", 1, "2-3", "7"),
+        _sized("base", 2, "2-3", "7"), _sized("unix", 2, "0-1", "6"),
+    ]
+    assert on_own_cpus(runs)
