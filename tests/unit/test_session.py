@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import math
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -183,11 +184,16 @@ def test_a_results_directory_copied_elsewhere_resumes_there_with_the_original_go
     assert not old.exists()
 
 
-def _quick_session(out_dir: Path, *, detail: bool, width: int = 100):
-    """The quick study as `servelab study quick` runs it, measured by a fake executor."""
+def _quick_session(out_dir: Path, *, detail: bool, width: int = 100, cpus: int = 2):
+    """The quick study as `servelab study quick` runs it on a machine of ``cpus`` CPUs (in
+    turns on 2, side by side on 16), measured by a fake executor."""
+    from servelab.api import build_study
+    from servelab.config.run import RunOptions
+    from servelab.host.cpus import default_cpu_plan
     from servelab.studies import StudyOptions, get_study
 
-    experiment = get_study("quick").build(StudyOptions())
+    plan = replace(default_cpu_plan(frozenset(range(cpus))), cpu_priority=False)
+    experiment, options = build_study(get_study("quick"), StudyOptions(), RunOptions(), plan)
     rng = random.Random(7)
     gains = {"nginx-tcp": 0.0, "nginx-unix": 0.2, "nginx-unix-keepalive": 0.3}
 
@@ -196,15 +202,16 @@ def _quick_session(out_dir: Path, *, detail: bool, width: int = 100):
 
     terminal, screen = io.StringIO(), io.StringIO()
     store = ExperimentSession(
-        experiment, CpuPlan("0", "1", cpu_priority=False), out_dir,
+        experiment, plan, out_dir,
         console=Console(file=terminal, width=width), out=Console(file=screen, width=width),
-        measure=fake_measure(level), detail=detail,
+        measure=fake_measure(level), detail=detail, notes=options.notes,
     ).run()
     return store, terminal.getvalue(), screen.getvalue()
 
 
+@pytest.mark.parametrize("cpus", [2, 16])
 def test_the_default_terminal_output_is_one_screen_ending_on_the_answer(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cpus: int
 ):
     """Issue 26: the default quick study printed ~420 lines, the answer buried. Now: the
     bar while measuring, then the summary at a glance and the answer, about one screen;
@@ -213,12 +220,14 @@ def test_the_default_terminal_output_is_one_screen_ending_on_the_answer(
     from servelab.report.base import ReportInput
 
     monkeypatch.chdir(tmp_path)  # --results as users give it: a relative directory
-    store, progress, text = _quick_session(Path("servelab-results"), detail=False)
+    store, progress, text = _quick_session(Path("servelab-results"), detail=False, cpus=cpus)
     lines = (progress + text).splitlines()
     assert len(lines) <= 45, "\n".join(lines)  # ~40 with a short --results path
     assert "Answer" in text and "Seed-style tables" not in text
-    # Side by side the answer is per CPU second: no verdict on requests/s to contradict it.
-    assert "vs baseline" not in text[: text.index("Answer")]
+    # Side by side the answer is per CPU second: no verdict on requests/s to contradict it;
+    # in turns (2 CPUs, said on the console) the glance's verdicts are the answer's.
+    assert ("vs baseline" in text[: text.index("Answer")]) is (cpus == 2)
+    assert ("measuring in turns" in progress) is (cpus == 2)
     assert not [line for line in progress.splitlines() if " req/s, mean " in line]
     report = ReportInput.build(store.experiment, store.environment, store.runs())
     answer = build_answer(report.analysis)
