@@ -66,11 +66,16 @@ def test_studies_lists_every_seed_study():
 
 
 def _stored_quick(root: Path, repetitions: int = 3) -> int:
-    """An unfinished 'quick' experiment in root's database, as an interrupted study leaves it."""
+    """An unfinished 'quick' experiment in root's database, as an interrupted study leaves it
+    (built as `servelab study quick` builds it on this machine)."""
+    from servelab.api import build_study
+    from servelab.config.run import RunOptions
     from servelab.results.store import ResultStore
     from servelab.studies import StudyOptions, get_study
 
-    experiment = get_study("quick").build(StudyOptions(repetitions=repetitions))
+    experiment, _ = build_study(
+        get_study("quick"), StudyOptions(repetitions=repetitions), RunOptions()
+    )
     store = ResultStore.create(root, experiment, {"hostname": "elsewhere"})
     return store.id
 
