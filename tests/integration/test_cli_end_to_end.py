@@ -63,7 +63,7 @@ def test_sliced_runs_are_merged_from_their_slices_and_leave_nothing(tmp_path):
 def test_side_by_side_rounds_until_the_budget_and_the_answer_last(tmp_path):
     dirs_before = servelab_temp_dirs()
     pid, code, stdout, stderr = servelab(
-        "study", "quick", "-r", "1", "-d", "2", "--endpoints", "async-small",
+        "study", "quick", "--side-by-side", "-r", "1", "-d", "2", "--endpoints", "async-small",
         "--precision", "0.1", "--min-effect", "50", "--budget", "27s", "--results", str(tmp_path))
     assert code == 0, stderr
     runs = [json.loads(line) for line in (tmp_path / "1-quick" / "runs.jsonl").read_text()
