@@ -17,7 +17,7 @@ from servelab.config.run import DEFAULT_RESULTS_DIR, LOOPBACK, RunOptions, parse
 from servelab.config.stack import AppSpec
 from servelab.errors import SpecError
 from servelab.host.netns import check_somaxconn
-from servelab.results.writers import WRITERS
+from servelab.results.writers import EXPORT_FORMATS
 
 console = Console(stderr=True, soft_wrap=True)  # an error stays one line, however long
 # Errors go here: -q silences ``console`` (progress, notes), never an error.
@@ -102,7 +102,7 @@ _run_options = [
             help=f"Also keep FILE up to date as {fmt.upper() if fmt != 'markdown' else 'Markdown'}"
             " (rewritten after every run).",
         )
-        for fmt in WRITERS
+        for fmt in EXPORT_FORMATS
     ),
     click.option(
         "--out",
@@ -295,7 +295,7 @@ def run_options(func):
              "results_dir", "legacy_out", "resume", "allow_other_machine",
              "allow_beyond_machine", "order", "order_seed", "slices", "side_by_side",
              "precision_pct", "budget", "min_effect_pct", "listen", *DRIVER_OPTION_KEYS,
-             *(f"export_{fmt}" for fmt in WRITERS))
+             *(f"export_{fmt}" for fmt in EXPORT_FORMATS))
 
     @functools.wraps(func)
     def with_run_options(*args, **kwargs):
@@ -318,7 +318,7 @@ def run_options(func):
             budget_s=parse_duration(given["budget"]) if given["budget"] is not None else None,
             min_effect_pct=given["min_effect_pct"],
             result_files=tuple(
-                (fmt, given[f"export_{fmt}"]) for fmt in WRITERS if given[f"export_{fmt}"]
+                (fmt, given[f"export_{fmt}"]) for fmt in EXPORT_FORMATS if given[f"export_{fmt}"]
             ),
             driver_options=driver_options(given),
             listen=check_listen(given["listen"]) if given["listen"] else LOOPBACK,
