@@ -103,7 +103,8 @@ class Experiment(Model):
     workloads: tuple[Workload, ...]
     repetitions: PositiveInt = 3
     warmup: WarmupSpec = Field(default_factory=WarmupSpec)
-    driver: Literal[DRIVER_NAMES] = DEFAULT_DRIVER
+    # The registry's names, a tuple known at import (mypy cannot read it as a Literal).
+    driver: Literal[DRIVER_NAMES] = DEFAULT_DRIVER  # type: ignore[valid-type]
     # The driver's own settings (e.g. a locustfile), checked by its ``options_model``.
     driver_options: dict[str, Any] = Field(default_factory=dict)
     order: Literal["interleaved", "random"] = "interleaved"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -35,7 +36,8 @@ class ServerSpec(Model):
     server a knob it lacks is an error naming the servers that have it.
     """
 
-    kind: Literal[SERVER_KINDS] = DEFAULT_SERVER
+    # The registry's names, a tuple known at import (mypy cannot read it as a Literal).
+    kind: Literal[SERVER_KINDS] = DEFAULT_SERVER  # type: ignore[valid-type]
     worker_class: Literal["uvicorn", "sync", "gthread"] = "uvicorn"  # the worker's kind
     workers: PositiveInt = 2
     threads: PositiveInt = 1  # per worker (for some servers: its I/O threads)
@@ -67,7 +69,8 @@ class ProxySpec(Model):
     (APACHE_KNOBS) unset with nginx.
     """
 
-    kind: Literal[FRONT_KINDS] = DEFAULT_FRONT
+    # The registry's names, a tuple known at import (mypy cannot read it as a Literal).
+    kind: Literal[FRONT_KINDS] = DEFAULT_FRONT  # type: ignore[valid-type]
     transport: Literal["tcp", "unix"] = "tcp"
     # How nginx talks to the app server: HTTP (proxy_pass), or, to uWSGI only,
     # the uwsgi protocol (uwsgi_pass) or FastCGI (fastcgi_pass).
@@ -188,7 +191,7 @@ class StackSpec(Model):
         return f"{front} --{via}--> {server}, {keepalive}{extra}"
 
 
-def _either(kinds) -> str:
+def _either(kinds: Sequence[str]) -> str:
     """'a', 'b' or 'c'."""
     quoted = [f"'{k}'" for k in kinds]
     return " or ".join([", ".join(quoted[:-1]), quoted[-1]]) if len(quoted) > 1 else quoted[0]

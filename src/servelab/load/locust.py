@@ -175,7 +175,9 @@ class LocustDriver(LoadDriver):
     capabilities = frozenset({"open_model", "request_mix", "latencies"})
     options_model: ClassVar[type[Model]] = LocustOptions
 
-    def __init__(self, program: str | None = None, options: Mapping[str, Any] | None = None):
+    def __init__(
+        self, program: str | None = None, options: Mapping[str, Any] | None = None
+    ) -> None:
         self._program = program
         try:
             self.options = LocustOptions.model_validate(dict(options or {}))
@@ -187,6 +189,10 @@ class LocustDriver(LoadDriver):
                 "see `servelab study --help` (--locustfile, --locust-processes, "
                 "--expect-workers)",
             ) from None
+
+    @classmethod
+    def with_options(cls, options: Mapping[str, Any]) -> LocustDriver:
+        return cls(options=options)
 
     # -- the program ------------------------------------------------------------------
     def executable(self) -> str:
