@@ -86,9 +86,9 @@ def test_few_modules_at_the_top_level() -> None:
 # at module level or inside a function, is an edge of the graph below. DESIGN's rule:
 # imports only look down (model -> plug-ins -> validation and preparation -> measuring ->
 # analysis -> report/export -> cli), so no two floors may import each other, directly or
-# through others. Today one loop of 13 packages breaks it; the edges that lie on it are
-# listed here, and the list may only shrink: a new edge on a loop fails with the loop it
-# closes, and an edge no longer on one must be taken off.
+# through others. Today one loop of 13 packages breaks it (67 edges lay on it at first);
+# the edges that lie on it are listed here, and the list may only shrink: a new edge on a
+# loop fails with the loop it closes, and an edge no longer on one must be taken off.
 KNOWN_LOOP_EDGES = {
     "analysis": {"config", "host", "results"},
     "apps": {"config", "host", "launch", "servers", "services"},
@@ -96,7 +96,7 @@ KNOWN_LOOP_EDGES = {
     "fronts": {"apps", "config", "host", "launch", "observe", "servers"},
     "host": {"config", "fronts", "load", "measuring", "servers", "services"},
     "launch": {"apps", "config", "fronts", "host", "servers"},
-    "load": {"config", "host", "launch", "measuring", "results"},
+    "load": {"config", "host", "launch", "results"},
     "measuring": {
         "analysis", "config", "fronts", "host", "launch", "load", "observe", "results",
         "servers",

@@ -77,8 +77,7 @@ from servelab.errors import LoadDriverError, MissingToolError, SpecError
 from servelab.host.doctor import Check
 from servelab.host.procs import free_port
 from servelab.load.base import LoadDriver, kind_of, program_output
-from servelab.measuring.slices import percentile
-from servelab.results.records import LoadMeasurement, NamedRequests
+from servelab.results.records import LoadMeasurement, NamedRequests, percentile
 
 PROGRAM = "locust"
 INSTALL_FIX = "pip install 'servelab[locust]' into servelab's environment (needed only for " \
