@@ -23,4 +23,5 @@ lint: setup-all
 
 test: setup-all
 	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/mypy
 	$(VENV)/bin/pytest -q

@@ -16,7 +16,7 @@
 #   postgres  PostgreSQL (servelab runs its own instances) and the Django reference app
 #   toxiproxy a slow link in front of PostgreSQL (--db-latency), built once with go
 #   chromium  opens the HTML report headless (screenshot, browser test)
-#   test      pytest, ruff, hypothesis, build, mkdocs, Locust, git (the test command)
+#   test      pytest, ruff, mypy, hypothesis, build, mkdocs, Locust, git (the test command)
 #
 # It never stops a service that runs on this machine, and the services Debian's packages
 # bring (nginx, apache2, postgresql) are installed without being started or enabled at

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from servelab.analysis.family import judge_family
-from servelab.analysis.nested import Cells, compare_design, starts_needed, transform
+from servelab.analysis.nested import DesignEffect, compare_design, starts_needed, transform
 from servelab.analysis.stats import (
     NOT_JUDGED,
     Comparison,
@@ -530,16 +530,18 @@ def compare_rounds(
     two samples (with 2 rounds a paired test has 1 degree of freedom, Welch's ~2)."""
     by_round = {r.repetition: metric.value(r) for r in baseline}
     mine = {r.repetition: metric.value(r) for r in variant}
-    options = {
-        "higher_is_better": metric.higher_is_better,
-        "alpha": alpha,
-        "min_effect_pct": min_effect_pct,
-    }
+    higher = metric.higher_is_better
     if by_round.keys() == mine.keys() and len(mine) >= MIN_PAIRED_ROUNDS:
         rounds = sorted(mine)
-        paired = compare_paired([by_round[n] for n in rounds], [mine[n] for n in rounds], **options)
+        paired = compare_paired(
+            [by_round[n] for n in rounds], [mine[n] for n in rounds],
+            higher_is_better=higher, alpha=alpha, min_effect_pct=min_effect_pct,
+        )
         return replace(paired, reason=f"paired by round, {paired.reason}", test="paired t-test")
-    return compare(list(by_round.values()), list(mine.values()), **options)
+    return compare(
+        list(by_round.values()), list(mine.values()),
+        higher_is_better=higher, alpha=alpha, min_effect_pct=min_effect_pct,
+    )
 
 
 def compare_variants(
@@ -573,7 +575,9 @@ def is_sliced(runs: Sequence[RunRecord]) -> bool:
     return bool(runs) and all(r.slice_figures for r in runs)
 
 
-def slice_design(runs: Sequence[RunRecord], metric: Metric, log_scale: bool) -> dict[str, Cells]:
+def slice_design(
+    runs: Sequence[RunRecord], metric: Metric, log_scale: bool
+) -> dict[str, dict[int, dict[int, float]]]:
     """variant -> start -> pass -> the metric of that slice (in the analysed scale)."""
     design: dict[str, dict[int, dict[int, float]]] = {}
     for run in runs:
@@ -583,7 +587,9 @@ def slice_design(runs: Sequence[RunRecord], metric: Metric, log_scale: bool) -> 
     return design
 
 
-def pooled_design(runs: Sequence[RunRecord], metric: Metric, log_scale: bool) -> dict[str, Cells]:
+def pooled_design(
+    runs: Sequence[RunRecord], metric: Metric, log_scale: bool
+) -> dict[str, dict[int, dict[int, float]]]:
     """variant -> start -> the start's own figure (from all its requests), keyed by its
     round so that the starts of one round are compared with each other (a block)."""
     design: dict[str, dict[int, dict[int, float]]] = {}
@@ -616,7 +622,14 @@ def compare_starts(
     base_mean = statistics.fmean(theirs) if theirs else 0.0
     var_mean = statistics.fmean(mine) if mine else 0.0
 
-    def result(pct, interval, p, verdict, reason, effect=None) -> Comparison:
+    def result(
+        pct: float | None,
+        interval: tuple[float, float] | None,
+        p: float | None,
+        verdict: str,
+        reason: str,
+        effect: DesignEffect | None = None,
+    ) -> Comparison:
         return Comparison(
             base_mean,
             var_mean,
@@ -658,6 +671,7 @@ def compare_starts(
             "inconclusive",
             "needs a variant started at least twice",
         )
+    pct: float | None
     if log_scale:
         pct, low, high = (100 * math.expm1(x) for x in (effect.estimate, effect.low, effect.high))
         # The interval in the metric's unit, around the baseline's mean (reports scale it

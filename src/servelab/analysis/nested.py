@@ -106,7 +106,7 @@ def blocks(design: Mapping[str, Cells]) -> dict[tuple[str, int], int]:
     alive together are one."""
     parent: dict[tuple[str, int], tuple[str, int]] = {}
 
-    def root(key):
+    def root(key: tuple[str, int]) -> tuple[str, int]:
         while parent[key] != key:
             parent[key] = parent[parent[key]]
             key = parent[key]

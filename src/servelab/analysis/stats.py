@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 
@@ -172,7 +172,9 @@ def compare(
     difference = v.mean - b.mean
     pct = percent_change(b.mean, v.mean)
 
-    def result(interval, p, verdict, reason) -> Comparison:
+    def result(
+        interval: tuple[float, float] | None, p: float | None, verdict: str, reason: str
+    ) -> Comparison:
         return Comparison(b.mean, v.mean, difference, pct, interval, p, verdict, reason)
 
     if b.n < 2 or v.n < 2:
@@ -220,7 +222,9 @@ def compare_paired(
     difference = v.mean - b.mean
     pct = percent_change(b.mean, v.mean)
 
-    def result(interval, p, verdict, reason) -> Comparison:
+    def result(
+        interval: tuple[float, float] | None, p: float | None, verdict: str, reason: str
+    ) -> Comparison:
         return Comparison(b.mean, v.mean, difference, pct, interval, p, verdict, reason)
 
     if d.n < 2:
@@ -258,7 +262,20 @@ def verdict(
     return ("better" if improved else "worse"), f"p = {p:.3g} < {alpha}"
 
 
-def _verdict(result, interval, p, pct, difference, higher_is_better, alpha, min_effect_pct):
+# A comparison's constructor with the means filled in: (interval, p, verdict, reason).
+_Result = Callable[[tuple[float, float] | None, float | None, str, str], Comparison]
+
+
+def _verdict(
+    result: _Result,
+    interval: tuple[float, float],
+    p: float,
+    pct: float | None,
+    difference: float,
+    higher_is_better: bool,
+    alpha: float,
+    min_effect_pct: float,
+) -> Comparison:
     said, why = verdict(
         p, pct, difference, higher_is_better=higher_is_better, alpha=alpha,
         min_effect_pct=min_effect_pct,

@@ -112,8 +112,9 @@ class UserRequest:
             try:
                 fields["body"] = self.body_file.read_text()
             except (OSError, UnicodeDecodeError) as exc:
+                why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
                 raise SpecError(
-                    f"cannot read --body-file {self.body_file}: {exc.strerror or exc}",
+                    f"cannot read --body-file {self.body_file}: {why}",
                     "give a readable UTF-8 text file",
                 ) from None
         return fields
@@ -240,9 +241,13 @@ def preflight(experiment: Experiment, *, timeout_s: float = 30.0) -> None:
 
     seen: set[tuple[str, str]] = set()
     requests = [
-        w.request.model_copy(update={"path": m.path, "mix": ()}) if w.request.mix else w.request
+        request
         for w in experiment.workloads
-        for m in (w.request.mix or (None,))
+        for request in (
+            [w.request.model_copy(update={"path": m.path, "mix": ()}) for m in w.request.mix]
+            if w.request.mix
+            else [w.request]
+        )
     ]
     for req in requests:
         if (req.method, req.path) in seen:
@@ -462,7 +467,7 @@ def _on_cpus(cpus: str | None) -> str:
 def prepared(
     experiment: Experiment,
     app_spec: AppSpec | None,
-    request: UserRequest,
+    request: UserRequest | None,
     *,
     replace_workloads: bool,
     database: DatabaseSpec | None,
@@ -478,9 +483,9 @@ def prepared(
     """
     from servelab.host.procs import JANITOR
 
-    if app_spec is not None or request.given:
+    if app_spec is not None or (request is not None and request.given):
         experiment, notes = with_user_app(
-            experiment, app_spec, request, replace_workloads=replace_workloads
+            experiment, app_spec, request or UserRequest(), replace_workloads=replace_workloads
         )
         for note in notes:
             say(note)

@@ -152,8 +152,10 @@ def probe_both(experiment: Experiment, timeout_s: float) -> None:
         )
     for name in (BASELINE, CANDIDATE):
         if name in failures:
-            exc = failures[name]
-            raise StackStartError(f"the {name} version: {exc.problem}", exc.fix, exc.detail)
+            failed = failures[name]
+            raise StackStartError(
+                f"the {name} version: {failed.problem}", failed.fix, detail=failed.detail
+            )
 
 
 def judge_runs(

@@ -9,6 +9,8 @@ import shlex
 import signal
 import sys
 import traceback
+from types import FrameType
+from typing import Any, NoReturn
 
 import click
 from rich.markup import escape
@@ -24,7 +26,7 @@ class ServelabGroup(click.Group):
     traceback; here rather than in ``main`` so that in-process callers (click's
     CliRunner) see what the shell sees."""
 
-    def invoke(self, ctx: click.Context):
+    def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except ServelabError as exc:
@@ -114,7 +116,7 @@ def doctor() -> None:
 _interrupted_by = {"signal": int(signal.SIGINT)}
 
 
-def _raise_keyboard_interrupt(signum, frame):
+def _raise_keyboard_interrupt(signum: int, frame: FrameType | None) -> NoReturn:
     """SIGTERM unwinds like Ctrl-C (every context manager stops its processes)."""
     _interrupted_by["signal"] = signum
     raise KeyboardInterrupt

@@ -7,6 +7,7 @@ import os
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Literal
 
 import click
 from rich.console import Console
@@ -14,6 +15,7 @@ from rich.console import Console
 from servelab import api
 from servelab.analysis.thresholds import DEFAULT_THRESHOLDS, EXIT_INCONCLUSIVE, METRIC_NAMES
 from servelab.cli.options import UserInput, app_options, console, out, run_options
+from servelab.config.experiment import Experiment
 from servelab.config.run import RunOptions
 from servelab.config.stack import AppSpec
 from servelab.errors import SpecError
@@ -53,8 +55,18 @@ from servelab.servers.registry import DEFAULT_SERVER, SERVER_KINDS
 @app_options
 @run_options
 def check(
-    baseline_dir, baseline_ref, thresholds, inconclusive, summary_md, junit, server, workers,
-    concurrency, duration, user: UserInput, run: RunOptions,
+    baseline_dir: Path | None,
+    baseline_ref: str | None,
+    thresholds: tuple[str, ...],
+    inconclusive: Literal["pass", "fail"],
+    summary_md: Path | None,
+    junit: Path | None,
+    server: str,
+    workers: int,
+    concurrency: int,
+    duration: float,
+    user: UserInput,
+    run: RunOptions,
 ) -> None:
     """Did the app get slower? Measure two versions of the app on the same stack, side by
     side, until every --fail-if threshold is decided or --budget (default 3 min) is spent.
@@ -91,7 +103,7 @@ def check(
                         "leave them out")
     options = replace(run, startup_timeout_s=user.startup_timeout_s)
 
-    def measure(experiment, run_options):
+    def measure(experiment: Experiment, run_options: RunOptions) -> Path:
         # Progress on stderr; stdout carries only the check's own table.
         quiet = Console(file=io.StringIO())
         return api.run(experiment, run_options, console=console, out=quiet).path

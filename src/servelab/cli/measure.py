@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -57,18 +58,18 @@ def studies() -> None:
 @run_options
 def study(
     name: str,
-    repetitions,
-    concurrency,
-    requests,
-    duration,
-    driver,
-    endpoints,
-    workers,
-    threads,
-    warmup,
+    repetitions: int | None,
+    concurrency: int | None,
+    requests: int | None,
+    duration: float | None,
+    driver: str | None,
+    endpoints: str | None,
+    workers: str | None,
+    threads: str | None,
+    warmup: int | None,
     user: UserInput,
     run: RunOptions,
-    **options,
+    **options: Any,
 ) -> None:
     """Run the ready-made study NAME (see `servelab studies`); with --app, on your app."""
     from servelab.apps.user import check_study_accepts_app
@@ -174,20 +175,20 @@ def run(file: Path, user: UserInput, run: RunOptions) -> None:
 @click.option("-r", "--repetitions", type=int, default=1, show_default=True)
 @run_options
 def ramp(
-    start,
-    max_rate,
-    step,
-    factor,
-    step_seconds,
-    timeout,
-    concurrency,
-    p99_ms,
-    max_error_ratio,
-    extra_steps,
-    repetitions,
-    sleep,
+    start: float,
+    max_rate: float,
+    step: float | None,
+    factor: float | None,
+    step_seconds: float,
+    timeout: float,
+    concurrency: int,
+    p99_ms: float,
+    max_error_ratio: float,
+    extra_steps: int,
+    repetitions: int,
+    sleep: float | None,
     run: RunOptions,
-    **stack,
+    **stack: Any,
 ) -> None:
     """Raise a fixed arrival rate step by step until the SLO breaks; report the highest
     sustainable rate and the rate of the first 502."""
@@ -232,7 +233,9 @@ def ramp(
     "scenario's name; default: the built-in 'request'.",
 )
 @click.option("--processes", type=int, default=1, show_default=True, help="Worker processes.")
-def locust_worker(master_host: str, master_port: int, locustfile, processes: int) -> None:
+def locust_worker(
+    master_host: str, master_port: int, locustfile: str | None, processes: int
+) -> None:
     """Run Locust workers on this machine for a servelab master elsewhere (--expect-workers).
     The same as `locust --worker --master-host HOST -f FILE`, plus servelab's hooks."""
     import os

@@ -5,19 +5,21 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 from rich.console import Console
 
-from servelab.apps.user import UserRequest, request_spec
+from servelab.apps.user import Database, UserRequest, request_spec
 from servelab.config.load import RequestSpec
 from servelab.config.run import DEFAULT_RESULTS_DIR, LOOPBACK, RunOptions, parse_duration
 from servelab.config.stack import AppSpec
 from servelab.errors import SpecError
 from servelab.host.netns import check_somaxconn
-from servelab.results.writers import WRITERS
+from servelab.results.writers import EXPORT_FORMATS
 
 console = Console(stderr=True, soft_wrap=True)  # an error stays one line, however long
 # Errors go here: -q silences ``console`` (progress, notes), never an error.
@@ -102,7 +104,7 @@ _run_options = [
             help=f"Also keep FILE up to date as {fmt.upper() if fmt != 'markdown' else 'Markdown'}"
             " (rewritten after every run).",
         )
-        for fmt in WRITERS
+        for fmt in EXPORT_FORMATS
     ),
     click.option(
         "--out",
@@ -289,16 +291,20 @@ def check_run_outputs(run: RunOptions) -> None:
     check_writable(dict(run.result_files))
 
 
-def run_options(func):
+# A click command's callback, before the options' decorators turn it into a command.
+Callback = TypeVar("Callback", bound=Callable[..., Any])
+
+
+def run_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """Add the measuring options to a command, handed to it as one ``run`` (RunOptions)."""
     names = ("stack_cpus", "driver_cpus", "no_pin", "stack_cpu_quota", "no_cpu_priority",
              "results_dir", "legacy_out", "resume", "allow_other_machine",
              "allow_beyond_machine", "order", "order_seed", "slices", "side_by_side",
              "precision_pct", "budget", "min_effect_pct", "listen", *DRIVER_OPTION_KEYS,
-             *(f"export_{fmt}" for fmt in WRITERS))
+             *(f"export_{fmt}" for fmt in EXPORT_FORMATS))
 
     @functools.wraps(func)
-    def with_run_options(*args, **kwargs):
+    def with_run_options(*args: Any, **kwargs: Any) -> Any:
         given = {name: kwargs.pop(name) for name in names}
         run = RunOptions(
             results_dir=given["legacy_out"] or given["results_dir"],
@@ -318,7 +324,7 @@ def run_options(func):
             budget_s=parse_duration(given["budget"]) if given["budget"] is not None else None,
             min_effect_pct=given["min_effect_pct"],
             result_files=tuple(
-                (fmt, given[f"export_{fmt}"]) for fmt in WRITERS if given[f"export_{fmt}"]
+                (fmt, given[f"export_{fmt}"]) for fmt in EXPORT_FORMATS if given[f"export_{fmt}"]
             ),
             driver_options=driver_options(given),
             listen=check_listen(given["listen"]) if given["listen"] else LOOPBACK,
@@ -346,7 +352,7 @@ _failure_options = [
 ]
 
 
-def failure_options(func):
+def failure_options(func: Callback) -> Callback:
     for option in reversed(_failure_options):
         func = option(func)
     return func
@@ -413,7 +419,7 @@ class UserInput:
 
     app: AppSpec | None
     request: UserRequest
-    database: str | None
+    database: Database | None
     db_latency: float | None
     db_jitter: float | None
     startup_timeout_s: float
@@ -431,26 +437,26 @@ class UserInput:
         )
 
 
-def app_options(func):
+def app_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """Add the --app options to a command, handed to it as one ``user`` (a UserInput)."""
 
     @functools.wraps(func)
     def with_user_input(
-        *args,
-        app_ref,
-        app_dir,
-        app_python,
-        method,
-        req_path,
-        headers,
-        body_file,
-        expect_status,
-        database,
-        db_latency,
-        db_jitter,
-        startup_timeout,
-        **kwargs,
-    ):
+        *args: Any,
+        app_ref: str | None,
+        app_dir: Path | None,
+        app_python: Path | None,
+        method: str | None,
+        req_path: str | None,
+        headers: tuple[str, ...],
+        body_file: Path | None,
+        expect_status: int | None,
+        database: Database | None,
+        db_latency: float | None,
+        db_jitter: float | None,
+        startup_timeout: float,
+        **kwargs: Any,
+    ) -> Any:
         for given, name in ((app_dir, "--app-dir"), (app_python, "--python")):
             if given is not None and app_ref is None:
                 raise SpecError(f"{name} needs --app", "pass --app package.module:attr")
@@ -475,7 +481,13 @@ def app_options(func):
     return with_user_input
 
 
-def failure_study_options(rate, sleep, somaxconn, netns, timeout) -> dict:
+def failure_study_options(
+    rate: float | None,
+    sleep: float | None,
+    somaxconn: str | None,
+    netns: str | None,
+    timeout: float | None,
+) -> dict[str, Any]:
     """StudyOptions fields of the failure-mode studies, from their CLI options."""
     try:
         values = tuple(int(v) for v in somaxconn.split(",")) if somaxconn else None

@@ -223,7 +223,16 @@ def report(
     is_flag=True,
     help="Skip the front's and the app server's checks and the boot (app not here).",
 )
-def export(result, variant, out_dir, results_dir, name, listen, overwrite, no_check) -> None:
+def export(
+    result: str,
+    variant: str,
+    out_dir: Path | None,
+    results_dir: Path,
+    name: str,
+    listen: str,
+    overwrite: bool,
+    no_check: bool,
+) -> None:
     """Write the deployable configuration of RESULT's best (or --variant NAME) stack."""
     from servelab.export import export_result
     from servelab.export.choose import BEST, NoClearWinnerError

@@ -112,7 +112,7 @@ def _zero_or_more(text: str | None, what: str) -> tuple[int, ...] | None:
               "are within this many percent of the leader (default 5).")
 @app_options
 @run_options
-def tune(space_file, user: UserInput, run: RunOptions, **given) -> None:
+def tune(space_file: Path | None, user: UserInput, run: RunOptions, **given: Any) -> None:
     """Find the best configuration of a space for your app: candidates raced round by
     round, each dropped once significantly worse than the leader, until one is left, the
     rest tie (--tie) or --budget (default 15 min) is spent. Writes tune.md, tune.json and

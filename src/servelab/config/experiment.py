@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -20,6 +20,12 @@ from servelab.config.stack import (
     StackSpec,
 )
 from servelab.load.registry import DEFAULT_DRIVER, DRIVER_NAMES, DRIVERS, capabilities
+
+# The registry's names as a Literal for pydantic; mypy sees str (as config.stack's kinds).
+if TYPE_CHECKING:
+    DriverName = str
+else:
+    DriverName = Literal[DRIVER_NAMES]
 
 # A slice shorter than this would be mostly the driver's connection set-up.
 MIN_SLICE_S = 1.0
@@ -103,7 +109,7 @@ class Experiment(Model):
     workloads: tuple[Workload, ...]
     repetitions: PositiveInt = 3
     warmup: WarmupSpec = Field(default_factory=WarmupSpec)
-    driver: Literal[DRIVER_NAMES] = DEFAULT_DRIVER
+    driver: DriverName = DEFAULT_DRIVER
     # The driver's own settings (e.g. a locustfile), checked by its ``options_model``.
     driver_options: dict[str, Any] = Field(default_factory=dict)
     order: Literal["interleaved", "random"] = "interleaved"

@@ -17,7 +17,7 @@ from servelab.errors import SpecError
 from servelab.load.registry import DRIVER_NAMES, DRIVERS
 
 if TYPE_CHECKING:
-    from servelab.apps.user import UserRequest
+    from servelab.apps.user import Database, UserRequest
 
 DEFAULT_RESULTS_DIR = Path("servelab-results")
 LOOPBACK = "127.0.0.1"
@@ -53,7 +53,7 @@ class RunOptions:
     app: AppSpec | None = None
     request: UserRequest | None = None
     replace_workloads: bool = False  # a study: the user's request replaces its workloads
-    database: str | None = None
+    database: Database | None = None
     db_latency_ms: float | None = None
     db_jitter_ms: float | None = None
     startup_timeout_s: float = 30.0

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field, model_validator
 
@@ -14,6 +15,15 @@ from servelab.config.base import (
 )
 from servelab.fronts.registry import DEFAULT_FRONT, FRONT_KINDS, FRONTS, get_front
 from servelab.servers.registry import DEFAULT_SERVER, SERVER_KINDS, SERVERS, get_server
+
+# The registries' names, a tuple known at import: a Literal for pydantic (its error names
+# the choices); mypy cannot read a Literal of a tuple built at run time and sees str.
+if TYPE_CHECKING:
+    ServerKind = str
+    FrontKind = str
+else:
+    ServerKind = Literal[SERVER_KINDS]
+    FrontKind = Literal[FRONT_KINDS]
 
 
 class AppSpec(Model):
@@ -35,7 +45,7 @@ class ServerSpec(Model):
     server a knob it lacks is an error naming the servers that have it.
     """
 
-    kind: Literal[SERVER_KINDS] = DEFAULT_SERVER
+    kind: ServerKind = DEFAULT_SERVER
     worker_class: Literal["uvicorn", "sync", "gthread"] = "uvicorn"  # the worker's kind
     workers: PositiveInt = 2
     threads: PositiveInt = 1  # per worker (for some servers: its I/O threads)
@@ -67,7 +77,7 @@ class ProxySpec(Model):
     (APACHE_KNOBS) unset with nginx.
     """
 
-    kind: Literal[FRONT_KINDS] = DEFAULT_FRONT
+    kind: FrontKind = DEFAULT_FRONT
     transport: Literal["tcp", "unix"] = "tcp"
     # How nginx talks to the app server: HTTP (proxy_pass), or, to uWSGI only,
     # the uwsgi protocol (uwsgi_pass) or FastCGI (fastcgi_pass).
@@ -188,7 +198,7 @@ class StackSpec(Model):
         return f"{front} --{via}--> {server}, {keepalive}{extra}"
 
 
-def _either(kinds) -> str:
+def _either(kinds: Sequence[str]) -> str:
     """'a', 'b' or 'c'."""
     quoted = [f"'{k}'" for k in kinds]
     return " or ".join([", ".join(quoted[:-1]), quoted[-1]]) if len(quoted) > 1 else quoted[0]

@@ -72,9 +72,7 @@ def judge(report: ReportInput, variant: str) -> Candidate:
     key = answer_metric(report.experiment).key
     compared = [v for v in analyses if key in v.comparisons]
     gains = [
-        v.comparisons[key].difference_pct
-        for v in compared
-        if v.comparisons[key].difference_pct is not None
+        pct for v in compared if (pct := v.comparisons[key].difference_pct) is not None
     ]
     gain = statistics.fmean(gains) if gains else None
     if errors:

@@ -24,7 +24,7 @@ import shlex
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import jinja2
 
@@ -142,10 +142,17 @@ class DeployLayout:
         return paths
 
 
-def app_places(stack: StackSpec) -> dict[str, Path]:
+class AppPlaces(TypedDict, total=False):
+    """DeployLayout's fields that name the measured app's own places."""
+
+    own_app_dir: Path
+    own_venv: Path
+
+
+def app_places(stack: StackSpec) -> AppPlaces:
     """The user's app's own directory and virtualenv, as measured (DeployLayout's
     ``own_app_dir``, ``own_venv``); none for a built-in app."""
-    places: dict[str, Path] = {}
+    places: AppPlaces = {}
     if stack.app.ref.strip() in BUILTIN_APPS:
         return places
     if stack.app.app_dir is not None:

@@ -30,6 +30,7 @@ import pwd
 import re
 import subprocess
 import sysconfig
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -573,8 +574,11 @@ class Apache(Front):
         conf = _LISTEN_LINE.sub(f"Listen 127.0.0.1:{listen_port}", conf)
         who = run_as() if for_boot else None
 
-        def user(name: str, lookup=pwd.getpwnam) -> str | None:
-            """The user to keep (or use instead of) ``name``; None: leave it out."""
+        def user(
+            name: str, lookup: Callable[[str], object] = pwd.getpwnam
+        ) -> str | None:
+            """The user (or, with ``lookup=grp.getgrnam``, the group) to keep (or use
+            instead of) ``name``; None: leave it out."""
             if for_boot:  # as root, children (never root) must reach the staged files
                 return who.user if who else None
             try:

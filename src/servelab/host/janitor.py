@@ -22,12 +22,13 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Set as AbstractSet
 
 from servelab.host.procs import group_members
 
 
 def clean_up(
-    groups: set[int], paths: set[str], namespaces: set[str], cgroups: set[str] = frozenset()
+    groups: set[int], paths: set[str], namespaces: set[str], cgroups: AbstractSet[str] = frozenset()
 ) -> None:
     for pgid in groups:
         with contextlib.suppress(ProcessLookupError, PermissionError):

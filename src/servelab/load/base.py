@@ -14,9 +14,9 @@ import signal
 import subprocess
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from servelab.config.load import LoadSpec, RequestSpec
 from servelab.errors import LoadDriverError, SpecError
@@ -24,6 +24,9 @@ from servelab.host.doctor import Check
 from servelab.host.procs import JANITOR, tail, with_cpus
 from servelab.launch import OWNER_ENV
 from servelab.results.records import LoadMeasurement
+
+if TYPE_CHECKING:
+    import resource
 
 # Extra seconds a driver gets beyond its own time limit before it is killed.
 KILL_MARGIN_S = 30.0
@@ -103,6 +106,12 @@ class LoadDriver(ABC):
     @abstractmethod
     def doctor_checks(self) -> list[Check]:
         """Is it installed (and how to install it)?"""
+
+    @classmethod
+    def with_options(cls, options: Mapping[str, Any]) -> LoadDriver:
+        """A new driver with its own settings (``options_model``'s); a driver that takes
+        some overrides this."""
+        raise TypeError(f"load driver {cls.name} takes no options")
 
     def unsupported(self, request: RequestSpec, load: LoadSpec) -> str | None:
         """Why this driver cannot generate ``load``, beyond a missing capability (None
@@ -234,7 +243,9 @@ def run_load(
     )
 
 
-def _wait_bounded(popen: subprocess.Popen[bytes], limit_s: float):
+def _wait_bounded(
+    popen: subprocess.Popen[bytes], limit_s: float
+) -> tuple[int | None, resource.struct_rusage, int | None]:
     """Reap ``popen`` with its resource usage; kill its group after ``limit_s``.
 
     Returns (exit status or None if it had to be killed, rusage, peak RSS in

@@ -77,8 +77,7 @@ from servelab.errors import LoadDriverError, MissingToolError, SpecError
 from servelab.host.doctor import Check
 from servelab.host.procs import free_port
 from servelab.load.base import LoadDriver, kind_of, program_output
-from servelab.measuring.slices import percentile
-from servelab.results.records import LoadMeasurement, NamedRequests
+from servelab.results.records import LoadMeasurement, NamedRequests, percentile
 
 PROGRAM = "locust"
 INSTALL_FIX = "pip install 'servelab[locust]' into servelab's environment (needed only for " \
@@ -175,7 +174,9 @@ class LocustDriver(LoadDriver):
     capabilities = frozenset({"open_model", "request_mix", "latencies"})
     options_model: ClassVar[type[Model]] = LocustOptions
 
-    def __init__(self, program: str | None = None, options: Mapping[str, Any] | None = None):
+    def __init__(
+        self, program: str | None = None, options: Mapping[str, Any] | None = None
+    ) -> None:
         self._program = program
         try:
             self.options = LocustOptions.model_validate(dict(options or {}))
@@ -187,6 +188,10 @@ class LocustDriver(LoadDriver):
                 "see `servelab study --help` (--locustfile, --locust-processes, "
                 "--expect-workers)",
             ) from None
+
+    @classmethod
+    def with_options(cls, options: Mapping[str, Any]) -> LocustDriver:
+        return cls(options=options)
 
     # -- the program ------------------------------------------------------------------
     def executable(self) -> str:

@@ -28,7 +28,7 @@ def get_driver(name: str, options: Mapping[str, Any] | None = None) -> LoadDrive
     experiment's ``driver_options``, checked there); SpecError naming the choices for an
     unknown one."""
     cls = DRIVERS.cls(name)
-    return cls(options=options) if options else cls()
+    return cls.with_options(options) if options else cls()
 
 
 def capabilities(name: str) -> frozenset[str]:

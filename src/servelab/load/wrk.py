@@ -30,6 +30,7 @@ import math
 import os
 from importlib import resources
 from pathlib import Path
+from typing import ClassVar
 
 from servelab.config.load import LoadSpec, RequestSpec
 from servelab.errors import LoadDriverError
@@ -57,7 +58,7 @@ INSTALL_FIX = "apt-get install wrk (needed only for --driver wrk)"
 
 class WrkDriver(LoadDriver):
     name = "wrk"
-    capabilities: frozenset[str] = frozenset()
+    capabilities: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, program: str | None = None, cpus: int | None = None) -> None:
         """``program`` pins the binary; ``cpus`` the CPU count that caps wrk's threads."""

@@ -14,7 +14,7 @@ from servelab.load.base import LoadDriver
 from servelab.load.registry import get_driver
 from servelab.measuring.executor import Groups, HostExecutor, beside_the_driver
 from servelab.measuring.plan import Launch, plan_launches, run_key
-from servelab.measuring.runner import Runner, RunnerEvents
+from servelab.measuring.runner import Runner, RunnerEvents, RunSink
 from servelab.results.records import RunRecord
 
 __all__ = [
@@ -48,7 +48,7 @@ def fits_side_by_side(experiment: Experiment, cpu_plan: CpuPlan) -> bool:
 
 def run_experiment(
     experiment: Experiment,
-    store,
+    store: RunSink,
     cpu_plan: CpuPlan,
     *,
     events: RunnerEvents | None = None,

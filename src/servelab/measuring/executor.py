@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from servelab.config.load import LoadSpec, RequestSpec, Workload
 from servelab.config.stack import StackSpec
@@ -49,7 +49,12 @@ class Window:
     driver_cpus: str | None = None
 
 
-class Executor(Protocol):
+# A live stack as its executor knows it (HostExecutor: a RunningStack; the tests' fake:
+# a FakeStack). The runner only hands it back to the executor that launched it.
+LiveStack = TypeVar("LiveStack")
+
+
+class Executor(Protocol[LiveStack]):
     """The runner's hands. ``stack`` is whatever ``launch`` yielded."""
 
     driver: LoadDriver
@@ -57,18 +62,22 @@ class Executor(Protocol):
 
     def machine_speed(self) -> float | None: ...
 
-    def launch(self, spec: StackSpec, probe: RequestSpec) -> AbstractContextManager[Any]: ...
+    def launch(
+        self, spec: StackSpec, probe: RequestSpec
+    ) -> AbstractContextManager[LiveStack]: ...
 
     def send(
-        self, stack: Any, workload: Workload, load: LoadSpec, scratch: Path
+        self, stack: LiveStack, workload: Workload, load: LoadSpec, scratch: Path
     ) -> LoadMeasurement:
         """Discarded load (warm-up)."""
         ...
 
-    def measure(self, stack: Any, workload: Workload, load: LoadSpec, scratch: Path) -> Window: ...
+    def measure(
+        self, stack: LiveStack, workload: Workload, load: LoadSpec, scratch: Path
+    ) -> Window: ...
 
     def measure_together(
-        self, stacks: Sequence[Any], workload: Workload, load: LoadSpec, scratch: Path
+        self, stacks: Sequence[LiveStack], workload: Workload, load: LoadSpec, scratch: Path
     ) -> list[Window]:
         """Drive every stack at the same time, one driver each (side by side)."""
         ...

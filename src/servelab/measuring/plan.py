@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeVar
 
 from servelab.config.experiment import Experiment
 from servelab.config.load import LoadSpec, Workload
@@ -40,7 +40,7 @@ def plan_launches(experiment: Experiment, rounds: Sequence[int] | None = None) -
     number): measured, the stack started second read ~1 % faster in requests per CPU
     second in 19 of 24 A/A comparisons, so no variant may always go first."""
     rng = random.Random(experiment.order_seed)
-    plan = []
+    plan: list[Launch] = []
     for repetition in rounds or range(1, experiment.repetitions + 1):
         round_ = list(experiment.stacks)
         if experiment.order == "random":
@@ -92,7 +92,10 @@ def rounds_alive_at_once(experiment: Experiment) -> int:
     return min(experiment.repetitions, per_block)
 
 
-def slice_order(members: Sequence[Any], pass_index: int, rng: random.Random | None) -> list[Any]:
+T = TypeVar("T")
+
+
+def slice_order(members: Sequence[T], pass_index: int, rng: random.Random | None) -> list[T]:
     """The order one pass of slices visits the runs: rotated by one each pass (so no run is
     always first after the warm-ups), or shuffled when the experiment's order is random."""
     if rng is not None:

@@ -20,13 +20,13 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Generic, Protocol
 
 from servelab.analysis.validity import BUSY_SHARE
 from servelab.config.experiment import Experiment
 from servelab.config.load import Workload
 from servelab.host.cpus import parse_cpu_list
-from servelab.measuring.executor import Executor, Window
+from servelab.measuring.executor import Executor, LiveStack, Window
 from servelab.measuring.plan import (
     Launch,
     RunKey,
@@ -51,6 +51,12 @@ from servelab.measuring.stopping import NextRound, Outlook, PrecisionRule, Round
 from servelab.results.records import RunRecord
 
 
+class RunSink(Protocol):
+    """Where each finished run goes at once (servelab.results.store.ResultStore)."""
+
+    def add(self, run: RunRecord) -> None: ...
+
+
 @dataclass
 class RunnerEvents:
     """Callbacks the CLI uses for progress; all optional."""
@@ -73,9 +79,9 @@ PROBE_S = 1.0
 
 
 @dataclass
-class _LiveRun:
+class _LiveRun(Generic[LiveStack]):
     launch: Launch
-    stack: Any
+    stack: LiveStack
     speed: float | None
     warmup_rps: list[tuple[int, float]] = field(default_factory=list)
     windows: list[Window] = field(default_factory=list)
@@ -85,12 +91,12 @@ class _LiveRun:
 
 
 @dataclass
-class Runner:
+class Runner(Generic[LiveStack]):
     """One experiment's measurement: the shared state every strategy needs."""
 
     experiment: Experiment
-    sink: Any  # has add(RunRecord); servelab.results.store.ResultStore
-    executor: Executor
+    sink: RunSink
+    executor: Executor[LiveStack]
     events: RunnerEvents = field(default_factory=RunnerEvents)
     previous: Sequence[RunRecord] = ()  # runs already stored (resume)
     clock: Callable[[], float] = time.monotonic
@@ -124,7 +130,9 @@ class Runner:
         self.done.add(run_key(result.variant, result.workload, result.repetition))
         self.events.on_result(result)
 
-    def _warm_up(self, stack: Any, workload: Workload, scratch: Path) -> list[tuple[int, float]]:
+    def _warm_up(
+        self, stack: LiveStack, workload: Workload, scratch: Path
+    ) -> list[tuple[int, float]]:
         """Warm-up rounds until throughput settles or the round budget is spent; each round's
         (requests, requests/s) is returned so the result records what was discarded."""
         warm = warmup_load(self.experiment, workload, self.executor.driver)
@@ -259,7 +267,7 @@ class Runner:
         began = self.clock()
         with contextlib.ExitStack() as alive, self.executor.scratch() as scratch:
             alive.callback(self.executor.stopped)  # after the block's stacks have stopped
-            live: list[_LiveRun] = []
+            live: list[_LiveRun[LiveStack]] = []
             for launch in block:
                 todo = pending_workloads(self.experiment, launch, self.done, workloads)
                 if not todo:
@@ -290,7 +298,9 @@ class Runner:
                         )
                     )
 
-    def _probe(self, members: list[_LiveRun], workload: Workload, scratch: Path) -> bool:
+    def _probe(
+        self, members: list[_LiveRun[LiveStack]], workload: Workload, scratch: Path
+    ) -> bool:
         """Drive each stack alone for a moment and keep the share of its CPUs it used;
         True when every one kept them busy (side by side stays valid), else switch the
         experiment to measuring in turns, and say why."""
@@ -321,7 +331,7 @@ class Runner:
     def _slice_workload(
         self,
         workload: Workload,
-        members: list[_LiveRun],
+        members: list[_LiveRun[LiveStack]],
         passes: int,
         scratch: Path,
         rng: random.Random | None,

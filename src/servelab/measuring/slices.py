@@ -19,7 +19,6 @@ nearest-rank percentile.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,6 +29,7 @@ from servelab.results.records import (
     NamedRequests,
     ProcessUsage,
     SliceFigures,
+    percentile,
 )
 
 
@@ -67,14 +67,6 @@ def slice_figures(
         errors={k: n for k, n in errors.items() if n},
         stack_cpu_s=round(sum(p.cpu_s for p in usage), 4),
     )
-
-
-def percentile(sorted_values: Sequence[float], pct: float) -> float:
-    """Nearest-rank percentile of already sorted values (0 for none)."""
-    if not sorted_values:
-        return 0.0
-    rank = max(1, math.ceil(pct / 100 * len(sorted_values)))
-    return float(sorted_values[min(rank, len(sorted_values)) - 1])
 
 
 def _add_counts(dicts: Sequence[dict[str, int]]) -> dict[str, int]:

@@ -24,6 +24,7 @@ from servelab.analysis.thresholds import distance_to_decide, judge, parse_thresh
 from servelab.analysis.validity import as_measured, threshold_comparison
 from servelab.config.experiment import Experiment
 from servelab.config.load import SloSpec
+from servelab.measuring.plan import Launch
 from servelab.measuring.ramp import ramp_should_stop
 from servelab.results.records import RunRecord
 
@@ -37,7 +38,7 @@ class SloStop:
 
     slo: SloSpec | None
 
-    def stops(self, runs: Sequence[RunRecord], launch) -> bool:
+    def stops(self, runs: Sequence[RunRecord], launch: Launch) -> bool:
         return ramp_should_stop(runs, launch.stack.name, launch.repetition, self.slo)
 
 

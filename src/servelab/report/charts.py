@@ -27,7 +27,7 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import matplotlib
 from matplotlib.figure import Figure
@@ -37,6 +37,7 @@ from servelab.report.base import failure_breakdown, log_breakdown, stack_knobs
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+    from matplotlib.typing import RcKeyType
 
     from servelab.analysis.analyze import VariantAnalysis
     from servelab.config.stack import StackSpec
@@ -58,7 +59,7 @@ PERCENTILE_STYLE = (  # (metric key, label, marker, colour)
     ("latency_p99_ms", "p99", "^", "#e8893a"),
     ("latency_max_ms", "max", "x", "#d0463b"),
 )
-_RC = {
+_RC: dict[RcKeyType, Any] = {
     "svg.fonttype": "none",  # text stays text: selectable, small, scaled by the browser
     "font.family": ["DejaVu Sans"],  # ships with matplotlib: the same text everywhere
     "font.size": 9.0,
@@ -433,8 +434,8 @@ def ramp_chart(
     mapping of series name (a variant) to such lists. Limits, when given, are
     drawn as dashed lines (an SLO); the first rate with errors is marked.
     """
-    named = dict(series) if isinstance(series, Mapping) else {"": list(series)}
-    named = {k: sorted(RampPoint(*p) for p in v) for k, v in named.items() if v}
+    given = dict(series) if isinstance(series, Mapping) else {"": list(series)}
+    named = {k: sorted(RampPoint(*p) for p in v) for k, v in given.items() if v}
     if not named:
         raise ValueError("a ramp chart needs at least one point")
     figure = _figure(9.0, 5.4)
@@ -518,11 +519,17 @@ def plan_charts(report: ReportInput) -> list[PlannedChart]:
     ramp = ramp_points(report)
     if ramp:
         slo = report.experiment.slo  # a ramp's SLO, where it has one
-        limits = {
-            "p99_limit_ms": slo.p99_ms if slo else None,
-            "max_error_ratio": slo.max_error_ratio if slo else None,
-        }
-        plan.append(PlannedChart("ramp", RAMP_TITLE, lambda: ramp_chart(ramp, **limits)))
+        p99_limit_ms = slo.p99_ms if slo else None
+        max_error_ratio = slo.max_error_ratio if slo else None
+        plan.append(
+            PlannedChart(
+                "ramp",
+                RAMP_TITLE,
+                lambda: ramp_chart(
+                    ramp, p99_limit_ms=p99_limit_ms, max_error_ratio=max_error_ratio
+                ),
+            )
+        )
     plan.append(PlannedChart("errors", "Errors and their causes", lambda: errors_chart(report)))
     return plan
 

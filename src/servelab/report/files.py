@@ -68,7 +68,8 @@ def write_data(report: ReportInput, sections: Sequence[Section], out_dir: Path) 
     return [json_path, csv_path]
 
 
-WRITERS: tuple[FileWriter, ...] = (
+# The files of a report directory (``servelab report``), one writer per format.
+REPORT_FILE_WRITERS: tuple[FileWriter, ...] = (
     text_file(MARKDOWN_FILE, render_markdown),
     text_file(HTML_FILE, render_html),
     write_charts,
@@ -82,7 +83,7 @@ def write_report(
     *,
     force: bool = False,
     screenshot: bool = False,
-    writers: Sequence[FileWriter] = WRITERS,
+    writers: Sequence[FileWriter] = REPORT_FILE_WRITERS,
 ) -> list[Path]:
     """Write every format of ``report`` into ``out_dir``; the paths written, in order."""
     sections = report_sections(report)

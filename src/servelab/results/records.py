@@ -2,7 +2,20 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+
 from pydantic import BaseModel, ConfigDict
+
+
+def percentile(sorted_values: Sequence[float], pct: float) -> float:
+    """Nearest-rank percentile of already sorted values (0 for none): how a record's
+    latency percentiles are computed from its requests, by a driver that reports each one
+    (Locust) and by the merge of a run's slices (``servelab.measuring.slices``)."""
+    if not sorted_values:
+        return 0.0
+    rank = max(1, math.ceil(pct / 100 * len(sorted_values)))
+    return float(sorted_values[min(rank, len(sorted_values)) - 1])
 
 
 class Record(BaseModel):

@@ -43,7 +43,8 @@ def _csv(report: ReportInput) -> str:
 
 
 # format -> how its file is rendered; the CLI's --export-FORMAT options come from here.
-WRITERS: dict[str, Callable[[ReportInput], str]] = {
+# (A report directory's files are report.files.REPORT_FILE_WRITERS.)
+EXPORT_FORMATS: dict[str, Callable[[ReportInput], str]] = {
     "json": _json,
     "markdown": _markdown,
     "csv": _csv,
@@ -61,5 +62,5 @@ def write_result_files(files: Mapping[str, Path], report: ReportInput) -> None:
     """(Re)write each file, atomically (a reader never sees half a file)."""
     for fmt, path in files.items():
         tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(WRITERS[fmt](report))
+        tmp.write_text(EXPORT_FORMATS[fmt](report))
         os.replace(tmp, path)

@@ -122,7 +122,9 @@ def _standing(
     )
 
 
-def _ordered(candidates: Sequence[str], by: dict[str, list[RunRecord]], objective: Objective):
+def _ordered(
+    candidates: Sequence[str], by: dict[str, list[RunRecord]], objective: Objective
+) -> list[str]:
     """Measured candidates, best first: those keeping the limits before the others."""
     metric = objective.metric
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from servelab.results.records import RunRecord
 from servelab.tune.objective import Objective
-from servelab.tune.race import RaceSettings, RaceState, Recommendation
+from servelab.tune.race import RaceSettings, RaceState, Recommendation, Standing
 
 TUNE_JSON = "tune.json"
 TUNE_MARKDOWN = "tune.md"
@@ -90,7 +90,7 @@ def tune_document(
 ) -> dict[str, Any]:
     """tune.json: everything the ranking says, for programs (and ``servelab export``)."""
 
-    def standing(s) -> dict[str, Any]:
+    def standing(s: Standing) -> dict[str, Any]:
         versus = s.versus_leader
         return {
             "candidate": s.candidate,

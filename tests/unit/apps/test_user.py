@@ -52,6 +52,13 @@ def test_bad_request_options(request_: UserRequest, message: str) -> None:
         request_spec(RequestSpec(), request_)
 
 
+def test_a_body_file_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
+    body = tmp_path / "b.bin"
+    body.write_bytes(b"\xff\xfe")
+    with pytest.raises(SpecError, match=r"cannot read --body-file .*can't decode"):
+        request_spec(RequestSpec(), UserRequest(body_file=body))
+
+
 def test_worker_class_is_fitted_to_the_app() -> None:
     seed = StackSpec(name="s", server={"kind": "gunicorn", "worker_class": "uvicorn"})
     wsgi = ResolvedApp("m:app", "wsgi", None, is_factory=False)

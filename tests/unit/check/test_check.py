@@ -4,13 +4,24 @@ inconclusive; and the stopping rule measures until the thresholds are decided.""
 
 from __future__ import annotations
 
+import contextlib
 import random
 
+import pytest
 from support import FakeClock, FakeExecutor, ListSink
 
+import servelab.launch
 from servelab.analysis.thresholds import exit_code, overall
-from servelab.check import CANDIDATE, CheckSpec, check_experiment, judge_runs, parse_thresholds
+from servelab.check import (
+    CANDIDATE,
+    CheckSpec,
+    check_experiment,
+    judge_runs,
+    parse_thresholds,
+    probe_both,
+)
 from servelab.config.stack import AppSpec
+from servelab.errors import StackStartError
 from servelab.measuring import Runner, RunnerEvents
 
 THRESHOLDS = ("rps < -5%", "errors > 0")
@@ -82,3 +93,18 @@ def test_over_many_machines_identical_versions_never_fail_and_a_slowdown_never_p
     for seed in range(20):
         assert simulate(0.0, noise=0.03, seed=seed)[0] == "held", seed
         assert simulate(-0.10, noise=0.03, seed=seed)[0] == "crossed", seed
+
+
+def test_a_version_that_does_not_start_is_named_with_its_log(monkeypatch) -> None:
+    @contextlib.contextmanager
+    def launch_stack(stack, **_kwargs):
+        if stack.name == CANDIDATE:
+            raise StackStartError("gunicorn exited", "fix the app", detail="the log tail")
+        yield
+
+    monkeypatch.setattr(servelab.launch, "launch_stack", launch_stack)
+    experiment = check_experiment(CheckSpec(app=AppSpec(ref="fastapi"), thresholds=THRESHOLDS),
+                                  None)
+    with pytest.raises(StackStartError, match="the candidate version: gunicorn exited") as info:
+        probe_both(experiment, timeout_s=1.0)
+    assert (info.value.fix, info.value.detail) == ("fix the app", "the log tail")

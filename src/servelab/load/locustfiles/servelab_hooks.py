@@ -24,23 +24,27 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
+from typing import Any
 
 import gevent
-from locust import FastHttpUser, HttpUser, constant_throughput, events
+from locust import FastHttpUser, HttpUser, User, constant_throughput, events
+from locust.argument_parser import LocustArgumentParser
+from locust.env import Environment
 from locust.rpc import Message
-from locust.runners import MasterRunner, WorkerRunner
+from locust.runners import MasterRunner, Runner, WorkerRunner
 
-_state: dict = {}
+_state: dict[str, Any] = {}
 
 
 @events.init_command_line_parser.add_listener
-def _options(parser, **_kwargs):
+def _options(parser: LocustArgumentParser, **_kwargs: Any) -> None:
     parser.add_argument("--servelab-report", action="store_true", include_in_web_ui=False)
     parser.add_argument("--servelab-run-time", type=float, default=0.0, include_in_web_ui=False)
     parser.add_argument("--servelab-user-rate", type=float, default=0.0, include_in_web_ui=False)
 
 
-def _client(cls) -> str:
+def _client(cls: type[User]) -> str:
     if issubclass(cls, FastHttpUser):
         return "FastHttpUser"
     if issubclass(cls, HttpUser):
@@ -48,10 +52,10 @@ def _client(cls) -> str:
     return "User"
 
 
-def _paced(own):
+def _paced(own: Callable[[User], float]) -> Callable[[User], float]:
     """``own`` wait_time, unless servelab asked for a rate: then constant_throughput."""
 
-    def wait_time(user):
+    def wait_time(user: User) -> float:
         options = user.environment.parsed_options
         rate = getattr(options, "servelab_user_rate", 0.0) or 0.0
         if rate <= 0:
@@ -65,16 +69,17 @@ def _paced(own):
 
 
 @events.init.add_listener
-def _init(environment, **_kwargs):
+def _init(environment: Environment, **_kwargs: Any) -> None:
     _state["environment"] = environment
     for cls in environment.user_classes:
         if not getattr(cls, "_servelab_paced", False):
             cls.wait_time = _paced(cls.wait_time)
-            cls._servelab_paced = True
+            # servelab's mark on the scenario's own class (paced once, subclasses too).
+            cls._servelab_paced = True  # type: ignore[attr-defined]
 
 
 @events.test_start.add_listener
-def _start(environment, **_kwargs):
+def _start(environment: Environment, **_kwargs: Any) -> None:
     if isinstance(environment.runner, WorkerRunner):
         return
     if isinstance(environment.runner, MasterRunner):
@@ -84,7 +89,7 @@ def _start(environment, **_kwargs):
         gevent.spawn_later(run_time, _finish, environment.runner)
 
 
-def _finish(runner) -> None:
+def _finish(runner: Runner) -> None:
     """Quit, letting every user finish the request in flight (``--stop-timeout``, as
     oha's -w). A master first tells its workers to quit and waits for each one's final
     report (sent once its users have stopped): its own quit would wait only 0.5 s for
@@ -101,14 +106,14 @@ def _finish(runner) -> None:
 
 
 @events.worker_report.add_listener
-def _reported(client_id, data, **_kwargs):
+def _reported(client_id: str, data: dict[str, Any], **_kwargs: Any) -> None:
     """A worker's report after its users stopped (user_count 0) is its final one."""
     if data.get("user_count", 1) == 0:
         _state.get("awaiting", set()).discard(client_id)
 
 
 @events.quit.add_listener
-def _quit(exit_code, **_kwargs):
+def _quit(exit_code: int, **_kwargs: Any) -> None:
     environment = _state.get("environment")
     if environment is None or isinstance(environment.runner, WorkerRunner):
         return

@@ -19,19 +19,22 @@ from __future__ import annotations
 
 import json
 import random
-from typing import ClassVar
+from collections.abc import Callable
+from typing import Any
 
-from locust import FastHttpUser, HttpUser, constant, events
+from locust import FastHttpUser, HttpUser, TaskSet, constant, events
+from locust.argument_parser import LocustArgumentParser
+from locust.env import Environment
 
 
 @events.init_command_line_parser.add_listener
-def _options(parser, **_kwargs):
+def _options(parser: LocustArgumentParser, **_kwargs: Any) -> None:
     parser.add_argument("--servelab-request", default="{}", include_in_web_ui=False)
 
 
-def _request(environment) -> dict:
+def _request(environment: Environment) -> dict[str, Any]:
     text = getattr(environment.parsed_options, "servelab_request", "{}") or "{}"
-    request = {"method": "GET", "path": "/", "headers": {}, "body": None,
+    request: dict[str, Any] = {"method": "GET", "path": "/", "headers": {}, "body": None,
                "content_type": "application/json", "mix": [], "expect_status": 200,
                "keepalive": True, "timeout_s": 30.0}
     request.update(json.loads(text))
@@ -41,9 +44,14 @@ def _request(environment) -> dict:
 class _Sends:
     """The task both User classes share; ``_extra`` holds client-specific arguments."""
 
-    _extra: ClassVar[dict] = {}
+    # Given by the User class it is mixed into.
+    environment: Environment
+    client: Any  # HttpSession or FastHttpSession: request(..., catch_response=True)
+    _extra: dict[str, Any]
+    _servelab: dict[str, Any]
 
-    def _prepare(self) -> None:
+    def _prepare(self, extra: dict[str, Any] | None = None) -> None:
+        self._extra = dict(extra or {})
         request = _request(self.environment)
         headers = dict(request["headers"])
         if request["body"] is not None and not any(h.lower() == "content-type" for h in headers):
@@ -83,9 +91,11 @@ class _Sends:
 
 class FastRequestUser(_Sends, FastHttpUser):
     wait_time = constant(0)
-    tasks: ClassVar[list] = [_Sends.send]  # a mixin's @task is not collected
+    # A mixin's @task is not collected. (Locust's User declares tasks per instance: no
+    # ClassVar.)
+    tasks: list[TaskSet | Callable[..., Any]] = [_Sends.send]  # noqa: RUF012
 
-    def __init__(self, environment):
+    def __init__(self, environment: Environment) -> None:
         timeout = float(_request(environment)["timeout_s"])
         self.network_timeout = self.connection_timeout = timeout
         super().__init__(environment)
@@ -94,9 +104,8 @@ class FastRequestUser(_Sends, FastHttpUser):
 
 class RequestUser(_Sends, HttpUser):
     wait_time = constant(0)
-    tasks: ClassVar[list] = [_Sends.send]
+    tasks: list[TaskSet | Callable[..., Any]] = [_Sends.send]  # noqa: RUF012 (as above)
 
-    def __init__(self, environment):
+    def __init__(self, environment: Environment) -> None:
         super().__init__(environment)
-        self._prepare()
-        self._extra = {"timeout": float(_request(environment)["timeout_s"])}
+        self._prepare(extra={"timeout": float(_request(environment)["timeout_s"])})
