@@ -221,8 +221,6 @@ def ramp(
     api.run(experiment, run, console=console, out=out)
 
 
-
-
 @click.command("locust-worker")
 @click.option("--master-host", required=True, help="Address of the machine running servelab.")
 @click.option("--master-port", type=int, default=5557, show_default=True)
@@ -233,15 +231,32 @@ def ramp(
     "scenario's name; default: the built-in 'request'.",
 )
 @click.option("--processes", type=int, default=1, show_default=True, help="Worker processes.")
+@click.option("--name", help="This machine's name in the master's report (default: host name).")
 def locust_worker(
-    master_host: str, master_port: int, locustfile: str | None, processes: int
+    master_host: str, master_port: int, locustfile, processes: int, name: str | None
 ) -> None:
-    """Run Locust workers on this machine for a servelab master elsewhere (--expect-workers).
-    The same as `locust --worker --master-host HOST -f FILE`, plus servelab's hooks."""
-    import os
+    """Run Locust workers on this machine for a servelab master elsewhere (--expect-workers),
+    for a whole experiment: each run's master quits its workers, and every one is started
+    again for the next run. Ctrl-C stops them all."""
+    from servelab.load.locust import check_worker_locustfile, worker_command
+    from servelab.load.locust_worker import WorkerSupervisor
 
-    from servelab.load.locust import worker_command
-
-    argv = worker_command(master_host, master_port, locustfile, processes)
-    console.print(f"servelab: {' '.join(argv)}", highlight=False)
-    os.execv(argv[0], argv)
+    if processes < 1:
+        raise SpecError(f"--processes must be 1 or more, got {processes}", "pass 1 or more")
+    if not 1 <= master_port <= 65535:
+        raise SpecError(f"--master-port {master_port} is not a port", "pass 1 to 65535")
+    check_worker_locustfile(locustfile)
+    argv = worker_command(master_host, master_port, locustfile, loglevel="WARNING")
+    supervisor = WorkerSupervisor(
+        argv, processes, machine=name,
+        say=lambda line: console.print(line, highlight=False),
+        echo=lambda line: console.print(line, highlight=False, markup=False),
+    )  # fmt: skip
+    console.print(f"servelab: {processes} x {' '.join(argv)}", highlight=False, markup=False)
+    console.print(
+        f"servelab: {processes} worker process(es) on {supervisor.machine} wait for the "
+        f"master at {master_host}:{master_port}; each run's master quits them and they "
+        "start again for the next run; Ctrl-C stops them",
+        highlight=False,
+    )
+    supervisor.run()

@@ -77,7 +77,8 @@ from servelab.errors import LoadDriverError, MissingToolError, SpecError
 from servelab.host.doctor import Check
 from servelab.host.procs import free_port
 from servelab.load.base import LoadDriver, kind_of, program_output
-from servelab.results.records import LoadMeasurement, NamedRequests, percentile
+from servelab.measuring.slices import percentile
+from servelab.results.records import PER_RUN_DETAIL, LoadMeasurement, NamedRequests
 
 PROGRAM = "locust"
 INSTALL_FIX = "pip install 'servelab[locust]' into servelab's environment (needed only for " \
@@ -88,6 +89,8 @@ SCENARIOS = {"request": "servelab_request.py", "django": "servelab_django.py"}
 DEFAULT_SCENARIO = "request"
 DEFAULT_USERS = {"request": ("FastRequestUser",), "django": ()}
 REPORT_MARKER = '{"servelab_locust"'
+WAITING_MARKER = '{"servelab_waiting"'
+CPU_BOUND_PCT = 90.0  # of a core: Locust's own warning threshold
 CPU_WARNING = "CPU usage above"
 GAVE_UP = "Gave up waiting for workers"
 DEFAULT_MASTER_PORT = 5557  # Locust's own default: plain `locust --worker` finds it
@@ -178,6 +181,9 @@ class LocustDriver(LoadDriver):
         self, program: str | None = None, options: Mapping[str, Any] | None = None
     ) -> None:
         self._program = program
+        # Worker machine -> processes, as the last run that had workers on other machines
+        # saw them (to name the machines missing when a later run waits in vain).
+        self.machines_seen: dict[str, int] = {}
         try:
             self.options = LocustOptions.model_validate(dict(options or {}))
         except ValidationError as exc:
@@ -339,6 +345,8 @@ class LocustDriver(LoadDriver):
     # -- reading its output ---------------------------------------------------------------
     def parse(self, stdout: str, stderr: str, load: LoadSpec) -> LoadMeasurement:
         entries, report = split_output(stdout)
+        if self.options.expect_workers:
+            self.check_workers_stayed(report)
         total = report["total"]
         failures = report["errors"]
         check_scenario_ran(report, entries, self.locustfile_label())
@@ -370,6 +378,7 @@ class LocustDriver(LoadDriver):
             driver_processes=self.options.processes + 1 if self.options.processes > 1 else 1,
             driver_overloaded=bool(
                 report["cpu_warning"] or report["worker_cpu_warning"] or CPU_WARNING in stderr
+                or cpu_bound_machines(report)
             ),
             driver_details=self.details(report),
             by_name=named_rows(entries, failures, duration),
@@ -386,28 +395,83 @@ class LocustDriver(LoadDriver):
         if self.options.processes > 1:
             details["processes"] = f"{self.options.processes} workers + master"
         if self.options.expect_workers:
-            details["workers"] = f"{report['workers']} on other machines"
+            machines = report.get("worker_machines") or []
+            listed = ", ".join(
+                f"{m['machine']}: {m['processes']} process{'es' if m['processes'] > 1 else ''}"
+                for m in machines
+            )
+            details["workers"] = f"{report['workers']} on other machines" + (
+                f" ({listed})" if listed else ""
+            )
+            if machines:  # varies from run to run: kept with the run, not in the report's line
+                details[f"{PER_RUN_DETAIL}requests by machine"] = "; ".join(
+                    f"{m['machine']}: {m['requests']:,} (busiest process "
+                    f"{m['cpu_max']:.0f} % of a core)"
+                    for m in machines
+                )
+                self.machines_seen = {m["machine"]: int(m["processes"]) for m in machines}
+            if report.get("waited_s") is not None:
+                details[f"{PER_RUN_DETAIL}waited for the workers"] = f"{report['waited_s']:.2f} s"
+            busy = cpu_bound_machines(report)
+            if busy:
+                details["CPU-bound workers"] = ", ".join(
+                    f"{m['machine']} ({m['cpu_max']:.0f} % of a core)" for m in busy
+                )
         return details
+
+    def check_workers_stayed(self, report: Mapping[str, Any]) -> None:
+        """LoadDriverError when workers on other machines quit or went missing before the
+        run's end (its figures would count a part of the run only)."""
+        lost = report.get("workers_lost") or []
+        if not lost and report.get("finished", True):
+            return
+        where = ", ".join(sorted(set(lost))) or "every machine"
+        raise LoadDriverError(
+            f"Locust workers left during the run ({len(lost) or 'all'} of "
+            f"{report.get('workers', '?')} worker processes; {where}): the run is not kept",
+            "restart `servelab locust-worker` there, then rerun with --resume (the runs "
+            "measured so far are kept)",
+        )
 
     def explain_failure(self, status: int, stdout: str, stderr: str) -> Exception | None:
         """A clear error for the ways a Locust run fails on bad input."""
         if GAVE_UP in stderr:
-            connected = re.findall(r"(\d+) of (\d+) connected", stderr)
-            seen = f"; {connected[-1][0]} of {connected[-1][1]} connected" if connected else ""
-            return SpecError(
-                f"Locust's master waited {self.options.workers_timeout_s:g} s for "
-                f"{self.options.expect_workers} worker(s){seen}",
-                f"start them on the other machines: locust --worker --master-host "
-                f"{self.options.master_bind} --master-port {self.options.master_port} -f "
-                "THE_SAME_LOCUSTFILE (or servelab locust-worker), or raise "
-                "--expect-workers-timeout",
-            )
+            return self.workers_missing(stderr)
         if "Traceback" in stderr and "load_locustfile" in stderr:
             return SpecError(
                 f"cannot use {self.locustfile_label()}: {import_error(stderr, self._file())}",
                 "fix the locustfile",
             )
         return None
+
+    def workers_missing(self, stderr: str) -> SpecError:
+        """The master gave up waiting: how many connected, from which machines, and
+        which machines of the last run are missing."""
+        opts = self.options
+        connected = waiting_machines(stderr)
+        if connected:
+            listed = ", ".join(f"{m}: {n}" for m, n in connected.items())
+            seen = f"; {sum(connected.values())} connected ({listed})"
+        else:
+            counts = re.findall(r"(\d+) of (\d+) connected", stderr)
+            seen = f"; {counts[-1][0]} of {counts[-1][1]} connected" if counts else ""
+        missing = {
+            m: n - connected.get(m, 0)
+            for m, n in self.machines_seen.items()
+            if n > connected.get(m, 0)
+        }
+        if missing:
+            seen += "; missing since the last run: " + ", ".join(
+                f"{m} ({n} process{'es' if n > 1 else ''})" for m, n in missing.items()
+            )
+        return SpecError(
+            f"Locust's master waited {opts.workers_timeout_s:g} s for {opts.expect_workers} "
+            f"worker(s){seen}",
+            f"start them on the other machines: servelab locust-worker --master-host "
+            f"{opts.master_bind} --master-port {opts.master_port} --locustfile "
+            "THE_SAME_LOCUSTFILE (or locust --worker ... -f THE_SAME_LOCUSTFILE), then rerun "
+            "with --resume to keep the runs measured; or raise --expect-workers-timeout",
+        )
 
     def latencies_ms(self, workdir: Path) -> list[float]:
         """Every request's response time of the last run, at the resolution Locust keeps
@@ -419,11 +483,17 @@ class LocustDriver(LoadDriver):
 
 
 def worker_command(
-    master_host: str, master_port: int, locustfile: str | None, processes: int
+    master_host: str,
+    master_port: int,
+    locustfile: str | None,
+    processes: int = 1,
+    loglevel: str | None = None,
 ) -> list[str]:
-    """``servelab locust-worker``: a plain Locust worker, with servelab's hooks loaded beside
-    the scenario (needed for the open model's pacing on other machines) and the same
-    built-in scenarios by name. The master sends the host, users and servelab's options."""
+    """A plain Locust worker (``servelab locust-worker`` supervises ``processes`` of them,
+    one process each), with servelab's hooks loaded beside the scenario (needed for the
+    open model's pacing on other machines and for the master's report by machine) and
+    the same built-in scenarios by name. The master sends the host, users and servelab's
+    options."""
     driver = LocustDriver(options={"locustfile": locustfile} if locustfile else None)
     path = driver._file()
     if not driver.options.scenario and not Path(path).is_file():
@@ -432,9 +502,37 @@ def worker_command(
         driver.executable(), "--worker", "--master-host", master_host,
         "--master-port", str(master_port), "-f", f"{path},{scenario_path(HOOKS)}",
     ]  # fmt: skip
+    if loglevel:
+        argv += ["--loglevel", loglevel]
     if processes > 1:
         argv += ["--processes", str(processes)]
     return argv
+
+
+def check_worker_locustfile(locustfile: str | None) -> None:
+    """Before workers start: the user's locustfile imports and has a User class (the
+    one-line SpecError of ``locust --list`` otherwise; built-in scenarios need nothing)."""
+    driver = LocustDriver(options={"locustfile": locustfile} if locustfile else None)
+    if not driver.options.scenario:
+        driver.user_classes()
+
+
+def cpu_bound_machines(report: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The worker machines of a run whose busiest Locust process used 90 % of a core or
+    more (Locust's own threshold), or that Locust warned about."""
+    return [
+        m for m in report.get("worker_machines") or []
+        if m.get("cpu_warning") or float(m.get("cpu_max", 0)) >= CPU_BOUND_PCT
+    ]
+
+
+def waiting_machines(stderr: str) -> dict[str, int]:
+    """Machine -> worker processes connected, as the master's last ``servelab_waiting``
+    line (the hooks') said while it waited for workers."""
+    lines = [line for line in stderr.splitlines() if line.startswith(WAITING_MARKER)]
+    with contextlib.suppress(ValueError, KeyError, IndexError):
+        return {str(m): int(n) for m, n in json.loads(lines[-1])["servelab_waiting"].items()}
+    return {}
 
 
 def request_json(request: RequestSpec, load: LoadSpec) -> str:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from servelab.config.experiment import Experiment
 from servelab.report.base import Table
-from servelab.results.records import NamedRequests, RunRecord
+from servelab.results.records import PER_RUN_DETAIL, NamedRequests, RunRecord
 
 ABOUT = (
     "Each request name's figures as the load driver counted them: requests and failures "
@@ -97,10 +97,13 @@ def names_table(experiment: Experiment, runs: Sequence[RunRecord]) -> Table | No
 
 
 def driver_lines(runs: Sequence[RunRecord]) -> list[str]:
-    """What the driver ran, as its runs recorded it (e.g. scenario, User classes)."""
+    """What the driver ran, as its runs recorded it (e.g. scenario, User classes); details
+    whose name starts with "per run: " (figures that differ from run to run) left out."""
     seen: dict[str, None] = {}
     for run in runs:
-        details = run.load.driver_details
+        details = {
+            k: v for k, v in run.load.driver_details.items() if not k.startswith(PER_RUN_DETAIL)
+        }
         if details:
             seen["; ".join(f"{k}: {v}" for k, v in details.items())] = None
     return list(seen)

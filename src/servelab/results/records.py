@@ -7,6 +7,8 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict
 
+PER_RUN_DETAIL = "per run: "  # see LoadMeasurement.driver_details
+
 
 def percentile(sorted_values: Sequence[float], pct: float) -> float:
     """Nearest-rank percentile of already sorted values (0 for none): how a record's
@@ -70,6 +72,8 @@ class LoadMeasurement(Record):
     driver_processes: int = 1
     driver_overloaded: bool = False
     # What the driver ran, in words (Locust: scenario, User classes and their client).
+    # What the driver ran, in words; names starting with PER_RUN_DETAIL are figures that
+    # differ from run to run (the report's one line about the driver leaves them out).
     driver_details: dict[str, str] = {}
     # Per request name, for drivers that name requests (empty for the others).
     by_name: tuple[NamedRequests, ...] = ()

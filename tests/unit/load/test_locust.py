@@ -1,10 +1,12 @@
 """Locust without running it: outputs captured from real runs (capture_locust.py), built
 command lines, refusals and the errors of bad input."""
 
+import json
+
 import pytest
 
 from servelab.config.load import LoadSpec, RequestSpec, WeightedPath
-from servelab.errors import SpecError
+from servelab.errors import LoadDriverError, SpecError
 from servelab.load.locust import (
     LocustDriver,
     error_kind,
@@ -201,7 +203,70 @@ def test_workers_that_never_connect_are_explained():
     error = driver.explain_failure(1, "", stderr)
     assert isinstance(error, SpecError)
     assert "waited 5 s for 2 worker(s); 1 of 2 connected" in error.problem
-    assert "locust --worker --master-host 127.0.0.1" in error.fix
+    assert "servelab locust-worker --master-host 127.0.0.1" in error.fix
+    assert "--resume" in error.fix
+
+
+def test_workers_gone_mid_experiment_are_named_by_machine():
+    driver = locust(expect_workers=3, workers_timeout_s=5)
+    driver.machines_seen = {"load-a": 2, "load-b": 1}
+    stderr = (
+        '{"servelab_waiting": {}}\n{"servelab_waiting": {"load-a": 2}}\n'
+        "ERROR/locust.main: Gave up waiting for workers to connect\n"
+    )
+    error = driver.explain_failure(1, "", stderr)
+    assert isinstance(error, SpecError)
+    assert error.problem == (
+        "Locust's master waited 5 s for 3 worker(s); 2 connected (load-a: 2); missing "
+        "since the last run: load-b (1 process)"
+    )
+
+
+def remote_report(**fields) -> str:
+    report = {
+        "errors": [], "exceptions": [], "user_classes": {"FastRequestUser": "FastHttpUser"},
+        "cpu_warning": False, "worker_cpu_warning": False, "workers": 2,
+        "total": {"start_time": 1.0, "last_request_timestamp": 2.0},
+        "worker_machines": [
+            {"machine": "load-a", "processes": 2, "requests": 1234, "cpu_max": 97.0,
+             "cpu_warning": True},
+        ],
+        "workers_lost": [], "finished": True, **fields,
+    }
+    entry = {"name": "/", "method": "GET", "num_requests": 1234, "num_failures": 0,
+             "total_response_time": 1234.0, "max_response_time": 3, "response_times": {"1": 1234},
+             "total_content_length": 0, "start_time": 1.0, "last_request_timestamp": 2.0}
+    return json.dumps([entry]) + "\n" + json.dumps({"servelab_locust": report}) + "\n"
+
+
+def test_remote_workers_are_listed_by_machine_with_their_cpu():
+    driver = locust(expect_workers=2)
+    m = driver.parse(remote_report(), "", LoadSpec(duration_s=1))
+    assert m.driver_details["workers"] == "2 on other machines (load-a: 2 processes)"
+    assert m.driver_details["per run: requests by machine"] == (
+        "load-a: 1,234 (busiest process 97 % of a core)"
+    )
+    assert m.driver_details["CPU-bound workers"] == "load-a (97 % of a core)"
+    assert m.driver_overloaded
+    assert driver.machines_seen == {"load-a": 2}
+
+
+def test_a_worker_machine_near_a_full_core_is_cpu_bound_without_locusts_warning():
+    machines = [{"machine": "a", "processes": 1, "requests": 9, "cpu_max": 91.0},
+                {"machine": "b", "processes": 1, "requests": 9, "cpu_max": 40.0}]
+    m = locust(expect_workers=2).parse(
+        remote_report(worker_machines=machines), "", LoadSpec(duration_s=1)
+    )
+    assert m.driver_details["CPU-bound workers"] == "a (91 % of a core)"
+
+
+@pytest.mark.parametrize(
+    "fields", [{"workers_lost": ["load-a"]}, {"finished": False}], ids=["one", "all"]
+)
+def test_a_run_that_lost_workers_is_an_error_not_a_short_run(fields):
+    with pytest.raises(LoadDriverError, match="Locust workers left during the run") as info:
+        locust(expect_workers=2).parse(remote_report(**fields), "", LoadSpec(duration_s=1))
+    assert "--resume" in info.value.fix
 
 
 def test_import_error_is_the_last_line_with_the_files_line():

@@ -15,7 +15,18 @@ The scenario itself (the user's locustfile) is left as it is. This file only:
   line to stdout, after the statistics Locust's ``--json`` printed there: the
   failures by request and message (``RequestStats.serialize_errors``, the same as
   Locust's ``_failures.csv``), the User classes and their HTTP client, the workers
-  that took part, and whether Locust warned that a process's CPU was above 90 %.
+  that took part (by machine: processes, requests, highest CPU use, Locust's CPU
+  warning), workers lost during the run, and whether Locust warned that a process's
+  CPU was above 90 %;
+- on a master waiting for workers, prints a ``{"servelab_waiting": ...}`` line to stderr
+  whenever the machines connected change (what the "gave up waiting" error names);
+- workers that serve a whole experiment (``servelab locust-worker`` restarts each one
+  the master quits, see ``servelab.load.locust_worker``): a master that is finishing
+  answers no new worker (a restarted worker then asks again, a second later, and finds
+  the next run's master), and one that hears a heartbeat from a worker it does not know
+  (a worker of a master that was killed) tells it to quit, so that it restarts and
+  connects. A worker names its machine in every report (``SERVELAB_WORKER_MACHINE``,
+  else the host name).
 
 Request statistics themselves come from Locust's own ``--json``.
 """
@@ -23,18 +34,29 @@ Request statistics themselves come from Locust's own ``--json``.
 from __future__ import annotations
 
 import json
+import os
+import socket
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
 import gevent
-from locust import FastHttpUser, HttpUser, User, constant_throughput, events
-from locust.argument_parser import LocustArgumentParser
-from locust.env import Environment
+import locust.runners
+from locust import FastHttpUser, HttpUser, constant_throughput, events
 from locust.rpc import Message
-from locust.runners import MasterRunner, Runner, WorkerRunner
+from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
-_state: dict[str, Any] = {}
+MACHINE_ENV = "SERVELAB_WORKER_MACHINE"
+_state: dict = {}
+
+if os.environ.get(MACHINE_ENV):
+    # A supervised worker (servelab locust-worker): ask for a master every second, not
+    # every 5 s (a restarted worker's first request may reach the master that is
+    # finishing, which does not answer it), and for 5 minutes before giving up (the
+    # supervisor then starts it again).
+    locust.runners.CONNECT_TIMEOUT = 1
+    locust.runners.CONNECT_RETRY_COUNT = 300
 
 
 @events.init_command_line_parser.add_listener
@@ -74,16 +96,90 @@ def _init(environment: Environment, **_kwargs: Any) -> None:
     for cls in environment.user_classes:
         if not getattr(cls, "_servelab_paced", False):
             cls.wait_time = _paced(cls.wait_time)
-            # servelab's mark on the scenario's own class (paced once, subclasses too).
-            cls._servelab_paced = True  # type: ignore[attr-defined]
+            cls._servelab_paced = True
+    runner = environment.runner
+    if isinstance(runner, MasterRunner):
+        _state["machines"] = {}  # client id -> machine name
+        _state["by_worker"] = {}  # client id -> {"requests": n, "cpu_max": %}
+        _state["lost"] = {}  # client id -> how it was lost
+        _state["ready_at"] = time.monotonic()  # the master is up; waiting for workers
+        runner.handle_message = _guarded(runner, runner.handle_message)
+        gevent.spawn(_watch_waiting, runner)
+
+
+@events.report_to_master.add_listener
+def _name_machine(client_id, data, **_kwargs):
+    """A worker's report: its machine, and its CPU seconds and wall seconds since its test
+    started (Locust's own CPU figure is sampled every 5 s: none in a short run)."""
+    data["servelab_machine"] = os.environ.get(MACHINE_ENV) or socket.gethostname()
+    if "cpu_from" in _state:
+        wall0, cpu0 = _state["cpu_from"]
+        data["servelab_cpu"] = [_cpu_s() - cpu0, time.monotonic() - wall0]
+
+
+def _cpu_s() -> float:
+    times = os.times()
+    return times.user + times.system
+
+
+def _machine(client_id: str) -> str:
+    """The machine of a worker: as it said in a report, else its client id's host name."""
+    return _state.get("machines", {}).get(client_id) or client_id.rsplit("_", 1)[0]
+
+
+def _guarded(runner, handle):
+    """The master's message handler, with servelab's rules for workers that come and go."""
+
+    def handle_message(client_id, msg):
+        if msg.type == "client_ready" and _state.get("finishing"):
+            return  # a worker restarted for the next run: the next master answers it
+        if msg.type == "heartbeat" and msg.node_id not in runner.clients:
+            # A worker of a master that is gone (killed, so it never said quit): quit
+            # now, so that its supervisor restarts it and it connects to this master.
+            runner.server.send_to_client(Message("quit", None, msg.node_id))
+            return
+        if (
+            msg.type == "quit"
+            and msg.node_id in runner.clients
+            and not _state.get("finishing")
+            and _state.get("started")
+        ):
+            _state["lost"][msg.node_id] = "quit"
+        return handle(client_id, msg)
+
+    return handle_message
+
+
+def _watch_waiting(runner) -> None:
+    """Until the test starts: a stderr line whenever the connected machines change."""
+    said = None
+    while not _state.get("started"):
+        now = _connected(runner)
+        if now != said:
+            print(json.dumps({"servelab_waiting": now}), file=sys.stderr, flush=True)
+            said = now
+        gevent.sleep(0.5)
+
+
+def _connected(runner) -> dict[str, int]:
+    """Machine -> worker processes connected (not missing)."""
+    machines: dict[str, int] = {}
+    for client in runner.clients.all:
+        if client.state != STATE_MISSING:
+            name = _machine(client.id)
+            machines[name] = machines.get(name, 0) + 1
+    return dict(sorted(machines.items()))
 
 
 @events.test_start.add_listener
 def _start(environment: Environment, **_kwargs: Any) -> None:
     if isinstance(environment.runner, WorkerRunner):
+        _state.setdefault("cpu_from", (time.monotonic(), _cpu_s()))
         return
     if isinstance(environment.runner, MasterRunner):
         _state["workers"] = environment.runner.worker_count
+        _state["started"] = True
+        _state["waited_s"] = time.monotonic() - _state.get("ready_at", time.monotonic())
     run_time = getattr(environment.parsed_options, "servelab_run_time", 0.0) or 0.0
     if run_time > 0:
         gevent.spawn_later(run_time, _finish, environment.runner)
@@ -95,8 +191,14 @@ def _finish(runner: Runner) -> None:
     report (sent once its users have stopped): its own quit would wait only 0.5 s for
     them, and a slow request's answer would be lost. (Not ``runner.stop()``: stopped
     workers leave the master's list, then never get its quit and outlive it.)"""
+    _state["finishing"] = True
     if isinstance(runner, MasterRunner):
-        pending = _state["awaiting"] = {client.id for client in runner.clients.all}
+        for client in runner.clients.all:
+            if client.state == STATE_MISSING:
+                _state["lost"].setdefault(client.id, "missing")
+        pending = _state["awaiting"] = {
+            client.id for client in runner.clients.all if client.state != STATE_MISSING
+        }
         for client_id in list(pending):
             runner.server.send_to_client(Message("quit", None, client_id))
         deadline = time.monotonic() + (runner.environment.stop_timeout or 0) + 5
@@ -106,10 +208,41 @@ def _finish(runner: Runner) -> None:
 
 
 @events.worker_report.add_listener
-def _reported(client_id: str, data: dict[str, Any], **_kwargs: Any) -> None:
-    """A worker's report after its users stopped (user_count 0) is its final one."""
+def _reported(client_id, data, **_kwargs):
+    """A worker's report after its users stopped (user_count 0) is its final one. Every
+    report counts the worker's requests since its last one, and its CPU use."""
     if data.get("user_count", 1) == 0:
         _state.get("awaiting", set()).discard(client_id)
+    if "by_worker" not in _state:
+        return
+    if data.get("servelab_machine"):
+        _state["machines"][client_id] = data["servelab_machine"]
+    row = _state["by_worker"].setdefault(client_id, {"requests": 0, "cpu_pct": 0.0})
+    row["requests"] += int((data.get("stats_total") or {}).get("num_requests", 0))
+    cpu_s, wall_s = data.get("servelab_cpu") or (0.0, 0.0)
+    if wall_s > 0:
+        row["cpu_pct"] = 100.0 * cpu_s / wall_s
+    node = _state["environment"].runner.clients.get(client_id)
+    if node is not None and node.cpu_warning_emitted:
+        row["cpu_warning"] = True
+
+
+def _machines_report() -> list[dict]:
+    """The workers of this run by machine: processes, requests, and the busiest process's
+    CPU use (% of a core, from its test's start to its last report); whether Locust
+    warned about one of them."""
+    rows: dict[str, dict] = {}
+    for client_id, seen in _state.get("by_worker", {}).items():
+        name = _machine(client_id)
+        row = rows.setdefault(
+            name, {"machine": name, "processes": 0, "requests": 0, "cpu_max": 0.0,
+                   "cpu_warning": False},
+        )
+        row["processes"] += 1
+        row["requests"] += seen["requests"]
+        row["cpu_max"] = max(row["cpu_max"], seen["cpu_pct"])
+        row["cpu_warning"] = row["cpu_warning"] or seen.get("cpu_warning", False)
+    return sorted(rows.values(), key=lambda r: r["machine"])
 
 
 @events.quit.add_listener
@@ -125,6 +258,12 @@ def _quit(exit_code: int, **_kwargs: Any) -> None:
         "exit_code": exit_code,
         "user_classes": {cls.__name__: _client(cls) for cls in environment.user_classes},
         "workers": _state.get("workers", 0),  # connected when the test started
+        "worker_machines": _machines_report(),
+        "waited_s": _state.get("waited_s"),  # from the master's start to its workers' start
+        # Workers that quit or went missing before the run's end; whether servelab ended
+        # the run (not Locust, after its last worker quit).
+        "workers_lost": sorted(_machine(c) for c in _state.get("lost", {})),
+        "finished": bool(_state.get("finishing")),
         "cpu_warning": bool(runner.cpu_warning_emitted),
         "worker_cpu_warning": bool(getattr(runner, "worker_cpu_warning_emitted", False)),
         "errors": list(stats.serialize_errors().values()),
