@@ -452,9 +452,12 @@ class LocustDriver(LoadDriver):
         if connected:
             listed = ", ".join(f"{m}: {n}" for m, n in connected.items())
             seen = f"; {sum(connected.values())} connected ({listed})"
+        elif connected is not None:
+            seen = "; none connected"
         else:
             counts = re.findall(r"(\d+) of (\d+) connected", stderr)
             seen = f"; {counts[-1][0]} of {counts[-1][1]} connected" if counts else ""
+        connected = connected or {}
         missing = {
             m: n - connected.get(m, 0)
             for m, n in self.machines_seen.items()
@@ -526,13 +529,13 @@ def cpu_bound_machines(report: Mapping[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def waiting_machines(stderr: str) -> dict[str, int]:
+def waiting_machines(stderr: str) -> dict[str, int] | None:
     """Machine -> worker processes connected, as the master's last ``servelab_waiting``
-    line (the hooks') said while it waited for workers."""
+    line (the hooks') said while it waited for workers; None without one."""
     lines = [line for line in stderr.splitlines() if line.startswith(WAITING_MARKER)]
-    with contextlib.suppress(ValueError, KeyError, IndexError):
+    with contextlib.suppress(ValueError, KeyError, IndexError, AttributeError):
         return {str(m): int(n) for m, n in json.loads(lines[-1])["servelab_waiting"].items()}
-    return {}
+    return None
 
 
 def request_json(request: RequestSpec, load: LoadSpec) -> str:

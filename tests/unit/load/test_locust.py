@@ -222,6 +222,13 @@ def test_workers_gone_mid_experiment_are_named_by_machine():
     )
 
 
+def test_no_worker_at_all_says_none_connected():
+    error = locust(expect_workers=2, workers_timeout_s=5).explain_failure(
+        1, "", '{"servelab_waiting": {}}\nGave up waiting for workers to connect\n'
+    )
+    assert error.problem == "Locust's master waited 5 s for 2 worker(s); none connected"
+
+
 def remote_report(**fields) -> str:
     report = {
         "errors": [], "exceptions": [], "user_classes": {"FastRequestUser": "FastHttpUser"},

@@ -25,8 +25,8 @@ The scenario itself (the user's locustfile) is left as it is. This file only:
   answers no new worker (a restarted worker then asks again, a second later, and finds
   the next run's master), and one that hears a heartbeat from a worker it does not know
   (a worker of a master that was killed) tells it to quit, so that it restarts and
-  connects. A worker names its machine in every report (``SERVELAB_WORKER_MACHINE``,
-  else the host name).
+  connects. A worker names its machine (``SERVELAB_WORKER_MACHINE``, else the host
+  name) as soon as it is connected, and in every report.
 
 Request statistics themselves come from Locust's own ``--json``.
 """
@@ -48,6 +48,7 @@ from locust.rpc import Message
 from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
 MACHINE_ENV = "SERVELAB_WORKER_MACHINE"
+MACHINE_MESSAGE = "servelab_machine"
 _state: dict = {}
 
 if os.environ.get(MACHINE_ENV):
@@ -104,14 +105,25 @@ def _init(environment: Environment, **_kwargs: Any) -> None:
         _state["lost"] = {}  # client id -> how it was lost
         _state["ready_at"] = time.monotonic()  # the master is up; waiting for workers
         runner.handle_message = _guarded(runner, runner.handle_message)
+        runner.register_message(MACHINE_MESSAGE, _machine_named)
         gevent.spawn(_watch_waiting, runner)
+    elif isinstance(runner, WorkerRunner):  # connected by now: name the machine at once
+        runner.send_message(MACHINE_MESSAGE, {"machine": _own_machine()})
+
+
+def _own_machine() -> str:
+    return os.environ.get(MACHINE_ENV) or socket.gethostname()
+
+
+def _machine_named(environment, msg, **_kwargs):
+    _state["machines"][msg.node_id] = str(msg.data["machine"])
 
 
 @events.report_to_master.add_listener
 def _name_machine(client_id, data, **_kwargs):
     """A worker's report: its machine, and its CPU seconds and wall seconds since its test
     started (Locust's own CPU figure is sampled every 5 s: none in a short run)."""
-    data["servelab_machine"] = os.environ.get(MACHINE_ENV) or socket.gethostname()
+    data["servelab_machine"] = _own_machine()
     if "cpu_from" in _state:
         wall0, cpu0 = _state["cpu_from"]
         data["servelab_cpu"] = [_cpu_s() - cpu0, time.monotonic() - wall0]
