@@ -34,8 +34,13 @@ What servelab runs, for one run against ``http://HOST:PORT``::
 - ``--locust-processes N``: Locust's ``--processes N`` (a master and N worker
   processes on this machine, the master's port on loopback). ``--expect-workers N``:
   a master that waits up to ``--expect-workers-timeout`` for N workers started on
-  other machines (``locust --worker --master-host ADDR -f THE_SAME_FILE`` or
-  ``servelab locust-worker``), bound to the ``--listen`` address.
+  other machines, bound to the ``--listen`` address. Every run is a master of its own
+  that quits its workers at its end: ``servelab locust-worker``
+  (``servelab.load.locust_worker``) starts them again for the next run (a plain
+  ``locust --worker --master-host ADDR -f THE_SAME_FILE`` serves one run). Each run
+  records its workers by machine; workers lost during a run make it an error, not a
+  short run (``check_workers_stayed``); a master that waits in vain names the machines
+  missing since the last run (``workers_missing``).
 
 Reading Locust's output:
 
