@@ -1,6 +1,8 @@
 """Locust as the load driver, for real: a locustfile written here driving a real stack,
 a master with two worker processes (and a worker started like one on another machine)
-counting what nginx logged, and Ctrl-C leaving no Locust process. Bounded runs of 1-2 s."""
+counting what nginx logged, workers of a killed master serving the next one, and Ctrl-C
+leaving no Locust process. Bounded runs of 1-2 s. (Across a network boundary:
+test_locust_remote.py.)"""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -121,7 +124,8 @@ def test_a_worker_started_as_on_another_machine(logging_nginx, tmp_path):
         )
         m = run_load(driver, url, RequestSpec(), LoadSpec(concurrency=5, duration_s=1.5), tmp_path)
         assert m.requests_total == logged(log) > 0
-        assert m.driver_details["workers"] == "1 on other machines"
+        assert m.driver_details["workers"] == f"1 on other machines ({socket.gethostname()}: " \
+            "1 process)"
         worker.wait(15)  # the master's quit ends the worker too
     finally:
         if worker.poll() is None:
@@ -190,3 +194,51 @@ def test_ctrl_c_leaves_no_locust_process(tmp_path):
     time.sleep(0.5)
     assert locust_processes() == []
     assert owned_by(proc.pid) == []
+
+
+def test_workers_of_a_killed_master_serve_the_next_one(logging_nginx, tmp_path):
+    """servelab locust-worker's workers outlive a master killed mid-run (what Ctrl-C of a
+    study does to it): the next master has them quit, they start again and connect, long
+    before Locust's own 60 s heartbeat timeout would have let them go."""
+    url, log = logging_nginx
+    port = free_port()
+    supervisor = subprocess.Popen(
+        [sys.executable, "-m", "servelab", "locust-worker", "--master-host", "127.0.0.1",
+         "--master-port", str(port), "--processes", "1"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        start_new_session=True, preexec_fn=with_default_sigint,
+    )  # fmt: skip
+    options = {"expect_workers": 1, "master_port": port, "workers_timeout_s": 30}
+    master = None
+    try:
+        argv = LocustDriver(options=options).command(
+            url, RequestSpec(), LoadSpec(concurrency=2, duration_s=60), None, tmp_path
+        )
+        master = subprocess.Popen(
+            argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        )
+        deadline = time.monotonic() + 30
+        while logged(log) == 0 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert logged(log) > 0, "the first master never got its worker"
+        os.killpg(master.pid, signal.SIGKILL)  # no quit message to its worker
+        master.wait()
+        started = time.monotonic()
+        m = run_load(
+            LocustDriver(options=options), url, RequestSpec(),
+            LoadSpec(concurrency=2, duration_s=1), tmp_path,
+        )  # fmt: skip
+        took = time.monotonic() - started
+        # (Not compared with nginx's count: the orphaned worker's users kept sending until
+        # the new master had it quit.)
+        assert m.requests_total > 0
+        assert m.driver_details["workers"].startswith("1 on other machines")
+        assert took < 20, f"the next master waited {took:.1f} s for the worker"
+    finally:
+        if master is not None and master.poll() is None:
+            os.killpg(master.pid, signal.SIGKILL)
+            master.wait()
+        os.killpg(supervisor.pid, signal.SIGINT)
+        _, stderr = supervisor.communicate(timeout=30)
+    assert supervisor.returncode == 130, stderr
+    assert locust_processes() == []

@@ -1,0 +1,203 @@
+"""Load from another machine, across a real network boundary: two network namespaces made
+here and joined by a veth pair (private addresses chosen here, on no other interface),
+the study (stacks and Locust's master, ``--listen`` on its end of the pair) in one and
+``servelab locust-worker --processes 2`` in the other, for a whole experiment of runs.
+
+Every request is counted where it arrives, by the client address nginx saw: servelab's
+nginx keeps no access log (``access_log off``, no option turns it on), so the app served
+here appends nginx's ``X-Real-IP`` (its ``$remote_addr``) for every request it answers.
+The worker namespace's address must have sent exactly the requests Locust counted; the
+only others are servelab's own (readiness probes, the app's check), from the study's
+namespace.
+
+Skipped only where network namespaces cannot be made (not root, no ``ip``)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from support import with_default_sigint
+
+from servelab.host.netns import unavailable_reason
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(
+        not (Path(sys.executable).parent / "locust").is_file(), reason="locust not installed"
+    ),
+    pytest.mark.skipif(
+        unavailable_reason() is not None, reason=f"no network namespaces: {unavailable_reason()}"
+    ),
+]
+
+# A WSGI app that notes, for every request, the client address nginx passed on.
+APP = """
+import os
+
+LOG = os.environ["COUNT_LOG"]
+
+
+def app(environ, start_response):
+    line = (environ.get("HTTP_X_REAL_IP", "none") + "\\n").encode()
+    fd = os.open(LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
+    start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "2")])
+    return [b"ok"]
+"""
+
+
+def ip(*args: str) -> str:
+    return subprocess.run(
+        ["ip", *args], check=True, capture_output=True, text=True, timeout=15
+    ).stdout
+
+
+def unused_subnet() -> int:
+    """N such that 10.213.N.0/30 is on no interface and in no route of this machine."""
+    taken = ip("-o", "addr") + ip("route") + ip("-o", "-4", "route", "show", "table", "all")
+    for n in range(7, 250):
+        if f"10.213.{n}." not in taken:
+            return n
+    pytest.skip("no free 10.213.N.0/30 for the test's veth pair")
+
+
+@contextlib.contextmanager
+def two_machines() -> Iterator[tuple[str, str, str, str]]:
+    """(study namespace, its address, worker namespace, its address), joined by a veth
+    pair; both namespaces (and the pair) deleted on the way out."""
+    n = unused_subnet()
+    a, b = f"sltest-{os.getpid()}-a", f"sltest-{os.getpid()}-b"
+    addr_a, addr_b = f"10.213.{n}.1", f"10.213.{n}.2"
+    if_a, if_b = f"slt{os.getpid()}a", f"slt{os.getpid()}b"
+    made = []
+    try:
+        for name in (a, b):
+            ip("netns", "add", name)
+            made.append(name)
+            ip("-n", name, "link", "set", "lo", "up")
+        ip("link", "add", if_a, "netns", a, "type", "veth", "peer", "name", if_b,
+           "netns", b)  # fmt: skip
+        ip("-n", a, "addr", "add", f"{addr_a}/30", "dev", if_a)
+        ip("-n", b, "addr", "add", f"{addr_b}/30", "dev", if_b)
+        ip("-n", a, "link", "set", if_a, "up")
+        ip("-n", b, "link", "set", if_b, "up")
+        yield a, addr_a, b, addr_b
+    finally:
+        for name in made:
+            for pid in namespace_pids(name):  # nothing should be left; never leak it
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            subprocess.run(["ip", "netns", "delete", name], capture_output=True, timeout=15)
+
+
+def namespace_pids(name: str) -> list[int]:
+    done = subprocess.run(
+        ["ip", "netns", "pids", name], capture_output=True, text=True, timeout=15
+    )
+    return [int(p) for p in done.stdout.split()]
+
+
+def locust_workers(name: str) -> list[int]:
+    found = []
+    for pid in namespace_pids(name):
+        with contextlib.suppress(OSError):
+            if b"--worker" in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0"):
+                found.append(pid)
+    return found
+
+
+def start(argv: list[str], log: Path, cwd: Path, env: dict[str, str]) -> subprocess.Popen:
+    return subprocess.Popen(
+        argv, stdout=log.open("w"), stderr=subprocess.STDOUT, cwd=cwd, env=env,
+        start_new_session=True, preexec_fn=with_default_sigint,
+    )  # fmt: skip
+
+
+def stop(proc: subprocess.Popen) -> int:
+    """Ctrl-C (as a terminal sends it), then the exit status; killed if it hangs."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGINT)
+    try:
+        return proc.wait(30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
+
+
+def test_remote_workers_serve_every_run_of_a_study(tmp_path):
+    (tmp_path / "countapp.py").write_text(APP)
+    count_log = tmp_path / "requests.log"
+    env = {**os.environ, "COUNT_LOG": str(count_log), "PYTHONPATH": os.pathsep.join(
+        [str(tmp_path), *filter(None, [os.environ.get("PYTHONPATH")])]
+    )}
+    servelab = [sys.executable, "-m", "servelab"]
+    with two_machines() as (study_ns, study_addr, worker_ns, worker_addr):
+        worker = start(
+            ["ip", "netns", "exec", worker_ns, *servelab, "locust-worker", "--master-host",
+             study_addr, "--processes", "2", "--name", "machine-b"],
+            tmp_path / "worker.log", tmp_path, env,
+        )  # fmt: skip
+        study = None
+        try:
+            # nsenter, not `ip netns exec`: that remounts /sys, and with it the cgroups
+            # servelab places the stack and the driver in.
+            study = start(
+                ["nsenter", f"--net=/run/netns/{study_ns}", *servelab, "study", "quick",
+                 "--in-turns", "--slices", "1", "--driver", "locust", "--expect-workers", "2",
+                 "--expect-workers-timeout", "30", "--listen", study_addr, "-r", "2", "-d",
+                 "1.5", "-c", "10", "--warmup", "0", "--app", "countapp:app", "--results",
+                 str(tmp_path / "results")],
+                tmp_path / "study.log", tmp_path, env,
+            )  # fmt: skip
+            status = study.wait(150)
+            study_log = (tmp_path / "study.log").read_text()
+            worker_log = (tmp_path / "worker.log").read_text()
+            assert status == 0, study_log[-3000:] + worker_log[-2000:]
+            time.sleep(1.0)  # the last master's quit reaches the workers, which restart
+            # Ready for the next experiment: 2 fresh workers (beside the supervisor and its
+            # janitor); nothing left where the study ran.
+            assert len(locust_workers(worker_ns)) == 2, worker_log
+            assert namespace_pids(study_ns) == []
+        finally:
+            if study is not None and study.poll() is None:
+                stop(study)
+            worker_status = stop(worker)
+        assert worker_status == 130, (tmp_path / "worker.log").read_text()
+        assert "Traceback" not in (tmp_path / "worker.log").read_text()
+        assert namespace_pids(worker_ns) == []
+
+    runs = [
+        json.loads(line)
+        for line in next((tmp_path / "results").glob("*/runs.jsonl")).read_text().splitlines()
+    ]
+    assert len(runs) == 6  # 3 variants x 2 repetitions, every one with the same workers
+    for run in runs:
+        details = run["load"]["driver_details"]
+        assert details["workers"] == "2 on other machines (machine-b: 2 processes)"
+        assert details["per run: requests by machine"].startswith(
+            f"machine-b: {run['load']['requests_total']:,} "
+        )
+    by_address = Counter(count_log.read_text().split())
+    locust_counted = sum(run["load"]["requests_total"] for run in runs)
+    assert by_address[worker_addr] == locust_counted > 0
+    # Anything else came from servelab itself, in the study's namespace: readiness probes
+    # on the --listen address, and the check of the user's app (on loopback), a few each.
+    others = {addr: n for addr, n in by_address.items() if addr != worker_addr}
+    assert set(others) <= {study_addr, "127.0.0.1"}, others
+    assert sum(others.values()) <= 12, others
+    worker_log = (tmp_path / "worker.log").read_text()
+    assert worker_log.count("restarted for the next run") >= 6, worker_log
