@@ -1,0 +1,188 @@
+"""Locust workers on another machine for a whole study, against the same study's Locust
+worker processes on this machine.
+
+Two network namespaces made here, joined by a veth pair (10.213.N.0/30, N chosen unused;
+both deleted at the end): ``servelab study quick --in-turns`` (stacks and Locust's
+master, ``--listen`` on its end of the pair) in one; in the other, for ``remote``,
+``servelab locust-worker --processes 2``, started once for the whole study, only once
+the first master listens. ``local``: the same study in the same namespace with
+``--locust-processes 2`` instead (the master and its 2 worker processes beside the
+stacks). No warm-up (``--warmup 0``), so that the first stored run is the first master.
+Prints per mode: wall time, requests/s per variant and endpoint (mean of the
+runs), runs, and for remote the seconds each run's master waited for the workers (the
+first: from the workers' start; the others: their restart after the previous run), and
+the requests Locust counted per worker machine against its total.
+
+Run as root (namespaces), under the CPU lock, on a machine with nothing else measuring:
+
+    flock /tmp/servelab-cpu.lock .venv/bin/python benchmarks/locust_remote.py \\
+        [--repetitions 3] [--duration 2] [--endpoints sync-small,...] [--modes remote,local]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+
+MASTER_PORT = 5557
+
+
+def ip(*args: str) -> str:
+    return subprocess.run(
+        ["ip", *args], check=True, capture_output=True, text=True, timeout=15
+    ).stdout
+
+
+@contextlib.contextmanager
+def two_machines() -> Iterator[tuple[str, str, str, str]]:
+    taken = ip("-o", "addr") + ip("-o", "-4", "route", "show", "table", "all")
+    n = next(n for n in range(7, 250) if f"10.213.{n}." not in taken)
+    a, b = f"slbench-{os.getpid()}-a", f"slbench-{os.getpid()}-b"
+    if_a, if_b = f"slb{os.getpid()}a", f"slb{os.getpid()}b"
+    made = []
+    try:
+        for name in (a, b):
+            ip("netns", "add", name)
+            made.append(name)
+            ip("-n", name, "link", "set", "lo", "up")
+        ip("link", "add", if_a, "netns", a, "type", "veth", "peer", "name", if_b, "netns", b)
+        ip("-n", a, "addr", "add", f"10.213.{n}.1/30", "dev", if_a)
+        ip("-n", b, "addr", "add", f"10.213.{n}.2/30", "dev", if_b)
+        ip("-n", a, "link", "set", if_a, "up")
+        ip("-n", b, "link", "set", if_b, "up")
+        yield a, f"10.213.{n}.1", b, f"10.213.{n}.2"
+    finally:
+        for name in made:
+            pids = subprocess.run(["ip", "netns", "pids", name], capture_output=True,
+                                  text=True).stdout.split()
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(pid), signal.SIGKILL)
+            subprocess.run(["ip", "netns", "delete", name], capture_output=True)
+
+
+def listening(namespace: str, port: int) -> bool:
+    out = subprocess.run(
+        ["ip", "netns", "exec", namespace, "ss", "-Hltn", f"sport = :{port}"],
+        capture_output=True, text=True,
+    ).stdout
+    return bool(out.strip())
+
+
+def interrupt(proc: subprocess.Popen) -> int:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGINT)
+    try:
+        return proc.wait(30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        return proc.wait()
+
+
+def default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def run_mode(mode: str, args, work: Path) -> dict:
+    servelab = [sys.executable, "-m", "servelab"]
+    results = work / f"results-{mode}"
+    with two_machines() as (ns_a, addr_a, ns_b, _addr_b):
+        study_argv = [
+            "nsenter", f"--net=/run/netns/{ns_a}", *servelab, "study", "quick", "--in-turns",
+            "--driver", "locust", "-r", str(args.repetitions), "-d", str(args.duration),
+            "--slices", "1", "--warmup", "0", "--results", str(results),
+        ]  # fmt: skip
+        if args.endpoints:
+            study_argv += ["--endpoints", args.endpoints]
+        if mode == "remote":
+            study_argv += ["--expect-workers", "2", "--listen", addr_a]
+        else:
+            study_argv += ["--locust-processes", "2"]
+        log = (work / f"study-{mode}.log").open("w")
+        t0 = time.monotonic()
+        study = subprocess.Popen(study_argv, stdout=log, stderr=subprocess.STDOUT,
+                                 start_new_session=True, preexec_fn=default_sigint)
+        worker = None
+        worker_after_port_s = None
+        try:
+            if mode == "remote":
+                while not listening(ns_a, MASTER_PORT):
+                    if study.poll() is not None:
+                        raise SystemExit(f"the study ended first: {work}/study-{mode}.log")
+                    time.sleep(0.05)
+                port_open = time.monotonic()
+                worker = subprocess.Popen(
+                    ["ip", "netns", "exec", ns_b, *servelab, "locust-worker", "--master-host",
+                     addr_a, "--processes", "2", "--name", "load-b"],
+                    stdout=(work / "worker.log").open("w"), stderr=subprocess.STDOUT,
+                    start_new_session=True, preexec_fn=default_sigint,
+                )  # fmt: skip
+                worker_after_port_s = time.monotonic() - port_open
+            status = study.wait(3600)
+            wall = time.monotonic() - t0
+        finally:
+            if study.poll() is None:
+                interrupt(study)
+            if worker is not None:
+                interrupt(worker)
+        if status != 0:
+            raise SystemExit(f"{mode}: study exit {status}; see {work}/study-{mode}.log")
+    runs = [json.loads(line) for line in next(results.glob("*/runs.jsonl")).open()]
+    return {"wall": wall, "runs": runs, "worker_after_port_s": worker_after_port_s}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repetitions", type=int, default=3)
+    parser.add_argument("--duration", type=float, default=2.0)
+    parser.add_argument("--endpoints", default="")
+    parser.add_argument("--modes", default="remote,local")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="servelab-locust-remote-"))
+    print(f"logs and results: {work}")
+    figures = {mode: run_mode(mode, args, work) for mode in args.modes.split(",")}
+    rps: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for mode, got in figures.items():
+        print(f"\n{mode}: {len(got['runs'])} runs, wall {got['wall']:.0f} s")
+        for run in got["runs"]:
+            rps[(run["workload"], run["variant"])][mode].append(run["load"]["rps"])
+        if mode != "remote":
+            continue
+        waited = [
+            float(run["load"]["driver_details"]["per run: waited for the workers"].split()[0])
+            for run in got["runs"]
+        ]
+        print(f"  workers started {got['worker_after_port_s']:.2f} s after the first "
+              f"master's port opened; the measured runs' masters waited for them: first "
+              f"{waited[0]:.2f} s, the others median {statistics.median(waited[1:]):.2f} s, "
+              f"max {max(waited[1:]):.2f} s")
+        by_machine = sum(
+            int(run["load"]["driver_details"]["per run: requests by machine"].split(": ")[1]
+                .split()[0].replace(",", ""))
+            for run in got["runs"]
+        )
+        total = sum(run["load"]["requests_total"] for run in got["runs"])
+        print(f"  requests: Locust's total {total:,}, the workers' reports by machine "
+              f"{by_machine:,}")
+    modes = list(figures)
+    print("\nrequests/s, mean of the runs: " + " | ".join(modes))
+    for (workload, variant), by_mode in sorted(rps.items()):
+        cells = " | ".join(
+            f"{statistics.mean(by_mode[m]):8,.0f}" if by_mode[m] else "       -" for m in modes
+        )
+        print(f"  {workload:<12} {variant:<22} {cells}")
+
+
+if __name__ == "__main__":
+    main()
