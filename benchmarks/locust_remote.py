@@ -159,14 +159,17 @@ def main() -> None:
             rps[(run["workload"], run["variant"])][mode].append(run["load"]["rps"])
         if mode != "remote":
             continue
-        waited = [
-            float(run["load"]["driver_details"]["per run: waited for the workers"].split()[0])
-            for run in got["runs"]
-        ]
+        def seconds(run: dict, key: str) -> float:
+            return float(run["load"]["driver_details"][f"per run: {key}"].split()[0])
+
+        waited = [seconds(run, "waited for the workers") for run in got["runs"]]
+        ready = [seconds(run, "workers ready after") for run in got["runs"]]
         print(f"  workers started {got['worker_after_port_s']:.2f} s after the first "
-              f"master's port opened; the measured runs' masters waited for them: first "
-              f"{waited[0]:.2f} s, the others median {statistics.median(waited[1:]):.2f} s, "
-              f"max {max(waited[1:]):.2f} s")
+              f"master's port opened; from each master's start, its last worker ready: "
+              f"first run {ready[0]:.2f} s, the others median "
+              f"{statistics.median(ready[1:]):.2f} s, max {max(ready[1:]):.2f} s; the load "
+              f"started (Locust looks once a second): first {waited[0]:.2f} s, the others "
+              f"median {statistics.median(waited[1:]):.2f} s, max {max(waited[1:]):.2f} s")
         by_machine = sum(
             int(run["load"]["driver_details"]["per run: requests by machine"].split(": ")[1]
                 .split()[0].replace(",", ""))

@@ -249,7 +249,7 @@ def locust_worker(
     argv = worker_command(master_host, master_port, locustfile, loglevel="WARNING")
     supervisor = WorkerSupervisor(
         argv, processes, machine=name,
-        say=lambda line: console.print(line, highlight=False),
+        say=lambda line: console.print(line, highlight=False, markup=False),
         echo=lambda line: console.print(line, highlight=False, markup=False),
     )  # fmt: skip
     console.print(f"servelab: {processes} x {' '.join(argv)}", highlight=False, markup=False)

@@ -417,6 +417,10 @@ class LocustDriver(LoadDriver):
                 self.machines_seen = {m["machine"]: int(m["processes"]) for m in machines}
             if report.get("waited_s") is not None:
                 details[f"{PER_RUN_DETAIL}waited for the workers"] = f"{report['waited_s']:.2f} s"
+            if report.get("workers_ready_s") is not None:
+                details[f"{PER_RUN_DETAIL}workers ready after"] = (
+                    f"{report['workers_ready_s']:.2f} s"
+                )
             busy = cpu_bound_machines(report)
             if busy:
                 details["CPU-bound workers"] = ", ".join(

@@ -232,6 +232,28 @@ def test_locust_bad_input_is_refused_in_one_line(args, message, tmp_path: Path) 
     assert not (tmp_path / "results" / "servelab.db").exists()
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--processes", "0"], "--processes must be 1 or more"),
+        (["--master-port", "70000"], "--master-port 70000 is not a port"),
+        (["--locustfile", "/nonexistent/locustfile.py"], "does not exist"),
+        (["--locustfile", "LF:raises"], LOCUSTFILES["raises"][1]),
+    ],
+    ids=lambda v: None,
+)
+def test_locust_worker_bad_input_is_refused_before_any_worker(args, message, tmp_path: Path):
+    if not (Path(sys.executable).parent / "locust").is_file():
+        pytest.skip("locust is not installed beside this Python")
+    args = [str(tmp_path / "lf.py") if a == "LF:raises" else a for a in args]
+    (tmp_path / "lf.py").write_text(LOCUSTFILES["raises"][0])
+    done = run_cli("locust-worker", "--master-host", "127.0.0.1", *args, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("servelab: error: ") and "(fix: " in line, line
+    assert message in line, line
+
+
 def test_driver_options_need_a_driver_that_takes_them(tmp_path: Path) -> None:
     done = run_cli(
         "study", "quick", "--locustfile", "x.py", "--results", str(tmp_path), cwd=tmp_path

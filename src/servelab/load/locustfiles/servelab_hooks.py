@@ -157,7 +157,15 @@ def _guarded(runner, handle):
             and _state.get("started")
         ):
             _state["lost"][msg.node_id] = "quit"
-        return handle(client_id, msg)
+        handled = handle(client_id, msg)
+        expected = getattr(runner.environment.parsed_options, "expect_workers", 0) or 0
+        if (
+            msg.type == "client_ready"
+            and "workers_ready_s" not in _state
+            and len(runner.clients.ready) >= expected
+        ):
+            _state["workers_ready_s"] = time.monotonic() - _state["ready_at"]
+        return handled
 
     return handle_message
 
@@ -271,7 +279,10 @@ def _quit(exit_code: int, **_kwargs: Any) -> None:
         "user_classes": {cls.__name__: _client(cls) for cls in environment.user_classes},
         "workers": _state.get("workers", 0),  # connected when the test started
         "worker_machines": _machines_report(),
-        "waited_s": _state.get("waited_s"),  # from the master's start to its workers' start
+        # From the master's start to its workers' start (Locust looks once a second), and
+        # to the moment the last expected worker was ready.
+        "waited_s": _state.get("waited_s"),
+        "workers_ready_s": _state.get("workers_ready_s"),
         # Workers that quit or went missing before the run's end; whether servelab ended
         # the run (not Locust, after its last worker quit).
         "workers_lost": sorted(_machine(c) for c in _state.get("lost", {})),
