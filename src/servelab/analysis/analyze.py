@@ -36,7 +36,7 @@ from servelab.analysis.validity import (
 from servelab.analysis.warnings import MACHINE_SPEED_SLICED_HINT, ResultWarning, WarningKind
 from servelab.config.experiment import Experiment
 from servelab.host.cpus import CpuPlan
-from servelab.results.records import RunRecord, SliceFigures
+from servelab.results.records import CPU_BOUND_MACHINES_DETAIL, RunRecord, SliceFigures
 
 UNSTABLE_CV = 0.10  # pyperf warns from a standard deviation of 10 % of the mean
 DRIVER_SATURATED = 0.90  # share of its CPUs the load driver may use before it is the bottleneck
@@ -292,6 +292,15 @@ def _driver_bottleneck(c: _Runs) -> ResultWarning | None:
     total = load.driver_cpu_s / load.duration_s  # cores' worth of work, all processes
     needed = max(load.driver_processes + 1, math.ceil(total / DRIVER_PROCESS_TARGET))
     said = "; the driver itself warned its CPU was above 90 %" if load.driver_overloaded else ""
+    machines = load.driver_details.get(CPU_BOUND_MACHINES_DETAIL)
+    if machines:  # its processes on other machines: their own figures
+        return c.warn(
+            WarningKind.DRIVER_BOTTLENECK,
+            f"the load driver's workers on other machines ran near a full core in run "
+            f"{run.repetition} ({machines}): they, not the stack, may set the pace",
+            needed=needed,
+            how=load.driver_details.get(SCALE_WITH, "the driver's own option"),
+        )
     return c.warn(
         WarningKind.DRIVER_BOTTLENECK,
         f"the load driver's {load.driver_processes} process(es) used {100 * per_process:.0f} % "

@@ -83,7 +83,12 @@ from servelab.host.doctor import Check
 from servelab.host.procs import free_port
 from servelab.load.base import LoadDriver, kind_of, program_output
 from servelab.measuring.slices import percentile
-from servelab.results.records import PER_RUN_DETAIL, LoadMeasurement, NamedRequests
+from servelab.results.records import (
+    CPU_BOUND_MACHINES_DETAIL,
+    PER_RUN_DETAIL,
+    LoadMeasurement,
+    NamedRequests,
+)
 
 PROGRAM = "locust"
 INSTALL_FIX = "pip install 'servelab[locust]' into servelab's environment (needed only for " \
@@ -423,7 +428,7 @@ class LocustDriver(LoadDriver):
                 )
             busy = cpu_bound_machines(report)
             if busy:
-                details["CPU-bound workers"] = ", ".join(
+                details[CPU_BOUND_MACHINES_DETAIL] = ", ".join(
                     f"{m['machine']} ({m['cpu_max']:.0f} % of a core)" for m in busy
                 )
         return details

@@ -8,6 +8,9 @@ from collections.abc import Sequence
 from pydantic import BaseModel, ConfigDict
 
 PER_RUN_DETAIL = "per run: "  # see LoadMeasurement.driver_details
+# The driver detail naming load machines whose driver processes were CPU-bound in the run
+# (Locust's workers on other machines), for the driver-bottleneck warning.
+CPU_BOUND_MACHINES_DETAIL = "CPU-bound workers"
 
 
 def percentile(sorted_values: Sequence[float], pct: float) -> float:

@@ -80,3 +80,15 @@ def test_the_drivers_own_cpu_warning_counts_and_says_how_many():
 def test_a_driver_with_room_is_not_warned_about():
     duration = _runs()[0].load.duration_s
     assert _bottleneck(_runs(driver_cpu_s=0.5 * duration)) == []
+
+
+def test_a_cpu_bound_load_machine_is_named():
+    duration = _runs()[0].load.duration_s
+    details = {**_runs()[0].load.driver_details, "CPU-bound workers": "load-b (97 % of a core)"}
+    runs = _runs(driver_cpu_s=0.05 * duration, driver_overloaded=True, driver_details=details)
+    (warning,) = _bottleneck(runs)[:1]
+    assert warning.message == (
+        "the load driver's workers on other machines ran near a full core in run 1 "
+        "(load-b (97 % of a core)): they, not the stack, may set the pace"
+    )
+    assert "or workers on more machines" in warning.hint
