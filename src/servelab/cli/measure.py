@@ -233,7 +233,7 @@ def ramp(
 @click.option("--processes", type=int, default=1, show_default=True, help="Worker processes.")
 @click.option("--name", help="This machine's name in the master's report (default: host name).")
 def locust_worker(
-    master_host: str, master_port: int, locustfile, processes: int, name: str | None
+    master_host: str, master_port: int, locustfile: str | None, processes: int, name: str | None
 ) -> None:
     """Run Locust workers on this machine for a servelab master elsewhere (--expect-workers),
     for a whole experiment: each run's master quits its workers, and every one is started

@@ -82,12 +82,12 @@ from servelab.errors import LoadDriverError, MissingToolError, SpecError
 from servelab.host.doctor import Check
 from servelab.host.procs import free_port
 from servelab.load.base import LoadDriver, kind_of, program_output
-from servelab.measuring.slices import percentile
 from servelab.results.records import (
     CPU_BOUND_MACHINES_DETAIL,
     PER_RUN_DETAIL,
     LoadMeasurement,
     NamedRequests,
+    percentile,
 )
 
 PROGRAM = "locust"

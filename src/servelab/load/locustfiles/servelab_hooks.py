@@ -43,13 +43,15 @@ from typing import Any
 
 import gevent
 import locust.runners
-from locust import FastHttpUser, HttpUser, constant_throughput, events
+from locust import FastHttpUser, HttpUser, User, constant_throughput, events
+from locust.argument_parser import LocustArgumentParser
+from locust.env import Environment
 from locust.rpc import Message
-from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
+from locust.runners import STATE_MISSING, MasterRunner, Runner, WorkerRunner
 
 MACHINE_ENV = "SERVELAB_WORKER_MACHINE"
 MACHINE_MESSAGE = "servelab_machine"
-_state: dict = {}
+_state: dict[str, Any] = {}
 
 if os.environ.get(MACHINE_ENV):
     # A supervised worker (servelab locust-worker): ask for a master every second, not
@@ -97,14 +99,18 @@ def _init(environment: Environment, **_kwargs: Any) -> None:
     for cls in environment.user_classes:
         if not getattr(cls, "_servelab_paced", False):
             cls.wait_time = _paced(cls.wait_time)
-            cls._servelab_paced = True
+            # servelab's mark on the scenario's own class (paced once, subclasses too).
+            cls._servelab_paced = True  # type: ignore[attr-defined]
     runner = environment.runner
     if isinstance(runner, MasterRunner):
         _state["machines"] = {}  # client id -> machine name
         _state["by_worker"] = {}  # client id -> {"requests": n, "cpu_max": %}
         _state["lost"] = {}  # client id -> how it was lost
         _state["ready_at"] = time.monotonic()  # the master is up; waiting for workers
-        runner.handle_message = _guarded(runner, runner.handle_message)
+        # This master's own handler, wrapped (client_listener calls self.handle_message).
+        runner.handle_message = _guarded(  # type: ignore[method-assign, assignment]
+            runner, runner.handle_message
+        )
         runner.register_message(MACHINE_MESSAGE, _machine_named)
         gevent.spawn(_watch_waiting, runner)
     elif isinstance(runner, WorkerRunner):  # connected by now: name the machine at once
@@ -115,12 +121,12 @@ def _own_machine() -> str:
     return os.environ.get(MACHINE_ENV) or socket.gethostname()
 
 
-def _machine_named(environment, msg, **_kwargs):
+def _machine_named(environment: Environment, msg: Message, **_kwargs: Any) -> None:
     _state["machines"][msg.node_id] = str(msg.data["machine"])
 
 
 @events.report_to_master.add_listener
-def _name_machine(client_id, data, **_kwargs):
+def _name_machine(client_id: str, data: dict[str, Any], **_kwargs: Any) -> None:
     """A worker's report: its machine, and its CPU seconds and wall seconds since its test
     started (Locust's own CPU figure is sampled every 5 s: none in a short run)."""
     data["servelab_machine"] = _own_machine()
@@ -139,10 +145,12 @@ def _machine(client_id: str) -> str:
     return _state.get("machines", {}).get(client_id) or client_id.rsplit("_", 1)[0]
 
 
-def _guarded(runner, handle):
+def _guarded(
+    runner: MasterRunner, handle: Callable[[str, Message], None]
+) -> Callable[[str, Message], None]:
     """The master's message handler, with servelab's rules for workers that come and go."""
 
-    def handle_message(client_id, msg):
+    def handle_message(client_id: str, msg: Message) -> None:
         if msg.type == "client_ready" and _state.get("finishing"):
             return  # a worker restarted for the next run: the next master answers it
         if msg.type == "heartbeat" and msg.node_id not in runner.clients:
@@ -157,7 +165,7 @@ def _guarded(runner, handle):
             and _state.get("started")
         ):
             _state["lost"][msg.node_id] = "quit"
-        handled = handle(client_id, msg)
+        handle(client_id, msg)
         expected = getattr(runner.environment.parsed_options, "expect_workers", 0) or 0
         if (
             msg.type == "client_ready"
@@ -165,14 +173,13 @@ def _guarded(runner, handle):
             and len(runner.clients.ready) >= expected
         ):
             _state["workers_ready_s"] = time.monotonic() - _state["ready_at"]
-        return handled
 
     return handle_message
 
 
-def _watch_waiting(runner) -> None:
+def _watch_waiting(runner: MasterRunner) -> None:
     """Until the test starts: a stderr line whenever the connected machines change."""
-    said = None
+    said: dict[str, int] | None = None
     while not _state.get("started"):
         now = _connected(runner)
         if now != said:
@@ -181,7 +188,7 @@ def _watch_waiting(runner) -> None:
         gevent.sleep(0.5)
 
 
-def _connected(runner) -> dict[str, int]:
+def _connected(runner: MasterRunner) -> dict[str, int]:
     """Machine -> worker processes connected (not missing)."""
     machines: dict[str, int] = {}
     for client in runner.clients.all:
@@ -228,7 +235,7 @@ def _finish(runner: Runner) -> None:
 
 
 @events.worker_report.add_listener
-def _reported(client_id, data, **_kwargs):
+def _reported(client_id: str, data: dict[str, Any], **_kwargs: Any) -> None:
     """A worker's report after its users stopped (user_count 0) is its final one. Every
     report counts the worker's requests since its last one, and its CPU use."""
     if data.get("user_count", 1) == 0:
@@ -247,11 +254,11 @@ def _reported(client_id, data, **_kwargs):
         row["cpu_warning"] = True
 
 
-def _machines_report() -> list[dict]:
+def _machines_report() -> list[dict[str, Any]]:
     """The workers of this run by machine: processes, requests, and the busiest process's
     CPU use (% of a core, from its test's start to its last report); whether Locust
     warned about one of them."""
-    rows: dict[str, dict] = {}
+    rows: dict[str, dict[str, Any]] = {}
     for client_id, seen in _state.get("by_worker", {}).items():
         name = _machine(client_id)
         row = rows.setdefault(
