@@ -16,7 +16,7 @@
 #   postgres  PostgreSQL (servelab runs its own instances) and the Django reference app
 #   toxiproxy a slow link in front of PostgreSQL (--db-latency), built once with go
 #   chromium  opens the HTML report headless (screenshot, browser test)
-#   test      pytest, ruff, mypy, hypothesis, build, mkdocs, Locust, git (the test command)
+#   test      pytest, ruff, mypy, hypothesis, build, mkdocs, Locust, py-spy, git (the test command)
 #
 # It never stops a service that runs on this machine, and the services Debian's packages
 # bring (nginx, apache2, postgresql) are installed without being started or enabled at
@@ -123,7 +123,7 @@ extras=charts
 want servers && extras+=",servers,uwsgi"
 want apache && extras+=",apache"
 want postgres && extras+=",django"
-want test && extras+=",test,docs,locust"
+want test && extras+=",test,docs,locust,profile"
 stamp=.venv/.servelab-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || ! grep -qx "$extras" "$stamp"; then
   say "installing servelab[$extras] into .venv"
