@@ -122,7 +122,7 @@ def run(
                 ready, cpu_plan, options.results_dir, console=console, out=out,
                 resume=options.resume, force=options.allow_other_machine,
                 result_files=dict(options.result_files), listen_host=options.listen,
-                detail=options.detail, notes=options.notes,
+                detail=options.detail, notes=options.notes, profile=options.profile,
                 **({"measure": measure} if measure is not None else {}),
             ).run()
 

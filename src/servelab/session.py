@@ -81,6 +81,7 @@ class ExperimentSession:
         listen_host: str | None = None,
         detail: bool = False,
         notes: tuple[str, ...] = (),
+        profile: bool = False,
     ) -> None:
         self.experiment = experiment
         self.cpu_plan = cpu_plan
@@ -95,6 +96,7 @@ class ExperimentSession:
         # Every run's line and the whole report (-v); else the bar, then the summary.
         self.detail = detail
         self.notes = notes  # said once everything is checked, under the header line
+        self.profile = profile  # --profile: py-spy samples every measured window
 
     def _environment(self, driver: LoadDriver) -> dict[str, Any]:
         """The machine's facts, with the driver's version and where things run."""
@@ -115,6 +117,19 @@ class ExperimentSession:
             )
             environment["cpu_plan"]["side_by_side"] = side.describe()
         return environment
+
+    def _profiler(self) -> str | None:
+        """py-spy's path when --profile asked for it and it can sample here; else None,
+        having said in one line what is missing (measuring goes on without profiles)."""
+        if not self.profile:
+            return None
+        from servelab.observe.profile import profiler_problem, py_spy
+
+        problem = profiler_problem()
+        if problem is not None:
+            self.console.print(f"servelab: {problem}", highlight=False)
+            return None
+        return py_spy()
 
     def _open_store(self, environment: dict[str, Any]) -> tuple[ResultStore, list[RunRecord]]:
         """A new store, or with --resume the unfinished one of the same experiment."""
@@ -149,6 +164,7 @@ class ExperimentSession:
             check_driver_can(driver, workload.request, workload.load, workload.name)
         driver.executable()
         driver.prepare(experiment.side_by_side)
+        profiler = self._profiler()
         environment = self._environment(driver)
         store, runs = self._open_store(environment)
         total = len(experiment.stacks) * len(experiment.workloads) * experiment.repetitions
@@ -195,6 +211,7 @@ class ExperimentSession:
                     driver=driver,
                     previous=tuple(runs),
                     **({"listen_host": self.listen_host} if self.listen_host else {}),
+                    **({"profiler": profiler} if profiler else {}),
                 )
             finished = True
         except BaseException:

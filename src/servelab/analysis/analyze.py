@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -537,9 +537,23 @@ def compare_rounds(
     were measured in the same rounds, at least 3 (servelab's interleaved plan; a
     drift of the machine between rounds then cancels out), else Welch's test on the
     two samples (with 2 rounds a paired test has 1 degree of freedom, Welch's ~2)."""
-    by_round = {r.repetition: metric.value(r) for r in baseline}
-    mine = {r.repetition: metric.value(r) for r in variant}
-    higher = metric.higher_is_better
+    return compare_round_values(
+        {r.repetition: metric.value(r) for r in baseline},
+        {r.repetition: metric.value(r) for r in variant},
+        higher_is_better=metric.higher_is_better, alpha=alpha, min_effect_pct=min_effect_pct,
+    )
+
+
+def compare_round_values(
+    by_round: Mapping[int, float],
+    mine: Mapping[int, float],
+    *,
+    higher_is_better: bool,
+    alpha: float = 0.05,
+    min_effect_pct: float = 0.0,
+) -> Comparison:
+    """:func:`compare_rounds` on figures already taken from the runs (round -> value)."""
+    higher = higher_is_better
     if by_round.keys() == mine.keys() and len(mine) >= MIN_PAIRED_ROUNDS:
         rounds = sorted(mine)
         paired = compare_paired(

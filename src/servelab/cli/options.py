@@ -186,6 +186,13 @@ _run_options = [
         "can reach it can send them requests while servelab runs: use a private network "
         "address, only for load workers on other machines.",
     ),
+    click.option(
+        "--profile",
+        is_flag=True,
+        help="Sample the app server's processes (master and workers) with py-spy in every "
+        "measured run, every variant alike; the report says where the CPU per request went "
+        "and what changed against the baseline (flame graphs in the HTML report).",
+    ),
     # The Locust driver's own options (stored as the experiment's driver_options).
     click.option(
         "--locustfile",
@@ -300,8 +307,8 @@ def run_options(func: Callable[..., Any]) -> Callable[..., Any]:
     names = ("stack_cpus", "driver_cpus", "no_pin", "stack_cpu_quota", "no_cpu_priority",
              "results_dir", "legacy_out", "resume", "allow_other_machine",
              "allow_beyond_machine", "order", "order_seed", "slices", "side_by_side",
-             "precision_pct", "budget", "min_effect_pct", "listen", *DRIVER_OPTION_KEYS,
-             *(f"export_{fmt}" for fmt in EXPORT_FORMATS))
+             "precision_pct", "budget", "min_effect_pct", "listen", "profile",
+             *DRIVER_OPTION_KEYS, *(f"export_{fmt}" for fmt in EXPORT_FORMATS))
 
     @functools.wraps(func)
     def with_run_options(*args: Any, **kwargs: Any) -> Any:
@@ -329,6 +336,7 @@ def run_options(func: Callable[..., Any]) -> Callable[..., Any]:
             driver_options=driver_options(given),
             listen=check_listen(given["listen"]) if given["listen"] else LOOPBACK,
             detail=_verbose(),
+            profile=given["profile"],
         )
         check_run_outputs(run)
         return func(*args, run=run, **kwargs)

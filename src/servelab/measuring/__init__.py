@@ -55,9 +55,11 @@ def run_experiment(
     previous: Sequence[RunRecord] = (),
     driver: LoadDriver | None = None,
     listen_host: str = LOOPBACK,
+    profiler: str | None = None,
 ) -> list[RunRecord]:
     """Measure every (variant, workload, repetition) not in ``previous`` on this machine;
-    store each result in ``store`` as soon as it is finished."""
+    store each result in ``store`` as soon as it is finished. ``profiler``: py-spy's path,
+    to profile every measured window (``--profile``)."""
     driver = driver or get_driver(experiment.driver, experiment.driver_options)
     driver.executable()  # a missing driver is an error before any stack starts
     if experiment.slices > 1:
@@ -82,7 +84,7 @@ def run_experiment(
             )
         executor = HostExecutor(
             driver, cpu_plan, Groups(stack_group, driver_group), listen_host=listen_host,
-            side=side,
+            side=side, profiler=profiler,
         )
         runner = Runner(experiment, store, executor, events or RunnerEvents(), previous)
         return runner.run()

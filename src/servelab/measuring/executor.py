@@ -30,6 +30,7 @@ from servelab.load.base import LoadDriver, run_load
 from servelab.observe.metrics import ProcessSampler
 from servelab.observe.neighbours import NeighbourMeter, cpu_speed
 from servelab.observe.observer import RunObserver
+from servelab.observe.profile import StackProfiler, WindowProfile
 from servelab.results.records import LoadMeasurement, ProcessUsage
 
 
@@ -47,6 +48,13 @@ class Window:
     # stack on CPUs of its own: host.cpus.plan_side_by_side); None: the CPU plan's.
     stack_cpus: str | None = None
     driver_cpus: str | None = None
+    # Folded stacks of the stack's Python processes over the window (--profile); None
+    # when not profiled.
+    profile: WindowProfile | None = None
+
+
+# The roles whose processes are Python and sampled with --profile: the app server's tree.
+PROFILED_ROLES = ("app",)
 
 
 # A live stack as its executor knows it (HostExecutor: a RunningStack; the tests' fake:
@@ -139,8 +147,10 @@ class HostExecutor:
         groups: Groups,
         listen_host: str = LOOPBACK,
         side: SideBySidePlan | None = None,
+        profiler: str | None = None,
     ) -> None:
         self.driver = driver
+        self.profiler = profiler  # py-spy's path: every measured window is profiled
         self.cpu_plan = cpu_plan
         self.groups = groups
         self.listen_host = listen_host
@@ -257,16 +267,25 @@ class HostExecutor:
         started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         roots = {role: proc.pid for role, proc in stack.processes.items()}
         stack_cpus, driver_cpus = self._slot_cpus(stack)
-        with ProcessSampler(roots) as sampler, RunObserver(stack) as observed:
-            measured = run_load(
-                self.driver,
-                stack.url(workload.request.path),
-                workload.request,
-                load,
-                workdir,
-                cpus=driver_cpus,
-                prefix=self._prefix(stack),
-            )
+        profiled = {role: pid for role, pid in roots.items() if role in PROFILED_ROLES}
+        with contextlib.ExitStack() as profiling:
+            profiler = None
+            if self.profiler is not None and profiled:
+                # Started before the window's CPU readings: its attaching is not measured.
+                profiler = profiling.enter_context(StackProfiler(
+                    self.profiler, profiled, workdir.with_name(f"{workdir.name}-profile"),
+                    load.duration_s or load.max_time_s,
+                ))
+            with ProcessSampler(roots) as sampler, RunObserver(stack) as observed:
+                measured = run_load(
+                    self.driver,
+                    stack.url(workload.request.path),
+                    workload.request,
+                    load,
+                    workdir,
+                    cpus=driver_cpus,
+                    prefix=self._prefix(stack),
+                )
         latencies = self.driver.latencies_ms(workdir) if self.driver.keep_latencies else ()
         return Window(
             started=started,
@@ -275,6 +294,7 @@ class HostExecutor:
             observed=observed.result_fields(),  # log events, namespace, listen queue
             neighbour_share=None,
             latencies_ms=tuple(latencies),
+            profile=profiler.profile() if profiler is not None else None,
             **(
                 {"stack_cpus": stack_cpus, "driver_cpus": driver_cpus}
                 if self.side is not None else {}

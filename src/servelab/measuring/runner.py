@@ -48,7 +48,9 @@ from servelab.measuring.slices import (
     weighted_share,
 )
 from servelab.measuring.stopping import NextRound, Outlook, PrecisionRule, RoundsSoFar, SloStop
-from servelab.results.records import RunRecord
+from servelab.observe.profile import merge_profiles
+from servelab.results.profiles import profile_file
+from servelab.results.records import ProfileInfo, RunRecord
 
 
 class RunSink(Protocol):
@@ -110,6 +112,7 @@ class Runner(Generic[LiveStack]):
         # A side-by-side experiment measures in turns once a stack alone left its CPUs
         # idle (replayed from the stored runs on resume).
         self.apart = any(r.together is False for r in self.previous)
+        self.said: set[str] = set()  # notes already said once (a profiler's problems)
 
     @property
     def all_runs(self) -> list[RunRecord]:
@@ -123,8 +126,22 @@ class Runner(Generic[LiveStack]):
         return self.results
 
     # -- shared steps -------------------------------------------------------------
-    def _keep(self, result: RunRecord) -> None:
-        """A finished run: stored at once (never lost), then reported."""
+    def _keep(self, result: RunRecord, windows: Sequence[Window] = ()) -> None:
+        """A finished run: stored at once (never lost), then reported. Its windows' profiles
+        (--profile) are written first, as one file that the record names."""
+        profile = merge_profiles([w.profile for w in windows if w.profile is not None])
+        if profile is not None:
+            for problem in profile.problems:
+                if problem not in self.said:
+                    self.said.add(problem)
+                    self.events.on_note(problem)
+            file = profile_file(result.variant, result.workload, result.repetition)
+            self.sink.write_profile(file, dict(profile.stacks))
+            info = ProfileInfo(
+                file=file, samples=profile.samples, rate_hz=profile.rate_hz,
+                masters=profile.masters, problems=profile.problems,
+            )
+            result = result.model_copy(update={"profile": info})
         self.sink.add(result)
         self.results.append(result)
         self.done.add(run_key(result.variant, result.workload, result.repetition))
@@ -212,7 +229,7 @@ class Runner(Generic[LiveStack]):
                 self.events.on_measure(launch, workload)
                 warmup_rps = self._warm_up(stack, workload, scratch)
                 window = self.executor.measure(stack, workload, workload.load, scratch)
-                self._keep(self._result(launch, workload, [window], warmup_rps, speed))
+                self._keep(self._result(launch, workload, [window], warmup_rps, speed), [window])
                 if self.slo_stop.stops(self.all_runs, launch):
                     break  # a ramp past its breaking point: higher rates are not tried
 
@@ -295,7 +312,8 @@ class Runner(Generic[LiveStack]):
                         self._result(
                             run.launch, workload, run.windows, run.warmup_rps, run.speed,
                             run.passes, run.together, run.solo_share,
-                        )
+                        ),
+                        run.windows,
                     )
 
     def _probe(

@@ -151,6 +151,17 @@ class SliceFigures(Record):
         return sum(self.errors.values())
 
 
+class ProfileInfo(Record):
+    """Where a run's folded stacks are (``--profile``; servelab.results.profiles) and what
+    reading them needs: which processes were the servers' first ones (the masters)."""
+
+    file: str  # relative to the experiment directory
+    samples: int
+    rate_hz: int
+    masters: tuple[int, ...]  # pids: the rest of their role's processes are its workers
+    problems: tuple[str, ...] = ()  # what is missing from it (py-spy failed for a server)
+
+
 class RunRecord(Record):
     experiment: str
     variant: str
@@ -194,6 +205,8 @@ class RunRecord(Record):
     # Share of its CPUs the stack kept busy when driven alone for a moment before its
     # first side-by-side slices (servelab.measuring.runner); None where not probed.
     solo_cpu_share: float | None = None
+    # Folded stacks of the stack's Python processes over the measured window (--profile).
+    profile: ProfileInfo | None = None
 
     @property
     def stack_cpu_s(self) -> float:

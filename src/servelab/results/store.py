@@ -30,6 +30,7 @@ from typing import Any
 from servelab.config.experiment import Experiment
 from servelab.errors import ServelabError
 from servelab.results.formats import experiment_from, run_from, run_json, spec_record
+from servelab.results.profiles import write_profile
 from servelab.results.records import RunRecord
 
 DB_FILE = "servelab.db"
@@ -466,6 +467,10 @@ class ResultStore:
             runs.write(run_json(run) + "\n")
             runs.flush()
             os.fsync(runs.fileno())
+
+    def write_profile(self, relative: str, stacks: dict[str, int]) -> None:
+        """A run's folded stacks (``--profile``), written before the run that names them."""
+        write_profile(self.path, relative, stacks)
 
     def mark_finished(self) -> None:
         if self.database is not None and self.id is not None:
