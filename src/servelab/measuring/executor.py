@@ -294,7 +294,11 @@ class HostExecutor:
             observed=observed.result_fields(),  # log events, namespace, listen queue
             neighbour_share=None,
             latencies_ms=tuple(latencies),
-            profile=profiler.profile() if profiler is not None else None,
+            # Every server's first process is its master (the front's too, not profiled).
+            profile=(
+                replace(profiler.profile(), masters=tuple(sorted(roots.values())))
+                if profiler is not None else None
+            ),
             **(
                 {"stack_cpus": stack_cpus, "driver_cpus": driver_cpus}
                 if self.side is not None else {}
