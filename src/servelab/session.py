@@ -33,6 +33,7 @@ from servelab.report.base import MARKDOWN_FILE, ReportInput
 from servelab.report.markdown import render_markdown
 from servelab.report.sections import live_sections, report_sections
 from servelab.report.terminal import render_terminal
+from servelab.results.profiles import read_profiles
 from servelab.results.records import RunRecord
 from servelab.results.store import DB_FILE, Database, ResultStore, spec_hash
 from servelab.results.writers import write_result_files
@@ -187,7 +188,9 @@ class ExperimentSession:
             if not unwritten:
                 return
             unwritten.clear()
-            so_far = ReportInput.build(experiment, environment, runs)
+            so_far = ReportInput.build(
+                experiment, environment, runs, profiles=read_profiles(store.path, runs)
+            )
             (store.path / MARKDOWN_FILE).write_text(
                 render_markdown(report_sections(so_far, with_files=False))
             )
@@ -226,7 +229,10 @@ class ExperimentSession:
                     self.console.print(f"{len(runs)} of {planned} runs kept in {store.label}")
         store.mark_finished()
         # The live report once more, now with what the stopping rule said; the answer last.
-        sections = live_sections(experiment, environment, runs, outlook=outlook_lines(live.outlook))
+        sections = live_sections(
+            experiment, environment, runs, outlook=outlook_lines(live.outlook),
+            profiles=read_profiles(store.path, runs),
+        )
         (store.path / MARKDOWN_FILE).write_text(render_markdown(sections))
         self.out.print(render_terminal(sections, detail=self.detail))
         self.out.print(f"result {store.label}; report: {store.path / MARKDOWN_FILE}")

@@ -247,6 +247,13 @@ def change_line(change: Change, unit: str = "µs/request") -> str:
     return f"{change.difference:+.1f} {unit}{within} in {change.name}"
 
 
+def _short(change: Change) -> str:
+    interval = change.comparison.interval
+    if interval is None:
+        return f"{change.difference:+.1f} ({change.comparison.reason})"
+    return f"{change.difference:+.1f} (95 % {interval[0]:+.1f} to {interval[1]:+.1f})"
+
+
 def why_lines(explanation: Explanation) -> list[str]:
     """What an explanation says, in a few lines: the total, the functions, the rest."""
     total = explanation.total.comparison
@@ -256,6 +263,10 @@ def why_lines(explanation: Explanation) -> list[str]:
         + change_line(explanation.total).replace(" in stack CPU per request", "")
         + f"; {explanation.starts[1]} vs {explanation.starts[0]} profiled starts"
     ]
+    lines.append("  by part: " + "; ".join(
+        f"{c.name} {c.comparison.variant_mean:.1f} µs/request, {_short(c)}"
+        for c in explanation.parts
+    ))
     lines += [f"  {change_line(change)}" for change in explanation.functions]
     lines.append(f"  {explanation.unexplained:+.1f} µs/request unexplained (the rest)")
     return lines

@@ -11,7 +11,7 @@ This module imports no other module of the report package.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
@@ -91,6 +91,9 @@ class ReportInput:
     environment: Mapping[str, Any]
     runs: tuple[RunRecord, ...]
     analysis: ExperimentAnalysis
+    # Folded stacks of the profiled runs (--profile): (variant, workload, repetition) ->
+    # their text (servelab.results.profiles); empty without profiles.
+    profiles: Mapping[tuple[str, str, int], str] = field(default_factory=dict)
 
     @classmethod
     def build(
@@ -101,6 +104,7 @@ class ReportInput:
         *,
         source: str = "the result",
         min_effect_pct: float = 0.0,
+        profiles: Mapping[tuple[str, str, int], str] | None = None,
     ) -> ReportInput:
         if not runs:
             raise ServelabError(
@@ -109,12 +113,18 @@ class ReportInput:
             )
         analysis = analyze(experiment, runs, min_effect_pct=min_effect_pct)
         # The design the runs answer in (side by side turned in turns: analysis.validity).
-        return cls(analysis.experiment, dict(environment), tuple(runs), analysis)
+        return cls(
+            analysis.experiment, dict(environment), tuple(runs), analysis, dict(profiles or {})
+        )
 
     @classmethod
     def from_store(cls, store: ResultStore, *, source: str | None = None) -> ReportInput:
+        from servelab.results.profiles import read_profiles
+
+        runs = store.runs()
         return cls.build(
-            store.experiment, store.environment, store.runs(), source=source or str(store.path)
+            store.experiment, store.environment, runs, source=source or str(store.path),
+            profiles=read_profiles(store.path, runs),
         )
 
 

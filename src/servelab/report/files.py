@@ -27,6 +27,7 @@ from servelab.report.data import runs_csv, runs_json
 from servelab.report.html import render_html
 from servelab.report.markdown import render_markdown
 from servelab.report.sections import ChartsSection, report_sections
+from servelab.report.why import write_profile_files
 from servelab.results.outdir import staged_output
 
 # Writes one format's files of a report into a directory; returns their paths.
@@ -68,12 +69,18 @@ def write_data(report: ReportInput, sections: Sequence[Section], out_dir: Path) 
     return [json_path, csv_path]
 
 
+def write_profiles(report: ReportInput, sections: Sequence[Section], out_dir: Path) -> list[Path]:
+    """The profiled runs' stacks per variant, folded and as speedscope JSON (report/why.py)."""
+    return write_profile_files(report, out_dir)
+
+
 # The files of a report directory (``servelab report``), one writer per format.
 REPORT_FILE_WRITERS: tuple[FileWriter, ...] = (
     text_file(MARKDOWN_FILE, render_markdown),
     text_file(HTML_FILE, render_html),
     write_charts,
     write_data,
+    write_profiles,
 )
 
 

@@ -146,6 +146,12 @@ def _failures(section: kinds.FailuresSection) -> list[str]:
 
 
 @section_lines.register
+def _why(section: kinds.WhySection) -> list[str]:
+    lines = [*_heading(section, about=section.about), "```", *section.lines, "```", ""]
+    return lines + _bullets([f"note: {n}" for n in section.notes])
+
+
+@section_lines.register
 def _explained_table(section: kinds.ExplainedTableSection) -> list[str]:
     table = section.table
     return [*_heading(section, about=section.about), _table(table.header, table.rows), ""]

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from servelab.analysis.analyze import answer_metric
 from servelab.config.experiment import Experiment
-from servelab.report import memory, names, timing
+from servelab.report import memory, names, timing, why
 from servelab.report.answer import Answer, answer_intro, build_answer
 from servelab.report.base import (
     ReportInput,
@@ -95,6 +95,17 @@ class GlanceSection(Section):
             f"{', '.join(self.tests)}. \"No significant difference\" means the runs cannot "
             "tell the two apart, whatever the averages say."
         )
+
+
+@dataclass(frozen=True)
+class WhySection(Section):
+    kind = "why"
+    heading = "Why: where the CPU went"
+    about: ClassVar[str] = why.ABOUT
+
+    lines: tuple[str, ...]  # why.why_text: each variant against the baseline
+    notes: tuple[str, ...] = ()  # what is missing from the profiles
+    flames: tuple[why.FlameGraph, ...] = ()  # with the report's files only
 
 
 @dataclass(frozen=True)
@@ -218,6 +229,7 @@ SECTION_KINDS: tuple[type[Section], ...] = (
     TitleSection,
     AnswerSection,
     GlanceSection,
+    WhySection,
     ChartsSection,
     SeedTablesSection,
     RampSection,
@@ -247,6 +259,12 @@ def report_sections(
         AnswerSection(answer, answer_intro(answer), tuple(outlook)),
         glance_section(report),
     ]
+    profiles = why.run_profiles(report)
+    if profiles:
+        sections.append(WhySection(
+            tuple(why.why_text(report, profiles)), tuple(why.profile_notes(report)),
+            tuple(why.flame_graphs(report, profiles)) if with_files else (),
+        ))
     if with_files:
         # Imported here: matplotlib takes most of a second to load, which the live report
         # (after every run) and the commands that never draw a chart need not wait for.
@@ -287,9 +305,12 @@ def live_sections(
     *,
     min_effect_pct: float = 0.0,
     outlook: Sequence[str] = (),
+    profiles: Mapping[tuple[str, str, int], str] | None = None,
 ) -> list[Section]:
     """The live report: the runs so far, without charts or data files."""
-    report = ReportInput.build(experiment, environment, runs, min_effect_pct=min_effect_pct)
+    report = ReportInput.build(
+        experiment, environment, runs, min_effect_pct=min_effect_pct, profiles=profiles
+    )
     return report_sections(report, with_files=False, outlook=outlook)
 
 

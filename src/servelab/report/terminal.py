@@ -33,8 +33,8 @@ from servelab.report.tables import SeedTable
 VERDICT_COLOURS = {"better": "green", "worse": "red"}
 # The sections of the compact view besides the glance (failures only when some failed).
 # (The title is left out: the session's first line names the experiment and its runs.)
-COMPACT_KINDS = (kinds.RampSection, kinds.FailuresSection, kinds.RequestNamesSection,
-                 kinds.AnswerSection)
+COMPACT_KINDS = (kinds.WhySection, kinds.RampSection, kinds.FailuresSection,
+                 kinds.RequestNamesSection, kinds.AnswerSection)
 
 
 # Said at the end of the compact view: where the rest of the report is.
@@ -204,6 +204,14 @@ def _failures(section: kinds.FailuresSection) -> list[RenderableType]:
         parts.append(_line(section.all_succeeded, "green"))
     parts.append(_grid(section.table))
     parts += [_line(f"- {line}") for line in section.causes]
+    parts += [Text.assemble(("note:", "yellow"), f" {note}") for note in section.notes]
+    return parts
+
+
+@section_parts.register
+def _why(section: kinds.WhySection) -> list[RenderableType]:
+    parts: list[RenderableType] = [_rule(section.heading), _line(section.about, "dim")]
+    parts += [_line(line) for line in section.lines]
     parts += [Text.assemble(("note:", "yellow"), f" {note}") for note in section.notes]
     return parts
 

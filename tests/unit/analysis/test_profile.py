@@ -86,7 +86,9 @@ def test_the_planted_function_explains_the_difference() -> None:
     assert abs(explanation.unexplained) < 1.0  # the lines shown explain it all
     lines = why_lines(explanation)
     assert lines[0].startswith("slow vs base (w): stack CPU")
-    assert "in spin (app.py)" in lines[1]
+    assert lines[1].startswith("  by part: app workers 1050.")
+    assert "in spin (app.py)" in lines[2]
+    assert lines[-1].endswith("µs/request unexplained (the rest)")
 
 
 def test_a_single_process_server_is_one_part() -> None:
