@@ -8,6 +8,7 @@ from rich.console import Console
 
 from servelab.report.base import ReportInput, Section, Table, failure_breakdown, log_events
 from servelab.report.data import runs_csv
+from servelab.report.flames import flame_svg
 from servelab.report.html import render_html
 from servelab.report.markdown import render_markdown
 from servelab.report.sections import (
@@ -18,10 +19,12 @@ from servelab.report.sections import (
     RampSection,
     RequestNamesSection,
     TimingSection,
+    WhySection,
     live_sections,
     report_sections,
 )
 from servelab.report.terminal import render_terminal
+from servelab.report.why import FlameGraph
 from servelab.results.records import RunRecord
 
 from .common import load, sections
@@ -34,6 +37,14 @@ def every_kind_of_section() -> list[Section]:
     extra = [
         RampSection(table, ("tcp run 1: fine",)), MemorySection(table), TimingSection(table),
         RequestNamesSection(table, ("scenario: built-in",)),
+        WhySection(
+            ("spin vs base (w): +50.0 µs/request", "  +49.0 µs/request in spin (app.py)"),
+            ("py-spy wrote no profile of app (pid 1): error",),
+            (FlameGraph("diff-spin-w", "spin vs base / w", flame_svg(
+                {("app", "spin (app.py:2)"): 50.0}, {("app", "run (app.py:1)"): 5.0},
+                title="spin vs base",
+            )),),
+        ),
     ]
     return [*sections("rate-steps"), *extra]
 

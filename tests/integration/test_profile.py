@@ -1,0 +1,103 @@
+"""--profile for real: py-spy samples the app server in every measured run, and a
+slowdown planted in one named function of one variant comes out as the top contributor,
+at about its planted CPU per request; without py-spy, one line and the same measuring."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+import servelab
+from servelab.observe.profile import py_spy
+from servelab.report.why import run_profiles
+
+pytestmark = pytest.mark.integration
+
+PLANTED_US = 300  # the seed app's extra_work() spins this much thread CPU per request
+EXPERIMENT = """
+name = "why"
+repetitions = 4
+slices = 1
+driver = "wrk"
+[warmup]
+requests = 200
+concurrency = 10
+max_rounds = 1
+[baseline]
+name = "base"
+app = {{ ref = "fastapi" }}
+server = {{ kind = "gunicorn", worker_class = "uvicorn", workers = 1 }}
+proxy = {{ kind = "nginx", transport = "tcp" }}
+[[variants]]
+name = "spin"
+app = {{ ref = "fastapi", env = {{ SERVELAB_EXTRA_WORK_US = "{planted}" }} }}
+[[workloads]]
+name = "async-small"
+request = {{ method = "POST", path = "/async/items/", body = '{{"name": "n", "price": 1}}' }}
+load = {{ concurrency = 10, duration_s = 2 }}
+"""
+
+
+def _experiment(tmp_path: Path, repetitions: int) -> servelab.Experiment:
+    path = tmp_path / "why.toml"
+    text = EXPERIMENT.format(planted=PLANTED_US)
+    path.write_text(text.replace("repetitions = 4", f"repetitions = {repetitions}"))
+    return servelab.Experiment.from_toml(path)
+
+
+@pytest.mark.skipif(py_spy() is None, reason="py-spy is not installed (the profile extra)")
+def test_the_planted_function_is_the_top_contributor(
+    tmp_path: Path, no_leftover_processes
+) -> None:
+    from servelab.analysis.profile import explain_all
+
+    result = servelab.measure(
+        _experiment(tmp_path, 4),
+        servelab.RunOptions(results_dir=tmp_path / "r", profile=True),
+        console=Console(file=io.StringIO()),
+    )
+    assert all(r.profile is not None and r.profile.samples > 0 for r in result.runs)
+    profiles = run_profiles(result)
+    assert len(profiles) == 8
+    for profile in profiles:  # the stacks add up to the stack's measured CPU per request
+        assert sum(profile.stacks.values()) == pytest.approx(profile.total, rel=1e-6)
+    [explanation] = explain_all(profiles, "base")
+    top = explanation.functions[0]
+    assert top.name == "extra_work (servelab/apps/seed_fastapi.py)", explanation
+    assert top.comparison.interval is not None
+    low, high = top.comparison.interval
+    # The interval holds the planted figure, give or take a quarter (py-spy samples at
+    # 100 Hz; the spin's own calls to the clock fall in it too).
+    assert low - PLANTED_US / 4 <= PLANTED_US <= high + PLANTED_US / 4, (low, high)
+    # The report's Why section names it, and the files beside the report exist.
+    from servelab.report.files import write_report
+
+    out = tmp_path / "report"
+    write_report(result, out)
+    assert "extra_work (servelab/apps/seed_fastapi.py)" in (out / "report.md").read_text()
+    html = (out / "report.html").read_text()
+    assert 'id="diff-spin-async-small"' in html and "<svg" in html
+    assert (out / "profiles" / "speedscope.json").is_file()
+    assert (out / "profiles" / "spin--async-small.folded").read_text().startswith("app")
+
+
+def test_without_py_spy_one_line_and_the_measuring_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_leftover_processes
+) -> None:
+    monkeypatch.setattr("servelab.observe.profile.py_spy", lambda: None)
+    said = io.StringIO()
+    result = servelab.measure(
+        _experiment(tmp_path, 1),
+        servelab.RunOptions(results_dir=tmp_path / "r", profile=True),
+        console=Console(file=said, width=500),
+    )
+    lines = [line for line in said.getvalue().splitlines() if "py-spy" in line]
+    assert lines == [
+        "servelab: no profiles: py-spy is not installed (fix: pip install "
+        "'servelab[profile]' (from a checkout: scripts/setup.sh --all))"
+    ]
+    assert len(result.runs) == 2 and all(r.profile is None for r in result.runs)
+    assert all(r.load.requests_total > 0 for r in result.runs)
