@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from servelab.config.experiment import Experiment
@@ -46,9 +47,12 @@ def render_tables(
     *,
     environment: dict[str, Any] | None = None,
     min_effect_pct: float = 0.0,
+    profiles: Mapping[tuple[str, str, int], str] | None = None,
 ) -> None:
     """The live report of ``runs`` in the terminal (``servelab results show``)."""
-    sections = live_sections(experiment, environment or {}, runs, min_effect_pct=min_effect_pct)
+    sections = live_sections(
+        experiment, environment or {}, runs, min_effect_pct=min_effect_pct, profiles=profiles
+    )
     console.print(render_terminal(sections))
 
 
@@ -128,7 +132,7 @@ class ExperimentSession:
 
         problem = profiler_problem()
         if problem is not None:
-            self.console.print(f"servelab: {problem}", highlight=False)
+            self.console.print(f"servelab: {problem}", highlight=False, markup=False)
             return None
         return py_spy()
 
@@ -312,7 +316,7 @@ class LiveProgress:
         self._describe(launch, workload.name, before=f"slice {k}/{n}: ")
 
     def _note(self, text: str) -> None:
-        self.progress.console.print(f"  [yellow]![/yellow] {text}", highlight=False)
+        self.progress.console.print(f"  [yellow]![/yellow] {escape(text)}", highlight=False)
 
     def _round(self, plan: NextRound | None, outlook: Outlook | None) -> None:
         if plan is None:

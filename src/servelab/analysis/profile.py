@@ -270,3 +270,15 @@ def why_lines(explanation: Explanation) -> list[str]:
     lines += [f"  {change_line(change)}" for change in explanation.functions]
     lines.append(f"  {explanation.unexplained:+.1f} µs/request unexplained (the rest)")
     return lines
+
+
+def answer_line(explanation: Explanation, *, top: int = 2) -> str:
+    """One line under the answer: the stack's CPU per request change and the ``top``
+    functions behind it, with what they leave unexplained."""
+    shown = explanation.functions[:top]
+    rest = explanation.total.difference - sum(c.difference for c in shown)
+    named = "; ".join(f"{c.difference:+.1f} in {c.name}" for c in shown)
+    return (
+        f"why {explanation.variant} ({explanation.workload}): stack CPU "
+        f"{_short(explanation.total)} µs/request: {named}; {rest:+.1f} unexplained"
+    )

@@ -81,9 +81,12 @@ def results_show(
         document = comparisons_document(analysis, precision_pct, min_effect)
         click.echo(json.dumps(document, indent=2))
         return
+    from servelab.results.profiles import read_profiles
+
+    runs = store.runs()
     render_tables(
-        out, store.experiment, store.runs(), environment=store.environment,
-        min_effect_pct=min_effect,
+        out, store.experiment, runs, environment=store.environment,
+        min_effect_pct=min_effect, profiles=read_profiles(store.path, runs),
     )
 
 

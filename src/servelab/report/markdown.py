@@ -78,6 +78,7 @@ def _answer(section: kinds.AnswerSection) -> list[str]:
         lines += [f"- {line.text()}" for line in w.lines]
         lines.append("")
     lines += [f"Test: {', '.join(answer.tests)}.", ""]
+    lines += _bullets(section.why)
     lines += _bullets(section.outlook)
     if answer.warnings:
         lines += ["Warnings:", "", *_bullets([g.text() for g in answer.warnings])]

@@ -62,6 +62,7 @@ class AnswerSection(Section):
     answer: Answer
     intro: str  # answer.answer_intro
     outlook: tuple[str, ...] = ()  # what the stopping rule said when measuring ended
+    why: tuple[str, ...] = ()  # --profile: the functions behind each variant's difference
 
 
 @dataclass(frozen=True)
@@ -254,12 +255,14 @@ def report_sections(
     """
     experiment, runs, analysis = report.experiment, report.runs, report.analysis
     answer = build_answer(analysis)
+    profiles = why.run_profiles(report)
     sections: list[Section] = [
         TitleSection(experiment.name, experiment_line(report)),
-        AnswerSection(answer, answer_intro(answer), tuple(outlook)),
+        AnswerSection(
+            answer, answer_intro(answer), tuple(outlook), tuple(why.answer_lines(report, profiles))
+        ),
         glance_section(report),
     ]
-    profiles = why.run_profiles(report)
     if profiles:
         sections.append(WhySection(
             tuple(why.why_text(report, profiles)), tuple(why.profile_notes(report)),

@@ -114,6 +114,7 @@ def _answer(section: kinds.AnswerSection) -> list[RenderableType]:
             )
     if answer.tests:
         parts.append(_line(f"test: {', '.join(answer.tests)}", "dim"))
+    parts += [_line(text) for text in section.why]
     parts += [_line(text) for text in section.outlook]
     parts += [Text.assemble(("!", "yellow"), f" {group.text()}") for group in answer.warnings]
     return parts

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from servelab.analysis.profile import (
     RunProfile,
+    answer_line,
     explain_all,
     mean_stacks,
     run_profile,
@@ -56,6 +57,11 @@ def why_text(report: ReportInput, profiles: Sequence[RunProfile]) -> list[str]:
     if not lines and profiles:
         lines.append("Profiled, but the baseline and a variant are not both profiled yet.")
     return lines
+
+
+def answer_lines(report: ReportInput, profiles: Sequence[RunProfile]) -> list[str]:
+    """One line per variant and workload for under the answer."""
+    return [answer_line(e) for e in explain_all(profiles, report.experiment.baseline.name)]
 
 
 def profile_notes(report: ReportInput) -> list[str]:
