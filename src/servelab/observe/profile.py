@@ -8,6 +8,12 @@ workers`` (the processes it forked). py-spy runs beside servelab (on the driver'
 in the driver's cgroup: it inherits both), is stopped with SIGINT when the load ends
 (it then writes what it has), killed if it does not, and always reaped.
 
+It samples without pausing the processes (``--nonblocking``): on this project's 2-CPU VM
+a CPU-bound Python loop did 6.8 % less work per CPU second while py-spy paused it 100
+times a second, 0.8 % less unpaused (4 runs each, 4 s; the spread of one setting's runs
+was ±6 %). A stack read mid-change may come out torn now and then; over the thousands
+of samples a comparison adds up, that costs less than slowing every variant down.
+
 Turning samples into CPU per request is ``servelab.analysis.profile``'s (pure) work.
 """
 
@@ -155,7 +161,7 @@ class StackProfiler:
             with open(log, "wb") as log_file:
                 popen = subprocess.Popen(
                     [self.executable, "record", "--format", "raw", "--subprocesses",
-                     "--rate", str(self.rate_hz), "--duration", str(limit),
+                     "--nonblocking", "--rate", str(self.rate_hz), "--duration", str(limit),
                      "--pid", str(pid), "--output", str(out)],
                     stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
                     start_new_session=True,
