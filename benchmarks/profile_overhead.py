@@ -1,0 +1,132 @@
+"""Issue "Why": does sampling with py-spy inside the measured windows move the figures?
+Prints figures; asserts nothing.
+
+    .venv/bin/python benchmarks/profile_overhead.py [--times 3] [--out DIR]
+
+The seed app (FastAPI, POST /async/items/, gunicorn + uvicorn worker behind nginx) against
+itself with SERVELAB_EXTRA_WORK_US spinning in extra_work(): 3 starts each, measured in
+turns (wrk, one 3-second window per start), as `servelab run` measures it, alternately
+without and with --profile, TIMES each. For each: wall time, requests/s of each variant,
+the answer's change, the stack's CPU per request, and (with --profile) what the Why
+section says about extra_work against the planted figure.
+
+Each run holds /tmp/servelab-cpu.lock (flock) while it runs; its wall time starts once it
+has it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from servelab.results.store import ResultStore
+
+SERVELAB = str(Path(sys.executable).with_name("servelab"))
+LOCK = "/tmp/servelab-cpu.lock"
+PLANTED_US = 200
+EXPERIMENT = f"""
+name = "profile-overhead"
+repetitions = 3
+slices = 1
+driver = "wrk"
+[warmup]
+requests = 200
+concurrency = 10
+max_rounds = 1
+[baseline]
+name = "base"
+app = {{ ref = "fastapi" }}
+server = {{ kind = "gunicorn", worker_class = "uvicorn", workers = 1 }}
+proxy = {{ kind = "nginx", transport = "tcp" }}
+[[variants]]
+name = "spin"
+app = {{ ref = "fastapi", env = {{ SERVELAB_EXTRA_WORK_US = "{PLANTED_US}" }} }}
+[[workloads]]
+name = "async-small"
+request = {{ method = "POST", path = "/async/items/", body = '{{"name": "n", "price": 1}}' }}
+load = {{ concurrency = 10, duration_s = 3 }}
+"""
+
+
+def measure(spec: Path, results: Path, profile: bool) -> dict:
+    with open(LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # waiting for the machine is not the run's time
+        began = time.monotonic()
+        done = subprocess.run(
+            [SERVELAB, "-q", "run", str(spec), "--results", str(results),
+             *(["--profile"] if profile else [])],
+            capture_output=True, text=True, check=False,
+        )
+        wall = time.monotonic() - began
+    if done.returncode != 0:
+        print(done.stderr[-2000:])
+    latest = max((p for p in results.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime)
+    store = ResultStore.open(latest)
+    runs = store.runs()
+
+    def mean(variant: str, figure) -> float:
+        return statistics.fmean(figure(r) for r in runs if r.variant == variant)
+
+    rps = {v: mean(v, lambda r: r.load.rps) for v in ("base", "spin")}
+    row = {
+        "profile": profile, "exit": done.returncode, "wall_s": round(wall, 1),
+        "rps": {v: round(x, 1) for v, x in rps.items()},
+        "change_pct": round(100 * (rps["spin"] / rps["base"] - 1), 2),
+        "stack_cpu_us": {
+            v: round(mean(v, lambda r: 1e6 * r.stack_cpu_s / r.load.requests_total), 1)
+            for v in ("base", "spin")
+        },
+    }
+    if profile:
+        from servelab.analysis.profile import explain_all
+        from servelab.report.base import ReportInput
+        from servelab.report.why import run_profiles
+
+        [explanation] = explain_all(run_profiles(ReportInput.from_store(store)), "base")
+        top = explanation.functions[0]
+        row["top"] = top.name
+        row["top_us"] = round(top.difference, 1)
+        row["top_interval"] = [round(x, 1) for x in top.comparison.interval or ()]
+        row["unexplained_us"] = round(explanation.unexplained, 1)
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--times", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="servelab-profile-overhead-") as scratch:
+        out = args.out or Path(scratch)
+        out.mkdir(parents=True, exist_ok=True)
+        spec = out / "experiment.toml"
+        spec.write_text(EXPERIMENT)
+        rows = []
+        for _ in range(args.times):
+            for profile in (False, True):
+                row = measure(spec, out / "results", profile)
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+        for profile in (False, True):
+            mine = [r for r in rows if r["profile"] is profile]
+            label = "with --profile" if profile else "without"
+            for variant in ("base", "spin"):
+                values = [r["rps"][variant] for r in mine]
+                print(f"{label}: {variant} requests/s mean {statistics.fmean(values):.0f} "
+                      f"(min {min(values):.0f}, max {max(values):.0f})")
+            changes = [r["change_pct"] for r in mine]
+            walls = [r["wall_s"] for r in mine]
+            print(f"{label}: the answer's change {statistics.fmean(changes):+.1f} % "
+                  f"(min {min(changes):+.1f}, max {max(changes):+.1f}); wall "
+                  f"{statistics.fmean(walls):.0f} s (min {min(walls):.0f}, max {max(walls):.0f})")
+
+
+if __name__ == "__main__":
+    main()
