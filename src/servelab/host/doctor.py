@@ -44,6 +44,7 @@ def run_checks() -> list[Check]:
     checks.extend(registered_checks())
     checks.append(package_check("fastapi"))  # the reference app
     checks.extend(extra_checks())
+    checks.append(profiler_check())
     checks.append(postgres_check())
     checks.append(slow_link_check())
     somaxconn = read_sysctl("net.core.somaxconn")
@@ -113,6 +114,18 @@ def cpu_priority_check() -> Check:
         name, "warn", f"unavailable: {reason}",
         "run as root to keep other programs from taking the stack's CPUs while it measures",
     )
+
+
+def profiler_check() -> Check:
+    """py-spy, for --profile: installed, and allowed to read other processes here."""
+    from servelab.observe.profile import profiler_problem, py_spy
+
+    name = "py-spy (--profile)"
+    problem = profiler_problem()
+    if problem is None:
+        return Check(name, "ok", py_spy() or "found")
+    found, _, fix = problem.removeprefix("no profiles: ").rpartition(" (fix: ")
+    return Check(name, "warn", found, fix.removesuffix(")"))
 
 
 def postgres_check() -> Check:

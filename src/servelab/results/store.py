@@ -7,7 +7,8 @@ readable experiment directory per experiment.
   is unique per (experiment, variant, workload, repetition): resuming can
   never duplicate one.
 - ``<root>/<id>-<name>/``: ``experiment.json``, ``runs.jsonl`` and the reports,
-  rewritten after every run for people and other tools. A copied experiment
+  rewritten after every run for people and other tools; with ``--profile``, each run's
+  folded stacks under ``profiles/`` (``servelab.results.profiles``). A copied experiment
   directory can be opened on its own (read-only).
 """
 
