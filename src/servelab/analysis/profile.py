@@ -125,6 +125,18 @@ def run_profile(run: RunRecord, folded: str) -> RunProfile:
     return RunProfile(run.variant, run.workload, run.repetition, requests, parts, stacks)
 
 
+def run_profiles(
+    runs: Sequence[RunRecord], folded: Mapping[tuple[str, str, int], str]
+) -> list[RunProfile]:
+    """Every run with folded stacks in ``folded`` ((variant, workload, repetition) ->
+    text: ``results.profiles.read_profiles``), per request."""
+    return [
+        run_profile(run, folded[key])
+        for run in runs
+        if (key := (run.variant, run.workload, run.repetition)) in folded
+    ]
+
+
 def mean_stacks(profiles: Sequence[RunProfile]) -> dict[Stack, float]:
     """The stacks' CPU per request, averaged over starts (a flame graph's widths)."""
     total: dict[Stack, float] = defaultdict(float)

@@ -74,6 +74,9 @@ class CheckOutcome:
     starts: int  # fresh starts of each version
     test: str  # the statistical test behind the intervals
     wall_s: float
+    # --profile: where the candidate's CPU per request went against the baseline's
+    # (analysis.profile.why_lines); empty without profiles.
+    why: tuple[str, ...] = ()
 
 
 def parse_thresholds(texts: Sequence[str]) -> tuple[Threshold, ...]:
@@ -213,13 +216,24 @@ def run_check(
     from servelab.results.store import ResultStore
 
     store = ResultStore.open(result_dir)
-    judgements, starts, test = judge_runs(store.experiment, store.runs(), thresholds)
+    runs = store.runs()
+    judgements, starts, test = judge_runs(store.experiment, runs, thresholds)
     state = overall(judgements)
     return CheckOutcome(
         judgements, state, exit_code(state, check.inconclusive), label,
         str(check.app.app_dir or check.app.ref), result_dir, starts, test,
-        time.monotonic() - started,
+        time.monotonic() - started, tuple(why_candidate(runs, store.path)),
     )
+
+
+def why_candidate(runs: Sequence[RunRecord], result_dir: Path) -> list[str]:
+    """With --profile: the candidate's CPU per request against the baseline's, by part and
+    by the functions that changed most, with 95 % intervals."""
+    from servelab.analysis.profile import explain_all, run_profiles, why_lines
+    from servelab.results.profiles import read_profiles
+
+    profiles = run_profiles(runs, read_profiles(result_dir, runs))
+    return [line for e in explain_all(profiles, BASELINE) for line in why_lines(e)]
 
 
 def _fitted(experiment: Experiment, say: Callable[[str], None]) -> Experiment:

@@ -53,6 +53,12 @@ def summary_markdown(outcome: CheckOutcome) -> str:
         f"Result: `{outcome.result_dir}`.",
         "",
     ]
+    if outcome.why:  # --profile
+        lines += [
+            "Where the CPU per request went (`--profile`; the functions that changed most, "
+            "95 % intervals; `servelab report` draws the differential flame graph):",
+            "", "```", *outcome.why, "```", "",
+        ]
     return "\n".join(lines)
 
 

@@ -15,9 +15,9 @@ from servelab.analysis.profile import (
     answer_line,
     explain_all,
     mean_stacks,
-    run_profile,
     why_lines,
 )
+from servelab.analysis.profile import run_profiles as profiles_of
 from servelab.report.base import ReportInput
 from servelab.report.flames import flame_svg, speedscope_json
 from servelab.results.profiles import folded_text
@@ -42,11 +42,7 @@ class FlameGraph:
 
 def run_profiles(report: ReportInput) -> list[RunProfile]:
     """Every run of ``report`` whose profile is on disk, per request."""
-    return [
-        run_profile(run, report.profiles[key])
-        for run in report.runs
-        if (key := (run.variant, run.workload, run.repetition)) in report.profiles
-    ]
+    return profiles_of(report.runs, report.profiles)
 
 
 def why_text(report: ReportInput, profiles: Sequence[RunProfile]) -> list[str]:

@@ -79,3 +79,14 @@ def test_outputs_are_written_and_appended_to_githubs_summary(tmp_path: Path) -> 
     assert step.read_text() == "earlier step\n" + summary_markdown(checked)
     assert "❌ failed" in (tmp_path / "s.md").read_text()
     SCHEMA.validate(str(tmp_path / "j.xml"))
+
+
+def test_a_profiled_check_names_the_functions_in_its_summary() -> None:
+    from dataclasses import replace
+
+    why = ("candidate vs baseline (app): stack CPU 700.0 vs 500.0 µs/request, +200.0",
+           "  +190.0 µs/request (95 % +150.0 to +230.0) in slow_path (app.py)")
+    text = summary_markdown(replace(outcome(-12.0, -8.0, 0), why=why))
+    assert "Where the CPU per request went (`--profile`" in text
+    assert "```\n" + "\n".join(why) + "\n```" in text
+    assert "Where the CPU" not in summary_markdown(outcome(-12.0, -8.0, 0))
