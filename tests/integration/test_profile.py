@@ -81,7 +81,8 @@ def test_the_planted_function_is_the_top_contributor(
     html = (out / "report.html").read_text()
     assert 'id="diff-spin-async-small"' in html and "<svg" in html
     assert (out / "profiles" / "speedscope.json").is_file()
-    assert (out / "profiles" / "spin--async-small.folded").read_text().startswith("app")
+    folded = (out / "profiles" / "spin--async-small.folded").read_text()
+    assert "app;" in folded and "extra_work (servelab/apps/seed_fastapi.py:" in folded
 
 
 def test_without_py_spy_one_line_and_the_measuring_goes_on(
