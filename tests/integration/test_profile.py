@@ -82,7 +82,7 @@ def test_the_planted_function_is_the_top_contributor(
     assert 'id="diff-spin-async-small"' in html and "<svg" in html
     assert (out / "profiles" / "speedscope.json").is_file()
     folded = (out / "profiles" / "spin--async-small.folded").read_text()
-    assert "app;" in folded and "extra_work (servelab/apps/seed_fastapi.py:" in folded
+    assert "app workers;" in folded and "extra_work (servelab/apps/seed_fastapi.py:" in folded
 
 
 def test_without_py_spy_one_line_and_the_measuring_goes_on(
