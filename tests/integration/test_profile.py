@@ -5,6 +5,7 @@ at about its planted CPU per request; without py-spy, one line and the same meas
 from __future__ import annotations
 
 import io
+import re
 from pathlib import Path
 
 import pytest
@@ -81,6 +82,13 @@ def test_the_planted_function_is_the_top_contributor(
     html = (out / "report.html").read_text()
     assert 'id="diff-spin-async-small"' in html and "<svg" in html
     assert (out / "profiles" / "speedscope.json").is_file()
+    from servelab.report import browser
+
+    if any(browser.find_program(n) for n in browser.CHROMIUM_NAMES):  # opened in Chromium
+        dom = browser.rendered_dom(out / "report.html")
+        figure = re.search(r'<figure id="diff-spin-async-small"[^>]*>(.*?)</figure>', dom, re.S)
+        assert figure is not None and figure.group(1).count("<rect") > 10
+        assert "extra_work" in figure.group(1)
     folded = (out / "profiles" / "spin--async-small.folded").read_text()
     assert "app workers;" in folded and "extra_work (servelab/apps/seed_fastapi.py:" in folded
 
