@@ -33,8 +33,8 @@ from servelab.report.tables import SeedTable
 VERDICT_COLOURS = {"better": "green", "worse": "red"}
 # The sections of the compact view besides the glance (failures only when some failed).
 # (The title is left out: the session's first line names the experiment and its runs.)
-COMPACT_KINDS = (kinds.WhySection, kinds.RampSection, kinds.FailuresSection,
-                 kinds.RequestNamesSection, kinds.AnswerSection)
+COMPACT_KINDS = (kinds.RampSection, kinds.FailuresSection, kinds.RequestNamesSection,
+                 kinds.AnswerSection)
 
 
 # Said at the end of the compact view: where the rest of the report is.
