@@ -8,11 +8,15 @@ workers`` (the processes it forked). py-spy runs beside servelab (on the driver'
 in the driver's cgroup: it inherits both), is stopped with SIGINT when the load ends
 (it then writes what it has), killed if it does not, and always reaped.
 
-It samples without pausing the processes (``--nonblocking``): on this project's 2-CPU VM
-a CPU-bound Python loop did 6.8 % less work per CPU second while py-spy paused it 100
-times a second, 0.8 % less unpaused (4 runs each, 4 s; the spread of one setting's runs
-was ±6 %). A stack read mid-change may come out torn now and then; over the thousands
-of samples a comparison adds up, that costs less than slowing every variant down.
+py-spy pauses each process for every sample (its default). Not pausing
+(``--nonblocking``) cost less: on this project's 2-CPU VM a CPU-bound Python loop did
+6.8 % less work per CPU second while py-spy paused it 100 times a second, 0.8 % less
+unpaused (4 runs each, 4 s; one setting's runs spread ±6 %). But unpaused, a stack read
+while it changes is dropped, so busy request handling is undersampled against a steady
+loop: a planted 200 µs/request spin came out at 233-244 µs/request unpaused (two
+experiments of 3 starts each; the stack's CPU grew by 226-248), 192 µs/request paused
+(one experiment). An explanation that names the wrong share is worse than a cost every
+variant pays alike, so servelab pauses (``NONBLOCKING``).
 
 Turning samples into CPU per request is ``servelab.analysis.profile``'s (pure) work.
 """
@@ -36,6 +40,7 @@ from pathlib import Path
 from servelab.host.procs import JANITOR, tail
 
 RATE_HZ = 100  # py-spy's default: samples per second and process
+NONBLOCKING = False  # py-spy --nonblocking (see above)
 # Beyond the window's planned length, py-spy's own limit (--duration): a window that
 # overruns keeps being sampled, one that hangs does not keep py-spy forever.
 SLACK_S = 30.0
@@ -161,7 +166,8 @@ class StackProfiler:
             with open(log, "wb") as log_file:
                 popen = subprocess.Popen(
                     [self.executable, "record", "--format", "raw", "--subprocesses",
-                     "--nonblocking", "--rate", str(self.rate_hz), "--duration", str(limit),
+                     *(["--nonblocking"] if NONBLOCKING else []),
+                     "--rate", str(self.rate_hz), "--duration", str(limit),
                      "--pid", str(pid), "--output", str(out)],
                     stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
                     start_new_session=True,
