@@ -11,12 +11,13 @@ in the driver's cgroup: it inherits both), is stopped with SIGINT when the load 
 py-spy pauses each process for every sample (its default). Not pausing
 (``--nonblocking``) cost less: on this project's 2-CPU VM a CPU-bound Python loop did
 6.8 % less work per CPU second while py-spy paused it 100 times a second, 0.8 % less
-unpaused (4 runs each, 4 s; one setting's runs spread ±6 %). But unpaused, a stack read
-while it changes is dropped, so busy request handling is undersampled against a steady
-loop: a planted 200 µs/request spin came out at 233-244 µs/request unpaused (two
-experiments of 3 starts each; the stack's CPU grew by 226-248), 192 µs/request paused
-(one experiment). An explanation that names the wrong share is worse than a cost every
-variant pays alike, so servelab pauses (``NONBLOCKING``).
+unpaused (4 runs each, 4 s; one setting's runs spread ±6 %). But unpaused, busy request
+handling was undersampled against a steady loop (likely: a stack read while it changes
+is dropped, and a handler's stack changes more often than a loop's): a planted 200
+µs/request spin came out at 233-244 µs/request unpaused (two experiments of 3 starts
+each; the stack's CPU grew by 226-248), 192 µs/request paused (one experiment). An
+explanation that names the wrong share is worse than a cost every variant pays alike,
+so servelab pauses (``NONBLOCKING``).
 
 Turning samples into CPU per request is ``servelab.analysis.profile``'s (pure) work.
 """
