@@ -17,7 +17,8 @@ is dropped, and a handler's stack changes more often than a loop's): a planted 2
 µs/request spin came out at 233-244 µs/request unpaused (two experiments of 3 starts
 each; the stack's CPU grew by 226-248), 192 µs/request paused (one experiment). An
 explanation that names the wrong share is worse than a cost every variant pays alike,
-so servelab pauses (``NONBLOCKING``).
+so servelab pauses (``NONBLOCKING``). On a whole experiment pausing cost the stacks
+7-9 % of their requests/s, every variant alike (docs/reports.md has the figures).
 
 Turning samples into CPU per request is ``servelab.analysis.profile``'s (pure) work.
 """
