@@ -5,7 +5,8 @@ A run's samples are only proportions: each part's samples (``app master``, ``app
 workers``) are scaled to the CPU seconds that part was measured to use in the window
 (``ProcessUsage``, as every run records them), then divided by the run's requests. A
 part with CPU and no samples (a front, which is not Python) keeps its CPU as one frame of
-its own, so a run's stacks add up to its stack CPU per request. A function's figure is
+its own, so a run's stacks add up to its stack CPU per request. Samples of threads
+blocked on a lock or queue (``WAITING``) are left out first. A function's figure is
 its self time (the stacks where it is the innermost frame), so functions add up too.
 Against the baseline, each part and function is compared over starts as the answer's
 metric is (paired by round when both were measured in the same rounds: see
@@ -25,6 +26,16 @@ from servelab.analysis.stats import Comparison
 from servelab.results.records import ProcessUsage, RunRecord
 
 Stack = tuple[str, ...]
+# Innermost frames of a thread blocked on a lock or a queue. py-spy, pausing the process,
+# counts such a thread as busy (it waits in a futex, as a thread waiting for the GIL does;
+# a sleep or a select it counts as idle): 80 % of the samples of the seed app's sync
+# endpoints were its idle thread pool in Condition.wait. Those samples are left out.
+WAITING = frozenset({
+    "Condition.wait (threading.py)",
+    "Semaphore.acquire (threading.py)",
+    "Thread._wait_for_tstate_lock (threading.py)",
+    "_worker (concurrent/futures/thread.py)",  # its leaf only while it waits for work
+})
 NOT_PROFILED = "(not profiled: not Python)"
 NOT_SAMPLED = "(no samples)"
 _LINE_NUMBER = re.compile(r" \(([^()]*?):\d+\)$")
@@ -104,6 +115,8 @@ def run_profile(run: RunRecord, folded: str) -> RunProfile:
     by_part: dict[str, float] = defaultdict(float)
     relabelled: dict[Stack, float] = defaultdict(float)
     for stack, count in samples.items():
+        if len(stack) > 1 and frame_function(stack[-1]) in WAITING:
+            continue  # a thread waiting on a lock, which py-spy counts as busy
         role = stack[0].split(" ")[0]
         part = role if role in single else stack[0]
         relabelled[(part, *stack[1:])] += count

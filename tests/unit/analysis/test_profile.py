@@ -108,3 +108,19 @@ def test_explain_all_pairs_each_variant_with_the_baseline() -> None:
     assert explanation.variant == "slow" and explanation.starts == (2, 2)
     assert explain_all(profiles[:1], "base") == []
     assert mean_stacks(profiles[:1]) == profiles[0].stacks
+
+
+def test_threads_waiting_on_a_lock_are_left_out() -> None:
+    run = fake_run(
+        "v", "w", 1, load=fake_load(requests=100), processes=(usage("app", 10, 0.1),),
+        profile=ProfileInfo(file="f", samples=0, rate_hz=100, masters=(10,)),
+    )
+    folded = (
+        "app master;serve (srv.py:3) 10\n"
+        "app master;Thread._bootstrap (threading.py:1002);Queue.get (queue.py:171);"
+        "Condition.wait (threading.py:327) 40\n"
+        "app master;_worker (concurrent/futures/thread.py:81) 5\n"
+        "app master;_worker (concurrent/futures/thread.py:58);job (app.py:4) 10\n"
+    )
+    profile = run_profile(run, folded)
+    assert profile.functions() == pytest.approx({"serve (srv.py)": 500.0, "job (app.py)": 500.0})
