@@ -58,6 +58,11 @@ class RunSink(Protocol):
 
     def add(self, run: RunRecord) -> None: ...
 
+    def write_profile(self, relative: str, stacks: dict[str, int]) -> None:
+        """A run's folded stacks (--profile), written before the run that names them;
+        called only for runs with profiles."""
+        ...
+
 
 @dataclass
 class RunnerEvents:
