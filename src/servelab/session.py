@@ -128,7 +128,7 @@ class ExperimentSession:
         having said in one line what is missing (measuring goes on without profiles)."""
         if not self.profile:
             return None
-        from servelab.observe.profile import profiler_problem, py_spy
+        from servelab.host.profiler import profiler_problem, py_spy
 
         problem = profiler_problem()
         if problem is not None:

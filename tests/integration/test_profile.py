@@ -12,7 +12,7 @@ import pytest
 from rich.console import Console
 
 import servelab
-from servelab.observe.profile import py_spy
+from servelab.host.profiler import py_spy
 from servelab.report.why import run_profiles
 
 pytestmark = pytest.mark.integration
@@ -96,7 +96,7 @@ def test_the_planted_function_is_the_top_contributor(
 def test_without_py_spy_one_line_and_the_measuring_goes_on(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_leftover_processes
 ) -> None:
-    monkeypatch.setattr("servelab.observe.profile.py_spy", lambda: None)
+    monkeypatch.setattr("servelab.host.profiler.py_spy", lambda: None)
     said = io.StringIO()
     result = servelab.measure(
         _experiment(tmp_path, 1),

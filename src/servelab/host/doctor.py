@@ -118,7 +118,7 @@ def cpu_priority_check() -> Check:
 
 def profiler_check() -> Check:
     """py-spy, for --profile: installed, and allowed to read other processes here."""
-    from servelab.observe.profile import profiler_problem, py_spy
+    from servelab.host.profiler import profiler_problem, py_spy
 
     name = "py-spy (--profile)"
     problem = profiler_problem()

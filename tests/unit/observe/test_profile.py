@@ -10,13 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from servelab.host.profiler import profiler_problem, py_spy
 from servelab.observe.profile import (
     StackProfiler,
     WindowProfile,
     label_stacks,
     merge_profiles,
-    profiler_problem,
-    py_spy,
 )
 
 RAW = (
@@ -53,7 +52,7 @@ def _fake_py_spy(tmp_path: Path, said: str, code: int) -> str:
 
 
 def test_missing_py_spy_is_one_line_with_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("servelab.observe.profile.py_spy", lambda: None)
+    monkeypatch.setattr("servelab.host.profiler.py_spy", lambda: None)
     problem = profiler_problem()
     assert problem is not None and "\n" not in problem
     assert problem.startswith("no profiles: py-spy is not installed")
