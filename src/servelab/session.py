@@ -263,6 +263,7 @@ class LiveProgress:
         )
         self.task = self.progress.add_task("starting", total=total, completed=done)
         self.outlook: Outlook | None = None  # what the stopping rule said at the end
+        self.workers_said: str | None = None  # the load's workers on other machines, as said
 
     def events(
         self, on_result: Callable[[RunRecord], None], before_next: Callable[[], None] = lambda: None
@@ -287,7 +288,13 @@ class LiveProgress:
         )
 
     def show(self, result: RunRecord) -> None:
-        """One finished run's line above the bar (with ``detail``); the bar moves on."""
+        """One finished run's line above the bar (with ``detail``); the bar moves on. The
+        load driver's workers on other machines are named whenever they change (the first
+        run that had them, a machine that joined or left)."""
+        workers = result.load.driver_details.get("workers")
+        if workers is not None and workers != self.workers_said:
+            self.workers_said = workers
+            self.progress.console.print(f"  load from workers: {escape(workers)}", highlight=False)
         if not self.detail:
             self.progress.advance(self.task)
             return

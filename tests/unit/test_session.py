@@ -243,3 +243,30 @@ def test_the_default_terminal_output_is_one_screen_ending_on_the_answer(
     assert "Seed-style tables" in verbose and "Environment" in verbose
     assert len([line for line in progress.splitlines() if " req/s, mean " in line]) >= 6
     assert len((progress + verbose).splitlines()) > 2 * len(lines)
+
+
+def test_the_console_names_the_load_workers_on_other_machines_when_they_change():
+    from support import fake_load
+
+    from servelab.session import LiveProgress
+
+    experiment = experiment_from_dict(
+        {
+            "name": "remote",
+            "baseline": {"name": "base"},
+            "variants": [],
+            "workloads": [{"name": "w", "load": {"duration_s": 2}}],
+            "repetitions": 4,
+        }
+    )
+    screen = io.StringIO()
+    live = LiveProgress(experiment, Console(file=screen, width=200), total=4, done=0, detail=False)
+    said = ["2 on other machines (b: 2 processes)"] * 2 + ["1 on other machines (b: 1 process)"]
+    for repetition, workers in enumerate([*said, None], start=1):
+        details = {"workers": workers} if workers else {}
+        live.show(fake_run("base", "w", repetition, load=fake_load(driver_details=details)))
+    lines = [line.strip() for line in screen.getvalue().splitlines() if "load from" in line]
+    assert lines == [
+        "load from workers: 2 on other machines (b: 2 processes)",
+        "load from workers: 1 on other machines (b: 1 process)",
+    ]
