@@ -22,7 +22,6 @@ Run as root (namespaces), under the CPU lock, on a machine with nothing else mea
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import signal
@@ -32,44 +31,13 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Iterator
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from support import two_machines, with_default_sigint
+
 MASTER_PORT = 5557
-
-
-def ip(*args: str) -> str:
-    return subprocess.run(
-        ["ip", *args], check=True, capture_output=True, text=True, timeout=15
-    ).stdout
-
-
-@contextlib.contextmanager
-def two_machines() -> Iterator[tuple[str, str, str, str]]:
-    taken = ip("-o", "addr") + ip("-o", "-4", "route", "show", "table", "all")
-    n = next(n for n in range(7, 250) if f"10.213.{n}." not in taken)
-    a, b = f"slbench-{os.getpid()}-a", f"slbench-{os.getpid()}-b"
-    if_a, if_b = f"slb{os.getpid()}a", f"slb{os.getpid()}b"
-    made = []
-    try:
-        for name in (a, b):
-            ip("netns", "add", name)
-            made.append(name)
-            ip("-n", name, "link", "set", "lo", "up")
-        ip("link", "add", if_a, "netns", a, "type", "veth", "peer", "name", if_b, "netns", b)
-        ip("-n", a, "addr", "add", f"10.213.{n}.1/30", "dev", if_a)
-        ip("-n", b, "addr", "add", f"10.213.{n}.2/30", "dev", if_b)
-        ip("-n", a, "link", "set", if_a, "up")
-        ip("-n", b, "link", "set", if_b, "up")
-        yield a, f"10.213.{n}.1", b, f"10.213.{n}.2"
-    finally:
-        for name in made:
-            pids = subprocess.run(["ip", "netns", "pids", name], capture_output=True,
-                                  text=True).stdout.split()
-            for pid in pids:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(int(pid), signal.SIGKILL)
-            subprocess.run(["ip", "netns", "delete", name], capture_output=True)
 
 
 def listening(namespace: str, port: int) -> bool:
@@ -90,14 +58,10 @@ def interrupt(proc: subprocess.Popen) -> int:
         return proc.wait()
 
 
-def default_sigint() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def run_mode(mode: str, args, work: Path) -> dict:
     servelab = [sys.executable, "-m", "servelab"]
     results = work / f"results-{mode}"
-    with two_machines() as (ns_a, addr_a, ns_b, _addr_b):
+    with two_machines("slbench") as (ns_a, addr_a, ns_b, _addr_b):
         study_argv = [
             "nsenter", f"--net=/run/netns/{ns_a}", *servelab, "study", "quick", "--in-turns",
             "--driver", "locust", "-r", str(args.repetitions), "-d", str(args.duration),
@@ -112,7 +76,7 @@ def run_mode(mode: str, args, work: Path) -> dict:
         log = (work / f"study-{mode}.log").open("w")
         t0 = time.monotonic()
         study = subprocess.Popen(study_argv, stdout=log, stderr=subprocess.STDOUT,
-                                 start_new_session=True, preexec_fn=default_sigint)
+                                 start_new_session=True, preexec_fn=with_default_sigint)
         worker = None
         worker_after_port_s = None
         try:
@@ -126,7 +90,7 @@ def run_mode(mode: str, args, work: Path) -> dict:
                     ["ip", "netns", "exec", ns_b, *servelab, "locust-worker", "--master-host",
                      addr_a, "--processes", "2", "--name", "load-b"],
                     stdout=(work / "worker.log").open("w"), stderr=subprocess.STDOUT,
-                    start_new_session=True, preexec_fn=default_sigint,
+                    start_new_session=True, preexec_fn=with_default_sigint,
                 )  # fmt: skip
                 worker_after_port_s = time.monotonic() - port_open
             status = study.wait(3600)

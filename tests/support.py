@@ -3,7 +3,9 @@ sys.path because tests/conftest.py lives there)."""
 
 from __future__ import annotations
 
+import contextlib
 import signal
+from collections.abc import Iterator
 from pathlib import Path
 
 from servelab.launch import launched_by as owned_by  # noqa: F401 (tests import it)
@@ -424,3 +426,64 @@ def simulated_study(
         for v in analyze(experiment, runs).variants
         if not v.is_baseline
     ]
+
+
+# -- two "machines": network namespaces joined by a veth pair --------------------------
+
+
+def ip(*args: str) -> str:
+    import subprocess
+
+    return subprocess.run(
+        ["ip", *args], check=True, capture_output=True, text=True, timeout=15
+    ).stdout
+
+
+def unused_subnet() -> int | None:
+    """N such that 10.213.N.0/30 is on no interface and in no route of this machine."""
+    taken = ip("-o", "addr") + ip("route") + ip("-o", "-4", "route", "show", "table", "all")
+    return next((n for n in range(7, 250) if f"10.213.{n}." not in taken), None)
+
+
+def namespace_pids(name: str) -> list[int]:
+    import subprocess
+
+    done = subprocess.run(
+        ["ip", "netns", "pids", name], capture_output=True, text=True, timeout=15
+    )
+    return [int(p) for p in done.stdout.split()]
+
+
+@contextlib.contextmanager
+def two_machines(prefix: str) -> Iterator[tuple[str, str, str, str]]:
+    """(first namespace, its address, second namespace, its address), joined by a veth
+    pair on an unused 10.213.N.0/30; both namespaces (and the pair) deleted on the way
+    out, any process left in them killed first. Raises LookupError with no free N."""
+    import os
+    import subprocess
+
+    n = unused_subnet()
+    if n is None:
+        raise LookupError("no free 10.213.N.0/30 for a veth pair")
+    pid = os.getpid()
+    a, b = f"{prefix}-{pid}-a", f"{prefix}-{pid}-b"
+    addr_a, addr_b = f"10.213.{n}.1", f"10.213.{n}.2"
+    if_a, if_b = f"{prefix[:3]}{pid}a", f"{prefix[:3]}{pid}b"
+    made = []
+    try:
+        for name in (a, b):
+            ip("netns", "add", name)
+            made.append(name)
+            ip("-n", name, "link", "set", "lo", "up")
+        ip("link", "add", if_a, "netns", a, "type", "veth", "peer", "name", if_b, "netns", b)
+        ip("-n", a, "addr", "add", f"{addr_a}/30", "dev", if_a)
+        ip("-n", b, "addr", "add", f"{addr_b}/30", "dev", if_b)
+        ip("-n", a, "link", "set", if_a, "up")
+        ip("-n", b, "link", "set", if_b, "up")
+        yield a, addr_a, b, addr_b
+    finally:
+        for name in made:
+            for left in namespace_pids(name):  # nothing should be left; never leak it
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(left, signal.SIGKILL)
+            subprocess.run(["ip", "netns", "delete", name], capture_output=True, timeout=15)

@@ -22,11 +22,10 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support import with_default_sigint
+from support import namespace_pids, two_machines, unused_subnet, with_default_sigint
 
 from servelab.host.netns import unavailable_reason
 
@@ -57,57 +56,6 @@ def app(environ, start_response):
     start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "2")])
     return [b"ok"]
 """
-
-
-def ip(*args: str) -> str:
-    return subprocess.run(
-        ["ip", *args], check=True, capture_output=True, text=True, timeout=15
-    ).stdout
-
-
-def unused_subnet() -> int:
-    """N such that 10.213.N.0/30 is on no interface and in no route of this machine."""
-    taken = ip("-o", "addr") + ip("route") + ip("-o", "-4", "route", "show", "table", "all")
-    for n in range(7, 250):
-        if f"10.213.{n}." not in taken:
-            return n
-    pytest.skip("no free 10.213.N.0/30 for the test's veth pair")
-
-
-@contextlib.contextmanager
-def two_machines() -> Iterator[tuple[str, str, str, str]]:
-    """(study namespace, its address, worker namespace, its address), joined by a veth
-    pair; both namespaces (and the pair) deleted on the way out."""
-    n = unused_subnet()
-    a, b = f"sltest-{os.getpid()}-a", f"sltest-{os.getpid()}-b"
-    addr_a, addr_b = f"10.213.{n}.1", f"10.213.{n}.2"
-    if_a, if_b = f"slt{os.getpid()}a", f"slt{os.getpid()}b"
-    made = []
-    try:
-        for name in (a, b):
-            ip("netns", "add", name)
-            made.append(name)
-            ip("-n", name, "link", "set", "lo", "up")
-        ip("link", "add", if_a, "netns", a, "type", "veth", "peer", "name", if_b,
-           "netns", b)  # fmt: skip
-        ip("-n", a, "addr", "add", f"{addr_a}/30", "dev", if_a)
-        ip("-n", b, "addr", "add", f"{addr_b}/30", "dev", if_b)
-        ip("-n", a, "link", "set", if_a, "up")
-        ip("-n", b, "link", "set", if_b, "up")
-        yield a, addr_a, b, addr_b
-    finally:
-        for name in made:
-            for pid in namespace_pids(name):  # nothing should be left; never leak it
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-            subprocess.run(["ip", "netns", "delete", name], capture_output=True, timeout=15)
-
-
-def namespace_pids(name: str) -> list[int]:
-    done = subprocess.run(
-        ["ip", "netns", "pids", name], capture_output=True, text=True, timeout=15
-    )
-    return [int(p) for p in done.stdout.split()]
 
 
 def locust_workers(name: str) -> list[int]:
@@ -145,7 +93,9 @@ def test_remote_workers_serve_every_run_of_a_study(tmp_path):
         [str(tmp_path), *filter(None, [os.environ.get("PYTHONPATH")])]
     )}
     servelab = [sys.executable, "-m", "servelab"]
-    with two_machines() as (study_ns, study_addr, worker_ns, worker_addr):
+    if unused_subnet() is None:
+        pytest.skip("no free 10.213.N.0/30 for the test's veth pair")
+    with two_machines("sltest") as (study_ns, study_addr, worker_ns, worker_addr):
         worker = start(
             ["ip", "netns", "exec", worker_ns, *servelab, "locust-worker", "--master-host",
              study_addr, "--processes", "2", "--name", "machine-b"],
