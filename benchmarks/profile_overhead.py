@@ -28,31 +28,14 @@ from pathlib import Path
 
 from servelab.results.store import ResultStore
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from support import planted_spin_toml
+
 SERVELAB = str(Path(sys.executable).with_name("servelab"))
 LOCK = "/tmp/servelab-cpu.lock"
 PLANTED_US = 200
-EXPERIMENT = f"""
-name = "profile-overhead"
-repetitions = 3
-slices = 1
-driver = "wrk"
-[warmup]
-requests = 200
-concurrency = 10
-max_rounds = 1
-[baseline]
-name = "base"
-app = {{ ref = "fastapi" }}
-server = {{ kind = "gunicorn", worker_class = "uvicorn", workers = 1 }}
-proxy = {{ kind = "nginx", transport = "tcp" }}
-[[variants]]
-name = "spin"
-app = {{ ref = "fastapi", env = {{ SERVELAB_EXTRA_WORK_US = "{PLANTED_US}" }} }}
-[[workloads]]
-name = "async-small"
-request = {{ method = "POST", path = "/async/items/", body = '{{"name": "n", "price": 1}}' }}
-load = {{ concurrency = 10, duration_s = 3 }}
-"""
+EXPERIMENT = planted_spin_toml("profile-overhead", PLANTED_US, repetitions=3, duration_s=3)
 
 
 def measure(spec: Path, results: Path, profile: bool) -> dict:

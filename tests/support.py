@@ -487,3 +487,31 @@ def two_machines(prefix: str) -> Iterator[tuple[str, str, str, str]]:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(left, signal.SIGKILL)
             subprocess.run(["ip", "netns", "delete", name], capture_output=True, timeout=15)
+
+
+def planted_spin_toml(name: str, planted_us: int, repetitions: int, duration_s: float) -> str:
+    """An experiment file: the seed app's async-small behind nginx (TCP, 1 gunicorn
+    worker, wrk, runs in one piece) against the same stack whose ``extra_work()`` spins
+    ``planted_us`` of thread CPU per request (``SERVELAB_EXTRA_WORK_US``)."""
+    return f"""
+name = "{name}"
+repetitions = {repetitions}
+slices = 1
+driver = "wrk"
+[warmup]
+requests = 200
+concurrency = 10
+max_rounds = 1
+[baseline]
+name = "base"
+app = {{ ref = "fastapi" }}
+server = {{ kind = "gunicorn", worker_class = "uvicorn", workers = 1 }}
+proxy = {{ kind = "nginx", transport = "tcp" }}
+[[variants]]
+name = "spin"
+app = {{ ref = "fastapi", env = {{ SERVELAB_EXTRA_WORK_US = "{planted_us}" }} }}
+[[workloads]]
+name = "async-small"
+request = {{ method = "POST", path = "/async/items/", body = '{{"name": "n", "price": 1}}' }}
+load = {{ concurrency = 10, duration_s = {duration_s:g} }}
+"""

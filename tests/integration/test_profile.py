@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
+from support import planted_spin_toml
 
 import servelab
 from servelab.host.profiler import py_spy
@@ -18,34 +19,11 @@ from servelab.report.why import run_profiles
 pytestmark = pytest.mark.integration
 
 PLANTED_US = 300  # the seed app's extra_work() spins this much thread CPU per request
-EXPERIMENT = """
-name = "why"
-repetitions = 4
-slices = 1
-driver = "wrk"
-[warmup]
-requests = 200
-concurrency = 10
-max_rounds = 1
-[baseline]
-name = "base"
-app = {{ ref = "fastapi" }}
-server = {{ kind = "gunicorn", worker_class = "uvicorn", workers = 1 }}
-proxy = {{ kind = "nginx", transport = "tcp" }}
-[[variants]]
-name = "spin"
-app = {{ ref = "fastapi", env = {{ SERVELAB_EXTRA_WORK_US = "{planted}" }} }}
-[[workloads]]
-name = "async-small"
-request = {{ method = "POST", path = "/async/items/", body = '{{"name": "n", "price": 1}}' }}
-load = {{ concurrency = 10, duration_s = 2 }}
-"""
 
 
 def _experiment(tmp_path: Path, repetitions: int) -> servelab.Experiment:
     path = tmp_path / "why.toml"
-    text = EXPERIMENT.format(planted=PLANTED_US)
-    path.write_text(text.replace("repetitions = 4", f"repetitions = {repetitions}"))
+    path.write_text(planted_spin_toml("why", PLANTED_US, repetitions, duration_s=2))
     return servelab.Experiment.from_toml(path)
 
 
