@@ -294,17 +294,19 @@ def _driver_bottleneck(c: _Runs) -> ResultWarning | None:
     said = "; the driver itself warned its CPU was above 90 %" if load.driver_overloaded else ""
     machines = load.driver_details.get(CPU_BOUND_MACHINES_DETAIL)
     if machines:  # its processes on other machines: their own figures
-        return c.warn(
-            WarningKind.DRIVER_BOTTLENECK,
+        text = (
             f"the load driver's workers on other machines ran near a full core in run "
-            f"{run.repetition} ({machines}): they, not the stack, may set the pace",
-            needed=needed,
-            how=load.driver_details.get(SCALE_WITH, "the driver's own option"),
+            f"{run.repetition} ({machines}): they, not the stack, may set the pace"
+        )
+    else:
+        text = (
+            f"the load driver's {load.driver_processes} process(es) used "
+            f"{100 * per_process:.0f} % of a core each in run {run.repetition}{said}: it, "
+            "not the stack, may set the pace"
         )
     return c.warn(
         WarningKind.DRIVER_BOTTLENECK,
-        f"the load driver's {load.driver_processes} process(es) used {100 * per_process:.0f} % "
-        f"of a core each in run {run.repetition}{said}: it, not the stack, may set the pace",
+        text,
         needed=needed,
         how=load.driver_details.get(SCALE_WITH, "the driver's own option"),
     )
