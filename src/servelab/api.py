@@ -38,30 +38,44 @@ def cpu_plan_of(options: RunOptions) -> CpuPlan:
     )
 
 
+def in_turns_because(
+    experiment: Experiment, options: RunOptions, cpu_plan: CpuPlan | None = None
+) -> str | None:
+    """Why ``experiment``, side by side, is measured in turns on this machine
+    (``cpu_plan``, default: as ``options`` ask): its stacks cannot get CPUs of their own,
+    and sharing them adds a cost to every request that shrinks the differences of cheap
+    requests (``measuring.fits_side_by_side``). None where it may be measured as it says
+    (or ``--side-by-side``/``--in-turns`` decided)."""
+    from servelab.measuring import fits_side_by_side
+
+    if options.side_by_side is not None or not experiment.side_by_side:
+        return None
+    plan = cpu_plan or cpu_plan_of(options)
+    if fits_side_by_side(experiment, plan):
+        return None
+    return (
+        f"measuring in turns: the stack CPUs ({plan.stack or 'all'}) cannot give each of "
+        f"the {len(experiment.stacks)} stacks CPUs of its own, and sharing them side by "
+        "side would understate the differences of cheap requests (--side-by-side to share "
+        "them anyway)"
+    )
+
+
 def build_study(
     study: Study,
     study_options: StudyOptions,
     options: RunOptions,
     cpu_plan: CpuPlan | None = None,
 ) -> tuple[Experiment, RunOptions]:
-    """``study``'s experiment for this machine (``cpu_plan``, default: as ``options`` ask):
-    measured side by side only where each of its stacks gets CPUs of its own
-    (``--side-by-side``/``--in-turns`` decide otherwise), else in turns; the options then
+    """``study``'s experiment for this machine: side by side only where each of its
+    stacks gets CPUs of its own (``in_turns_because``), else in turns; the options then
     carry a note saying why, for the session to print."""
-    from servelab.measuring import fits_side_by_side
-
     if options.side_by_side is not None:
         return study.build(replace(study_options, side_by_side=options.side_by_side)), options
     experiment = study.build(study_options)
-    plan = cpu_plan or cpu_plan_of(options)
-    if not experiment.side_by_side or fits_side_by_side(experiment, plan):
+    note = in_turns_because(experiment, options, cpu_plan)
+    if note is None:
         return experiment, options
-    note = (
-        f"measuring in turns: the stack CPUs ({plan.stack or 'all'}) cannot give each of "
-        f"the {len(experiment.stacks)} stacks CPUs of its own, and sharing them side by "
-        "side would understate the differences of cheap requests (--side-by-side to share "
-        "them anyway)"
-    )
     in_turns = study.build(replace(study_options, side_by_side=False))
     return in_turns, replace(options, notes=(*options.notes, note))
 
