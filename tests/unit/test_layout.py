@@ -116,8 +116,16 @@ FLOOR_RULE = (
 )
 
 
+# The plug-ins' registries hold names and import strings only ("module:Class", imported
+# when first asked for): they stand on the registry floor, below the model that names them.
+REGISTRIES = {f"servelab.{kind}.registry" for kind in ("servers", "fronts", "load")}
+
+
 def _floor(module: str) -> str | None:
-    """The floor of a servelab module: its package, or the top-level module itself."""
+    """The floor of a servelab module: its package, or the top-level module itself (the
+    plug-ins' registries: the registry floor)."""
+    if module in REGISTRIES:
+        return "registry"
     parts = module.split(".")
     return parts[1] if parts[0] == "servelab" and len(parts) > 1 else None
 
@@ -127,12 +135,26 @@ def _module(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+TYPE_CHECKING = {"TYPE_CHECKING", "typing.TYPE_CHECKING"}
+
+
 def _imported(path: Path) -> list[tuple[str, int]]:
-    """Every servelab module ``path`` imports (anywhere in it), with the line."""
+    """Every servelab module ``path`` imports (anywhere in it), with the line; imports for
+    the type checker only (under ``if TYPE_CHECKING:``) never run and are left out."""
     me = _module(path)
     package = me if path.name == "__init__.py" else me.rpartition(".")[0]
     found = []
-    for node in ast.walk(ast.parse(path.read_text())):
+    tree = ast.parse(path.read_text())
+    type_only = {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and ast.unparse(node.test) in TYPE_CHECKING
+        for statement in node.body
+        for inner in ast.walk(statement)
+    }
+    for node in ast.walk(tree):
+        if id(node) in type_only:
+            continue
         if isinstance(node, ast.Import):
             found += [(alias.name, node.lineno) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):

@@ -32,6 +32,7 @@ from servelab.config.experiment import Experiment
 from servelab.config.run import RunOptions
 from servelab.config.stack import AppSpec
 from servelab.errors import SpecError, StackStartError
+from servelab.prepare.run import apply_run_options
 from servelab.results.records import RunRecord
 from servelab.studies.seeds import SEED_ITEM_BODY
 
@@ -93,8 +94,8 @@ def parse_thresholds(texts: Sequence[str]) -> tuple[Threshold, ...]:
 def check_experiment(check: CheckSpec, baseline_dir: Path | None) -> Experiment:
     """Both versions on one stack, side by side, with the thresholds as stopping rule."""
     from servelab.apps.user import request_spec
-    from servelab.config.building import experiment_from_dict
     from servelab.config.load import RequestSpec
+    from servelab.prepare.building import experiment_from_dict
     from servelab.studies.seeds import SEED_PROXY, SEED_SERVER
 
     ref = check.app.ref.strip()
@@ -209,7 +210,7 @@ def run_check(
         say(note)
     check = replace(check, app=app)
     with baseline_version(check.app, check.baseline_dir, check.baseline_ref) as (where, label):
-        experiment = options.apply(check_experiment(check, where))
+        experiment = apply_run_options(check_experiment(check, where), options)
         experiment = _fitted(experiment, say)
         probe_both(experiment, options.startup_timeout_s)
         result_dir = measure(experiment, options)
