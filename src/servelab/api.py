@@ -23,12 +23,12 @@ from servelab.errors import SpecError
 from servelab.host.cpus import CpuPlan, make_cpu_plan
 from servelab.host.environment import recorded
 from servelab.host.extras import require_extra
-from servelab.host.limits import check_fits_machine
+from servelab.measuring.limits import check_fits_machine
 from servelab.prepare.checks import checked
 from servelab.prepare.run import apply_run_options
 from servelab.report.base import ReportInput
+from servelab.report.exports import check_writable
 from servelab.results.store import ResultStore
-from servelab.results.writers import check_writable
 from servelab.studies import Study, StudyOptions
 
 
@@ -89,7 +89,9 @@ def run(
     def say(note: str) -> None:
         console.print(f"servelab: {note}", highlight=False)
 
-    experiment = apply_run_options(experiment, options)
+    # Checked against its plug-ins before anything starts, however it was built (a file,
+    # a study, or a caller's own Experiment).
+    experiment = apply_run_options(checked(experiment, f"experiment {experiment.name}"), options)
     check_writable(dict(options.result_files))  # before anything is measured
     # Each app's interpreter settled (the app's own venv, or servelab's) before its import.
     experiment, app, notes = with_app_pythons(experiment, options.app)

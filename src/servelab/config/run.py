@@ -34,7 +34,7 @@ class RunOptions:
     # it was begun on another machine.
     resume: bool = False
     allow_other_machine: bool = False
-    # Run even what this machine cannot hold (servelab.host.limits: memory, open files,
+    # Run even what this machine cannot hold (servelab.measuring.limits: memory, open files,
     # threads, workers per CPU).
     allow_beyond_machine: bool = False
     # Overrides of the experiment's own order, slicing and stopping (None: keep its own).
@@ -54,7 +54,7 @@ class RunOptions:
     db_jitter_ms: float | None = None
     startup_timeout_s: float = 30.0
     # Result files rewritten after every run: format ("json", "markdown", "csv") -> path
-    # (servelab.results.writers; --export-json ...).
+    # (servelab.report.exports; --export-json ...).
     result_files: tuple[tuple[str, Path], ...] = ()
     # The load driver's own options (--locustfile...), merged into the experiment's.
     driver_options: dict[str, Any] = field(default_factory=dict)
