@@ -1,8 +1,8 @@
 """The library's front door: run an experiment with ``RunOptions`` (what the CLI calls).
 
     from servelab.api import run
-    from servelab.config.building import load_experiment_file
     from servelab.config.run import RunOptions
+    from servelab.prepare.building import load_experiment_file
 
     run(load_experiment_file(Path("exp.toml")), RunOptions(results_dir=Path("out")))
 """
@@ -23,10 +23,12 @@ from servelab.errors import SpecError
 from servelab.host.cpus import CpuPlan, make_cpu_plan
 from servelab.host.environment import recorded
 from servelab.host.extras import require_extra
-from servelab.host.limits import check_fits_machine
+from servelab.measuring.limits import check_fits_machine
+from servelab.prepare.checks import checked
+from servelab.prepare.run import apply_run_options
 from servelab.report.base import ReportInput
+from servelab.report.exports import check_writable
 from servelab.results.store import ResultStore
-from servelab.results.writers import check_writable
 from servelab.studies import Study, StudyOptions
 
 
@@ -101,7 +103,9 @@ def run(
     def say(note: str) -> None:
         console.print(f"servelab: {note}", highlight=False)
 
-    experiment = options.apply(experiment)
+    # Checked against its plug-ins before anything starts, however it was built (a file,
+    # a study, or a caller's own Experiment).
+    experiment = apply_run_options(checked(experiment, f"experiment {experiment.name}"), options)
     check_writable(dict(options.result_files))  # before anything is measured
     # Each app's interpreter settled (the app's own venv, or servelab's) before its import.
     experiment, app, notes = with_app_pythons(experiment, options.app)
@@ -131,6 +135,9 @@ def run(
         )
 
     def run_session(ready: Experiment) -> ResultStore:
+        # The experiment as it will be measured (the user's app fitted in), checked
+        # against its plug-ins once more: no path reaches the session unchecked.
+        ready = checked(ready, f"experiment {ready.name}")
         with recorded("app_python", app_pythons(ready)):  # checked: servers installed there
             return ExperimentSession(
                 ready, cpu_plan, options.results_dir, console=console, out=out,

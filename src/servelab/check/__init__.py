@@ -34,6 +34,7 @@ from servelab.config.experiment import Experiment
 from servelab.config.run import RunOptions
 from servelab.config.stack import AppSpec
 from servelab.errors import SpecError, StackStartError
+from servelab.prepare.run import apply_run_options
 from servelab.results.records import RunRecord
 from servelab.studies.seeds import SEED_ITEM_BODY
 
@@ -103,8 +104,8 @@ def check_experiment(
     """Both versions on one stack, side by side or in turns, with the thresholds as
     stopping rule."""
     from servelab.apps.user import request_spec
-    from servelab.config.building import experiment_from_dict
     from servelab.config.load import RequestSpec
+    from servelab.prepare.building import experiment_from_dict
     from servelab.studies.seeds import SEED_PROXY, SEED_SERVER
 
     ref = check.app.ref.strip()
@@ -221,8 +222,9 @@ def run_check(
         say(note)
     check = replace(check, app=app)
     with baseline_version(check.app, check.baseline_dir, check.baseline_ref) as (where, label):
-        experiment = options.apply(
-            check_experiment(check, where, side_by_side=options.side_by_side is not False)
+        experiment = apply_run_options(
+            check_experiment(check, where, side_by_side=options.side_by_side is not False),
+            options,
         )
         experiment = _fitted(experiment, say)
         probe_both(experiment, options.startup_timeout_s)
