@@ -5,7 +5,8 @@ keeps what it measured under --out (JSON), so ``report`` can print it again late
     .venv/bin/python benchmarks/why.py planted --percent 5,10 --times 5 --out DIR
     .venv/bin/python benchmarks/why.py report --out DIR
 
-- quick: ``servelab study quick`` without and with ``--profile``, alternately, TIMES each,
+- quick: ``servelab study quick`` without and with ``--profile``, alternately, TIMES each
+  (``--modes``: which of the two, in order),
   each a separate session (a subprocess; validity.py's ``study``): wall time, and whether
   each answer's figure with --profile lies inside the interval of every answer without it
   (and the other way round); the stack's CPU per request both ways (the overhead as
@@ -40,6 +41,10 @@ from support import planted_spin_toml
 from validity import answer, load, save, show, study
 
 PLANTED = "extra_work (servelab/apps/seed_fastapi.py)"
+# Where py-spy samples: "after" each measured window, in a window of its own (since
+# this benchmark's first sessions); "inside" the measured windows (before; a session
+# measured so is marked by hand in quick.json).
+DESIGN = "after"
 STARTS, WINDOW_S = 5, 3
 
 
@@ -76,12 +81,14 @@ def profiled(results: Path, result_id: str) -> dict[str, Any]:
             "stack_cpu_us": {k: round(statistics.fmean(v), 1) for k, v in cpu.items()}}
 
 
-def quick(out: Path, times: int) -> None:
+def quick(out: Path, times: int, modes: tuple[bool, ...]) -> None:
     found = load(out, "quick") or []
     for _ in range(times):
-        for profile in (False, True):
+        for profile in modes:
             document = study(out / "results", "quick", *(["--profile"] if profile else []))
             document["profile"] = profile
+            if profile:
+                document["design"] = DESIGN
             if document["exit"] == 0:
                 try:
                     document.update(profiled(out / "results", document["result_id"]))
@@ -137,46 +144,53 @@ def _share(part: float, total: float) -> str:
     return f"{100 * part / total:.0f} %" if total else "-"
 
 
+def _figures(rows: list[dict[str, Any]]) -> str:
+    return ", ".join(f"{c['change_pct']:+.1f} [{c['interval_pct'][0]:+.1f}, "
+                     f"{c['interval_pct'][1]:+.1f}]" for c in rows if c["interval_pct"])
+
+
+def agreement(label: str, plain: list[dict[str, Any]], other: list[dict[str, Any]]) -> None:
+    """Each answer's figure of ``other`` inside each interval of ``plain`` (the sessions
+    without --profile), and the other way round; the stack's CPU per request both ways."""
+    print(f"the answers ({label}): each figure inside each interval without, and the "
+          "other way round")
+    tally = [0, 0, 0]  # other in plain, plain in other, pairs
+    keys = sorted({(c["workload"], c["variant"]) for d in plain for c in answer(d)})
+    for key in keys:
+        def rows(documents: list[dict[str, Any]], k: tuple[str, str] = key) -> list[Any]:
+            return [c for d in documents for c in answer(d)
+                    if (c["workload"], c["variant"]) == k]
+        a, b = rows(plain), rows(other)
+        ins = sum(_inside(y["change_pct"], x["interval_pct"]) for x in a for y in b)
+        back = sum(_inside(x["change_pct"], y["interval_pct"]) for x in a for y in b)
+        tally = [tally[0] + ins, tally[1] + back, tally[2] + len(a) * len(b)]
+        print(f"  {key[0]:12} {key[1]:22} without {_figures(a)}; {label} {_figures(b)}; "
+              f"in: {ins}/{len(a) * len(b)}, back: {back}/{len(a) * len(b)}")
+    print(f"  in all: {label} figures inside without-profile intervals {tally[0]} of "
+          f"{tally[2]}; without inside {label} intervals {tally[1]} of {tally[2]}")
+    print(f"the stack's CPU per request (µs), mean of sessions: without -> {label}")
+    for key in sorted(plain[0].get("stack_cpu_us", {})):
+        a = [d["stack_cpu_us"][key] for d in plain if key in d.get("stack_cpu_us", {})]
+        b = [d["stack_cpu_us"][key] for d in other if key in d.get("stack_cpu_us", {})]
+        if a and b:
+            print(f"  {key:40} {statistics.fmean(a):7.1f} -> {statistics.fmean(b):7.1f} "
+                  f"({100 * (statistics.fmean(b) / statistics.fmean(a) - 1):+.1f} %)")
+
+
 def report(out: Path) -> None:
     sessions = [d for d in load(out, "quick") or [] if d["exit"] == 0]
     plain = [d for d in sessions if not d["profile"]]
-    sampled = [d for d in sessions if d["profile"]]
-    for label, mine in (("without", plain), ("with --profile", sampled)):
+    inside = [d for d in sessions if d["profile"] and d.get("design") == "inside"]
+    sampled = [d for d in sessions if d["profile"] and d.get("design") != "inside"]
+    for label, mine in (("without", plain), ("with --profile", sampled),
+                        ("with --profile sampling inside the measured windows", inside)):
         if mine:
             print(f"quick {label}: wall {_spread([d['wall_s'] for d in mine], ' s')}; "
                   f"{sum(c['clear'] for d in mine for c in answer(d))} of "
                   f"{sum(len(answer(d)) for d in mine)} answers clear")
-    if plain and sampled:
-        print("the answers: each figure with --profile inside each interval without, and the "
-              "other way round")
-        tally = [0, 0, 0, 0]  # with-in-without, pairs, without-in-with, pairs
-        keys = sorted({(c["workload"], c["variant"]) for d in sessions for c in answer(d)})
-        for key in keys:
-            def rows(documents: list[dict[str, Any]], k: tuple[str, str] = key) -> list[Any]:
-                return [c for d in documents for c in answer(d)
-                        if (c["workload"], c["variant"]) == k]
-            a, b = rows(plain), rows(sampled)
-            ins = sum(_inside(y["change_pct"], x["interval_pct"]) for x in a for y in b)
-            back = sum(_inside(x["change_pct"], y["interval_pct"]) for x in a for y in b)
-            tally = [tally[0] + ins, tally[1] + len(a) * len(b),
-                     tally[2] + back, tally[3] + len(a) * len(b)]
-            print(f"  {key[0]:12} {key[1]:22} without "
-                  + ", ".join(f"{c['change_pct']:+.1f} [{c['interval_pct'][0]:+.1f}, "
-                              f"{c['interval_pct'][1]:+.1f}]" for c in a if c["interval_pct"])
-                  + "; with "
-                  + ", ".join(f"{c['change_pct']:+.1f} [{c['interval_pct'][0]:+.1f}, "
-                              f"{c['interval_pct'][1]:+.1f}]" for c in b if c["interval_pct"])
-                  + f"; with in without {ins}/{len(a) * len(b)}, without in with "
-                  f"{back}/{len(a) * len(b)}")
-        print(f"  in all: with-profile figures inside without-profile intervals {tally[0]} of "
-              f"{tally[1]}; without inside with {tally[2]} of {tally[3]}")
-        print("the stack's CPU per request (µs), mean of sessions: without -> with --profile")
-        for key in sorted(plain[0].get("stack_cpu_us", {})):
-            a = [d["stack_cpu_us"][key] for d in plain if key in d.get("stack_cpu_us", {})]
-            b = [d["stack_cpu_us"][key] for d in sampled if key in d.get("stack_cpu_us", {})]
-            if a and b:
-                print(f"  {key:40} {statistics.fmean(a):7.1f} -> {statistics.fmean(b):7.1f} "
-                      f"({100 * (statistics.fmean(b) / statistics.fmean(a) - 1):+.1f} %)")
+    for label, other in (("with --profile", sampled), ("sampling inside", inside)):
+        if plain and other:
+            agreement(label, plain, other)
     if sampled:
         print("the explanations (profiled sessions): stack CPU difference, the lines, and the "
               "fraction the top 2 (the answer's line) and top 5 explain")
@@ -218,10 +232,13 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True, help="results and figures go here")
     parser.add_argument("--times", type=int, default=3)
     parser.add_argument("--percent", default="5,10")
+    parser.add_argument("--modes", default="without,with",
+                        help="quick: which sessions each time, in order")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     if args.part == "quick":
-        quick(args.out, args.times)
+        modes = tuple(m.strip() == "with" for m in args.modes.split(","))
+        quick(args.out, args.times, modes)
     elif args.part == "planted":
         planted(args.out, [float(p) for p in args.percent.split(",")], args.times)
     report(args.out)
