@@ -276,7 +276,7 @@ class HostExecutor:
     ) -> WindowProfile | None:
         """--profile: the stack's Python processes sampled by py-spy while the same load
         drives it once more, right after its measured window (whose figures py-spy's
-        pauses would lower: see ``servelab.observe.profile``); None when not profiling."""
+        pauses would change: see ``servelab.observe.profile``); None when not profiling."""
         roots = {role: proc.pid for role, proc in stack.processes.items()}
         profiled = {role: pid for role, pid in roots.items() if role in PROFILED_ROLES}
         if self.profiler is None or not profiled:
