@@ -316,8 +316,6 @@ class HostExecutor:
             observed=observed.result_fields(),  # log events, namespace, listen queue
             neighbour_share=None,
             latencies_ms=tuple(latencies),
-            **(
-                {"stack_cpus": stack_cpus, "driver_cpus": driver_cpus}
-                if self.side is not None else {}
-            ),
+            stack_cpus=stack_cpus if self.side is not None else None,
+            driver_cpus=driver_cpus if self.side is not None else None,
         )
