@@ -168,6 +168,13 @@ def agreement(label: str, plain: list[dict[str, Any]], other: list[dict[str, Any
               f"in: {ins}/{len(a) * len(b)}, back: {back}/{len(a) * len(b)}")
     print(f"  in all: {label} figures inside without-profile intervals {tally[0]} of "
           f"{tally[2]}; without inside {label} intervals {tally[1]} of {tally[2]}")
+    # For reference: sessions without --profile against each other (quick's own spread).
+    pairs = [(x, y) for i, a in enumerate(plain) for j, b in enumerate(plain) if i != j
+             for x in answer(a) for y in answer(b)
+             if (x["workload"], x["variant"]) == (y["workload"], y["variant"])]
+    print(f"  for reference, without against without: a figure inside another session's "
+          f"interval {sum(_inside(y['change_pct'], x['interval_pct']) for x, y in pairs)} "
+          f"of {len(pairs)}")
     print(f"the stack's CPU per request (µs), mean of sessions: without -> {label}")
     for key in sorted(plain[0].get("stack_cpu_us", {})):
         a = [d["stack_cpu_us"][key] for d in plain if key in d.get("stack_cpu_us", {})]
