@@ -105,10 +105,10 @@ def check(
                         "leave them out")
     options = replace(run, startup_timeout_s=user.startup_timeout_s)
     # Side by side only where each version's stack gets CPUs of its own, as quick does.
+    # Said under the session's first line, once the input is checked (one-line errors).
     in_turns = api.in_turns_because(check_experiment(spec, None), options)
     if in_turns:
-        console.print(f"servelab: {in_turns}", highlight=False)
-        options = replace(options, side_by_side=False)
+        options = replace(options, side_by_side=False, notes=(*options.notes, in_turns))
 
     def measure(experiment: Experiment, run_options: RunOptions) -> Path:
         # Progress on stderr; stdout carries only the check's own table.
