@@ -3,8 +3,9 @@
 every run, so an interrupted experiment leaves them describing every run measured.
 
 JSON holds every run as stored, every comparison with the baseline (what ``results
-show --json`` prints) and, for load sent from other machines, the load by machine; markdown is the report (the same sections as the terminal's); CSV
-is one row per run (and per slice), as ``servelab report`` writes ``runs.csv``.
+show --json`` prints) and, for load sent from other machines, the load by machine;
+markdown is the report (the same sections as the terminal's); CSV is one row per run (and
+per slice), as ``servelab report`` writes ``runs.csv``.
 """
 
 from __future__ import annotations
