@@ -14,6 +14,7 @@ from servelab.config.building import default_slices, describe_validation_error
 from servelab.config.experiment import Experiment, StoppingSpec
 from servelab.config.stack import AppSpec
 from servelab.errors import SpecError
+from servelab.fronts.registry import FRONTS
 from servelab.load.registry import DRIVER_NAMES, DRIVERS
 
 if TYPE_CHECKING:
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 
 DEFAULT_RESULTS_DIR = Path("servelab-results")
 LOOPBACK = "127.0.0.1"
+ACCESS_LOG = "access_log"  # the ProxySpec knob --access-log turns on
 
 
 @dataclass(frozen=True)
@@ -72,17 +74,40 @@ class RunOptions:
     # Sample the stacks' Python processes with py-spy in every measured window: where the
     # CPU went, per variant (servelab.observe.profile, servelab.analysis.profile).
     profile: bool = False
+    # nginx logs every request's client address; each run counts them (--access-log).
+    access_log: bool = False
 
     def apply(self, experiment: Experiment) -> Experiment:
-        """``experiment`` with this run's order, slicing, stopping and driver options
-        (checked)."""
+        """``experiment`` with this run's order, slicing, stopping, driver options and
+        access log (checked)."""
         return with_stopping(
             with_order(
-                with_driver_options(experiment, self.driver_options),
+                with_access_log(
+                    with_driver_options(experiment, self.driver_options), self.access_log
+                ),
                 self.order, self.order_seed, self.slices, self.side_by_side,
             ),
             self.precision_pct, self.budget_s, self.min_effect_pct,
         )
+
+
+def with_access_log(experiment: Experiment, access_log: bool) -> Experiment:
+    """The experiment with the front's access log on in every stack whose front has one
+    (``--access-log``: nginx); a one-line error when none has."""
+    if not access_log:
+        return experiment
+    logging = FRONTS.where(lambda front: ACCESS_LOG in front.own_knobs)
+    data = experiment.model_dump()
+    stacks = [s for s in (data["baseline"], *data["variants"]) if s["proxy"]["kind"] in logging]
+    if not stacks:
+        raise SpecError(
+            f"--access-log is {' and '.join(logging)}'s: no variant of this experiment has "
+            "it in front",
+            f"leave out --access-log, or measure a stack with proxy kind {logging[0]!r}",
+        )
+    for stack in stacks:
+        stack["proxy"][ACCESS_LOG] = True
+    return Experiment.model_validate(data)
 
 
 def with_driver_options(experiment: Experiment, options: dict[str, Any]) -> Experiment:

@@ -34,6 +34,7 @@ from servelab.observe.attribution import classify_by_rules
 
 CONF_NAME = "nginx.conf"
 LOG_NAME = "nginx.log"
+ACCESS_LOG_NAME = "access.log"  # with the access_log knob: one client address a line
 BINARY = "/usr/sbin/nginx"  # Debian's, named in exported units
 CHECK_TIMEOUT_S = 60.0
 _USER_LINE = re.compile(r"^(\s*)user\s+([^;\s]+)[^;]*;", re.MULTILINE)
@@ -107,6 +108,7 @@ def render_nginx_conf(
             "temp_dir": deploy.temp_dir,
             "listen": deploy.listen,
             "error_log": deploy.error_log,
+            "access_log": None,  # a measuring instrument, not part of what is exported
         }
     elif workdir is None or listen_port is None:
         raise ValueError("give workdir and listen_port, or deploy")
@@ -117,6 +119,7 @@ def render_nginx_conf(
             "temp_dir": workdir / "tmp",
             "listen": host_port(listen_host, listen_port),
             "error_log": workdir / LOG_NAME,
+            "access_log": workdir / ACCESS_LOG_NAME if proxy.access_log else None,
         }
     return render(
         "nginx.conf.j2",
@@ -218,7 +221,9 @@ class Nginx(Front):
     kind = "nginx"
     role = "nginx"
     protocols = frozenset({"http", "uwsgi", "fastcgi"})
-    own_knobs = ("worker_processes", "worker_connections", "gzip_min_length", "buffering")
+    own_knobs = (
+        "worker_processes", "worker_connections", "gzip_min_length", "buffering", "access_log"
+    )
     log_name = LOG_NAME
 
     def describe(self, proxy: ProxySpec) -> str:

@@ -220,12 +220,14 @@ def merge_observed(parts: Sequence[dict[str, Any]], durations_s: Sequence[float]
         for cls, line in part["log_examples"].items():
             examples.setdefault(cls, line)
     notes = tuple(dict.fromkeys(note for part in parts for note in part["notes"]))
+    counted = [p["front_requests_by_client"] for p in parts if "front_requests_by_client" in p]
     return {
         **parts[0],
         "log_events": _add_counts([part["log_events"] for part in parts]),
         "log_examples": examples,
         "listen_queue": merge_listen_queues([p["listen_queue"] for p in parts], durations_s),
         "notes": notes,
+        **({"front_requests_by_client": _add_counts(counted)} if counted else {}),
     }
 
 

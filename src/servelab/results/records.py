@@ -201,6 +201,9 @@ class RunRecord(Record):
     listen_backlog: int | None = None
     listen_queue: ListenQueue | None = None
     notes: tuple[str, ...] = ()
+    # The requests the front logged during the measured window, by client address (nginx
+    # with the access_log knob; None without it).
+    front_requests_by_client: dict[str, int] | None = None
     warmup_rps: tuple[float, ...] = ()  # requests/s of each discarded warm-up round
     # Whether the stack and driver ran favoured by a cgroup CPU weight (servelab.host.cgroups),
     # and the share of the stack's CPUs other processes took (servelab.observe.neighbours).

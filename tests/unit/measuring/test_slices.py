@@ -196,6 +196,7 @@ def test_unsliced_experiments_keep_the_hash_they_had_before_slices_existed():
     assert data["warmup"].pop("duration_s") is None
     for stack in (data["baseline"], *data["variants"]):
         assert stack["app"].pop("python") is None
+        assert stack["proxy"].pop("access_log") is False
     assert data.pop("driver_options") == {}
     data["seed"] = data.pop("order_seed")  # renamed since
     import hashlib
