@@ -245,20 +245,25 @@ def test_the_default_terminal_output_is_one_screen_ending_on_the_answer(
     assert len((progress + verbose).splitlines()) > 2 * len(lines)
 
 
-def test_the_console_names_the_load_workers_on_other_machines_when_they_change():
-    from support import fake_load
-
-    from servelab.session import LiveProgress
-
-    experiment = experiment_from_dict(
+def _remote(repetitions: int):
+    """An experiment of one stack and workload, measured ``repetitions`` times."""
+    return experiment_from_dict(
         {
             "name": "remote",
             "baseline": {"name": "base"},
             "variants": [],
             "workloads": [{"name": "w", "load": {"duration_s": 2}}],
-            "repetitions": 4,
+            "repetitions": repetitions,
         }
     )
+
+
+def test_the_console_names_the_load_workers_on_other_machines_when_they_change():
+    from support import fake_load
+
+    from servelab.session import LiveProgress
+
+    experiment = _remote(repetitions=4)
     screen = io.StringIO()
     live = LiveProgress(experiment, Console(file=screen, width=200), total=4, done=0, detail=False)
     said = ["2 on other machines (b: 2 processes)"] * 2 + ["1 on other machines (b: 1 process)"]
@@ -277,15 +282,7 @@ def test_the_load_workers_are_named_as_the_run_starts_and_not_again_after_it():
 
     from servelab.session import LiveProgress
 
-    experiment = experiment_from_dict(
-        {
-            "name": "remote",
-            "baseline": {"name": "base"},
-            "variants": [],
-            "workloads": [{"name": "w", "load": {"duration_s": 2}}],
-            "repetitions": 2,
-        }
-    )
+    experiment = _remote(repetitions=2)
     screen = io.StringIO()
     live = LiveProgress(experiment, Console(file=screen, width=200), total=2, done=0, detail=True)
     events = live.events(lambda result: live.show(result))
