@@ -2,12 +2,14 @@
 Prints figures; asserts nothing.
 
     .venv/bin/python benchmarks/check_gate.py [--same 10] [--slow 5] [--percent 10]
+        [--design auto|in-turns|side-by-side]
 
 Two copies of the seed app (FastAPI, POST /async/items/) in their own app dirs, checked
 with the defaults (`--fail-if "rps < -5%" --fail-if "errors > 0"`, 3-minute budget), as a
 user runs it (a subprocess, timed):
 
 - same: both dirs identical, N times: exit 0 expected (no threshold crossed).
+- design: as check decides on this machine (auto), or forced (--in-turns, --side-by-side).
 - slow: the candidate spins PERCENT % more CPU per request (SERVELAB_EXTRA_WORK_US), sized
   from the whole stack's CPU per request (nginx + app server) that the identical checks
   measured: exit 1 expected.
@@ -39,7 +41,12 @@ SLOW_APP = (
 )
 
 
-def check(base: Path, candidate: Path, body: Path, results: Path) -> tuple[int, float, Path]:
+DESIGN_FLAGS = {"auto": [], "in-turns": ["--in-turns"], "side-by-side": ["--side-by-side"]}
+
+
+def check(
+    base: Path, candidate: Path, body: Path, results: Path, design: str = "auto"
+) -> tuple[int, float, Path]:
     """One `servelab check`: its exit code, wall time (from the moment it has the machine)
     and result directory."""
     with open(LOCK, "a") as lock:
@@ -48,7 +55,7 @@ def check(base: Path, candidate: Path, body: Path, results: Path) -> tuple[int, 
         done = subprocess.run(
             [SERVELAB, "check", "--app", "seedapp:app", "--app-dir", str(candidate),
              "--baseline-dir", str(base), "--method", "POST", "--path", "/async/items/",
-             "--body-file", str(body), "--results", str(results)],
+             "--body-file", str(body), "--results", str(results), *DESIGN_FLAGS[design]],
             capture_output=True, text=True,
         )
         wall = time.monotonic() - began
@@ -81,6 +88,7 @@ def main() -> None:
     parser.add_argument("--same", type=int, default=10)
     parser.add_argument("--slow", type=int, default=5)
     parser.add_argument("--percent", type=float, default=10.0)
+    parser.add_argument("--design", choices=sorted(DESIGN_FLAGS), default="auto")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="servelab-check-gate-") as scratch:
         root = Path(scratch)
@@ -93,7 +101,7 @@ def main() -> None:
         same_codes, same_walls, cpu_us = [], [], []
         print(f"identical versions, {args.same} checks:")
         for _ in range(args.same):
-            code, wall, result = check(base, base, body, results)
+            code, wall, result = check(base, base, body, results, args.design)
             same_codes.append(code)
             same_walls.append(wall)
             cpu_us.append(stack_cpu_us(result))
@@ -105,7 +113,7 @@ def main() -> None:
         slow_codes, slow_walls = [], []
         print(f"candidate {args.percent:g} % slower, {args.slow} checks:")
         for _ in range(args.slow):
-            code, wall, _ = check(base, slow, body, results)
+            code, wall, _ = check(base, slow, body, results, args.design)
             slow_codes.append(code)
             slow_walls.append(wall)
         summary("identical", same_codes, same_walls)

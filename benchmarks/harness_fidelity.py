@@ -24,6 +24,7 @@ from servelab.launch import launch_stack
 from servelab.load.base import run_load
 from servelab.load.oha import OhaDriver
 from servelab.observe.metrics import ProcessSampler
+from servelab.prepare.checks import describe_stack
 from servelab.studies import StudyOptions
 from servelab.studies.seeds import quick
 
@@ -66,7 +67,7 @@ def main() -> None:
             print(f"round {round_ + 1}: servelab {servelab_rps[-1]:8.1f} req/s   "
                   f"by hand {hand_rps[-1]:8.1f} req/s", flush=True)
     mean_s, mean_h = statistics.fmean(servelab_rps), statistics.fmean(hand_rps)
-    print(f"\nstack: {stack.describe()} on CPU 0; oha on CPU 1; "
+    print(f"\nstack: {describe_stack(stack)} on CPU 0; oha on CPU 1; "
           f"{args.rounds} rounds x {args.requests} requests, concurrency {args.concurrency}")
     print(f"servelab mean {mean_s:.1f} req/s (stdev {statistics.stdev(servelab_rps):.1f}); "
           f"by hand mean {mean_h:.1f} req/s (stdev {statistics.stdev(hand_rps):.1f})")

@@ -25,12 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from servelab.analysis.analyze import VariantAnalysis, analyze
-from servelab.config.building import experiment_from_dict
 from servelab.config.experiment import Experiment
 from servelab.host.cpus import CpuPlan, default_cpu_plan
 from servelab.host.environment import collect_environment
 from servelab.host.procs import JANITOR
 from servelab.measuring import run_experiment
+from servelab.prepare.building import experiment_from_dict
+from servelab.prepare.checks import describe_stack
 from servelab.results.records import RunRecord
 from servelab.results.store import ResultStore
 from servelab.studies.seeds import SEED_ITEM_BODY, SEED_PROXY, SEED_SERVER
@@ -136,7 +137,7 @@ def main() -> None:
 
         print(
             "== 1. A/A (same stack twice), pinned:",
-            pinned.describe(),
+            describe_stack(pinned),
             f"; {args.workers} worker(s), upstream keepalive {args.upstream_keepalive}, "
             f"backlog {args.backlog}, "
             f"{args.duration:g} s runs" + (f" in {args.slices} slices" if args.slices > 1 else ""),

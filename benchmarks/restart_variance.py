@@ -27,6 +27,7 @@ from servelab.host.procs import JANITOR
 from servelab.launch import launch_stack
 from servelab.load.base import run_load
 from servelab.load.registry import get_driver
+from servelab.prepare.checks import describe_stack
 from servelab.studies.seeds import SEED_ENDPOINTS, SEED_ITEM_BODY, SEED_PROXY, SEED_SERVER
 
 
@@ -85,7 +86,7 @@ def main() -> None:
     load = LoadSpec(concurrency=args.concurrency, duration_s=args.duration)
     warm = LoadSpec(concurrency=args.concurrency, duration_s=args.warmup_s)
     driver = get_driver("oha")
-    print(f"{spec.describe()}; {args.endpoint}; c={args.concurrency}; stack CPU 0, oha CPU 1")
+    print(f"{describe_stack(spec)}; {args.endpoint}; c={args.concurrency}; stack CPU 0, oha CPU 1")
     per_start: list[list[float]] = []
     costs: list[list[float]] = []
     errors = 0

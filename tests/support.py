@@ -264,7 +264,7 @@ def seed_run(
 
 
 def _port_vs_socket():
-    from servelab.config.building import experiment_from_dict
+    from servelab.prepare.building import experiment_from_dict
 
     return experiment_from_dict(
         {
@@ -357,7 +357,7 @@ def quick_shaped(budget_s: float = 160.0, side_by_side: bool = True):
     """An experiment shaped like ``servelab study quick``: a baseline and two variants
     side by side (6 s runs, 1 s warm-up) or in turns (2 s runs, 0.5 s warm-up), four
     workloads, ±5 % precision, ``budget_s`` of measuring."""
-    from servelab.config.building import experiment_from_dict
+    from servelab.prepare.building import experiment_from_dict
 
     return experiment_from_dict(
         {

@@ -1,8 +1,8 @@
 """The library's front door: run an experiment with ``RunOptions`` (what the CLI calls).
 
     from servelab.api import run
-    from servelab.config.building import load_experiment_file
     from servelab.config.run import RunOptions
+    from servelab.prepare.building import load_experiment_file
 
     run(load_experiment_file(Path("exp.toml")), RunOptions(results_dir=Path("out")))
 """
@@ -23,10 +23,12 @@ from servelab.errors import SpecError
 from servelab.host.cpus import CpuPlan, make_cpu_plan
 from servelab.host.environment import recorded
 from servelab.host.extras import require_extra
-from servelab.host.limits import check_fits_machine
+from servelab.measuring.limits import check_fits_machine
+from servelab.prepare.checks import checked
+from servelab.prepare.run import apply_run_options
 from servelab.report.base import ReportInput
+from servelab.report.exports import check_writable
 from servelab.results.store import ResultStore
-from servelab.results.writers import check_writable
 from servelab.studies import Study, StudyOptions
 
 
@@ -38,30 +40,44 @@ def cpu_plan_of(options: RunOptions) -> CpuPlan:
     )
 
 
+def in_turns_because(
+    experiment: Experiment, options: RunOptions, cpu_plan: CpuPlan | None = None
+) -> str | None:
+    """Why ``experiment``, side by side, is measured in turns on this machine
+    (``cpu_plan``, default: as ``options`` ask): its stacks cannot get CPUs of their own,
+    and sharing them adds a cost to every request that shrinks the differences of cheap
+    requests (``measuring.fits_side_by_side``). None where it may be measured as it says
+    (or ``--side-by-side``/``--in-turns`` decided)."""
+    from servelab.measuring import fits_side_by_side
+
+    if options.side_by_side is not None or not experiment.side_by_side:
+        return None
+    plan = cpu_plan or cpu_plan_of(options)
+    if fits_side_by_side(experiment, plan):
+        return None
+    return (
+        f"measuring in turns: the stack CPUs ({plan.stack or 'all'}) cannot give each of "
+        f"the {len(experiment.stacks)} stacks CPUs of its own, and sharing them side by "
+        "side would understate the differences of cheap requests (--side-by-side to share "
+        "them anyway)"
+    )
+
+
 def build_study(
     study: Study,
     study_options: StudyOptions,
     options: RunOptions,
     cpu_plan: CpuPlan | None = None,
 ) -> tuple[Experiment, RunOptions]:
-    """``study``'s experiment for this machine (``cpu_plan``, default: as ``options`` ask):
-    measured side by side only where each of its stacks gets CPUs of its own
-    (``--side-by-side``/``--in-turns`` decide otherwise), else in turns; the options then
+    """``study``'s experiment for this machine: side by side only where each of its
+    stacks gets CPUs of its own (``in_turns_because``), else in turns; the options then
     carry a note saying why, for the session to print."""
-    from servelab.measuring import fits_side_by_side
-
     if options.side_by_side is not None:
         return study.build(replace(study_options, side_by_side=options.side_by_side)), options
     experiment = study.build(study_options)
-    plan = cpu_plan or cpu_plan_of(options)
-    if not experiment.side_by_side or fits_side_by_side(experiment, plan):
+    note = in_turns_because(experiment, options, cpu_plan)
+    if note is None:
         return experiment, options
-    note = (
-        f"measuring in turns: the stack CPUs ({plan.stack or 'all'}) cannot give each of "
-        f"the {len(experiment.stacks)} stacks CPUs of its own, and sharing them side by "
-        "side would understate the differences of cheap requests (--side-by-side to share "
-        "them anyway)"
-    )
     in_turns = study.build(replace(study_options, side_by_side=False))
     return in_turns, replace(options, notes=(*options.notes, note))
 
@@ -87,7 +103,9 @@ def run(
     def say(note: str) -> None:
         console.print(f"servelab: {note}", highlight=False)
 
-    experiment = options.apply(experiment)
+    # Checked against its plug-ins before anything starts, however it was built (a file,
+    # a study, or a caller's own Experiment).
+    experiment = apply_run_options(checked(experiment, f"experiment {experiment.name}"), options)
     check_writable(dict(options.result_files))  # before anything is measured
     # Each app's interpreter settled (the app's own venv, or servelab's) before its import.
     experiment, app, notes = with_app_pythons(experiment, options.app)
@@ -117,6 +135,9 @@ def run(
         )
 
     def run_session(ready: Experiment) -> ResultStore:
+        # The experiment as it will be measured (the user's app fitted in), checked
+        # against its plug-ins once more: no path reaches the session unchecked.
+        ready = checked(ready, f"experiment {ready.name}")
         with recorded("app_python", app_pythons(ready)):  # checked: servers installed there
             return ExperimentSession(
                 ready, cpu_plan, options.results_dir, console=console, out=out,

@@ -31,13 +31,13 @@ from servelab.load.registry import get_driver
 from servelab.measuring import Launch, RunnerEvents, run_experiment, side_by_side_stack_size
 from servelab.measuring.stopping import NextRound, Outlook
 from servelab.report.base import MARKDOWN_FILE, ReportInput
+from servelab.report.exports import write_result_files
 from servelab.report.markdown import render_markdown
 from servelab.report.sections import live_sections, report_sections
 from servelab.report.terminal import render_terminal
 from servelab.results.profiles import read_profiles
 from servelab.results.records import RunRecord
 from servelab.results.store import DB_FILE, Database, ResultStore, spec_hash
-from servelab.results.writers import write_result_files
 
 
 def render_tables(

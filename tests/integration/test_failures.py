@@ -24,7 +24,6 @@ import pytest
 from support import with_default_sigint
 
 import servelab.host.netns as netns_module
-from servelab.config.building import experiment_from_dict
 from servelab.config.load import RequestSpec
 from servelab.config.stack import AppSpec, ServerSpec, StackSpec
 from servelab.errors import StackStartError
@@ -33,6 +32,7 @@ from servelab.host.netns import NamespaceError, network_namespace, servelab_name
 from servelab.host.procs import JANITOR
 from servelab.launch import OWNER_ENV, launch_stack
 from servelab.measuring import run_experiment
+from servelab.prepare.building import experiment_from_dict
 from servelab.results.records import RunRecord
 from servelab.results.store import ResultStore
 

@@ -48,3 +48,40 @@ def test_a_study_measured_in_turns_anyway_gets_no_note():
         get_study("port-vs-socket"), StudyOptions(), RunOptions(), machine(2)
     )
     assert not experiment.side_by_side and options.notes == ()
+
+
+def check_of(**kwargs):
+    from servelab.check import CheckSpec, check_experiment
+    from servelab.config.stack import AppSpec
+
+    return check_experiment(CheckSpec(app=AppSpec(ref="fastapi"), **kwargs), None)
+
+
+@pytest.mark.parametrize(("cpus", "in_turns"), [(2, True), (4, True), (16, False), (64, False)])
+def test_check_follows_the_same_rule_as_quick(cpus, in_turns):
+    """The two versions of `servelab check` share CPUs side by side on small machines,
+    where a slowdown of a cheap request would read smaller than it is."""
+    from servelab.api import in_turns_because
+
+    note = in_turns_because(check_of(), RunOptions(), machine(cpus))
+    assert (note is not None) is in_turns
+    if note:
+        assert "the 2 stacks" in note and "--side-by-side" in note
+    assert in_turns_because(check_of(), RunOptions(side_by_side=True), machine(cpus)) is None
+
+
+def test_check_in_turns_takes_as_long_a_round_as_side_by_side():
+    from servelab.check import IN_TURNS_DURATION_S, SIDE_BY_SIDE_DURATION_S, CheckSpec
+    from servelab.check import check_experiment as build
+    from servelab.config.stack import AppSpec
+
+    def durations(experiment):
+        return {w.load.duration_s for w in experiment.workloads}
+
+    spec = CheckSpec(app=AppSpec(ref="fastapi"))
+    apart = build(spec, None, side_by_side=False)
+    assert not apart.side_by_side and durations(apart) == {IN_TURNS_DURATION_S}
+    assert durations(build(spec, None)) == {SIDE_BY_SIDE_DURATION_S}
+    assert 2 * IN_TURNS_DURATION_S == SIDE_BY_SIDE_DURATION_S
+    given = CheckSpec(app=AppSpec(ref="fastapi"), duration_s=4.0)
+    assert durations(build(given, None, side_by_side=False)) == {4.0}

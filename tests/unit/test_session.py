@@ -12,10 +12,10 @@ import pytest
 from rich.console import Console
 from support import FakeExecutor, fake_run
 
-from servelab.config.building import experiment_from_dict
 from servelab.errors import StackStartError
 from servelab.host.cpus import CpuPlan
 from servelab.measuring import Runner
+from servelab.prepare.building import experiment_from_dict
 from servelab.results.store import DB_FILE, Database
 from servelab.session import ExperimentSession
 

@@ -36,6 +36,7 @@ from servelab.analysis.validity import (
 from servelab.analysis.warnings import MACHINE_SPEED_SLICED_HINT, ResultWarning, WarningKind
 from servelab.config.experiment import Experiment
 from servelab.host.cpus import CpuPlan
+from servelab.prepare.checks import describe_stack
 from servelab.results.records import CPU_BOUND_MACHINES_DETAIL, RunRecord, SliceFigures
 
 UNSTABLE_CV = 0.10  # pyperf warns from a standard deviation of 10 % of the mean
@@ -434,7 +435,7 @@ def analyze(
                 VariantAnalysis(
                     workload.name,
                     stack.name,
-                    stack.describe(),
+                    describe_stack(stack),
                     stack.name == experiment.baseline.name,
                     tuple(own),
                     metrics,

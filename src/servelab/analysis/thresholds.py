@@ -9,73 +9,21 @@ decide it. Error counts are not estimated: any run's errors count.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from servelab.analysis.stats import Comparison
 
+# The syntax lives with the model (an experiment's [stopping] thresholds are checked as
+# they are read); deciding one lives here.
+from servelab.config.thresholds import DEFAULT_THRESHOLDS as DEFAULT_THRESHOLDS
+from servelab.config.thresholds import METRIC_NAMES as METRIC_NAMES
+from servelab.config.thresholds import RELATIVE as RELATIVE
+from servelab.config.thresholds import Threshold as Threshold
+from servelab.config.thresholds import parse_threshold as parse_threshold
+
 State = Literal["crossed", "held", "inconclusive"]
-
-# The names users write, and the metric each means (servelab.analysis.analyze.METRICS).
-METRIC_NAMES: dict[str, str] = {
-    "rps": "rps",
-    "ok_rps": "ok_rps",
-    "latency": "latency_mean_ms",
-    "mean": "latency_mean_ms",
-    "p99": "latency_p99_ms",
-    "errors": "errors",
-}
-# Metrics judged on a relative change (percent of the baseline); the rest on a count.
-RELATIVE = {"rps", "ok_rps", "latency_mean_ms", "latency_p99_ms"}
-DEFAULT_THRESHOLDS = ("rps < -5%", "errors > 0")
-
-_SYNTAX = re.compile(
-    r"\s*(?P<name>[a-z_0-9]+)\s*(?P<op><|>)\s*(?P<value>[+-]?\d+(?:\.\d+)?)\s*(?P<pct>%?)\s*"
-)
-_EXAMPLES = "e.g. 'rps < -5%', 'p99 > +10%', 'errors > 0'"
-
-
-@dataclass(frozen=True)
-class Threshold:
-    """``metric op limit``: the candidate fails when its change (percent of the baseline,
-    for a relative metric; else its count) is beyond ``limit`` in the direction ``op``."""
-
-    text: str  # as the user wrote it, normalised: "rps < -5%"
-    metric: str  # a key of analysis.analyze.METRICS
-    op: Literal["<", ">"]
-    limit: float
-
-    @property
-    def relative(self) -> bool:
-        return self.metric in RELATIVE
-
-
-def parse_threshold(text: str) -> Threshold:
-    """ValueError (naming the syntax and the metrics) for what is not a threshold."""
-    found = _SYNTAX.fullmatch(text.lower())
-    if found is None:
-        raise ValueError(f"invalid threshold {text!r}: write METRIC < or > VALUE, {_EXAMPLES}")
-    name, op, value, pct = found["name"], found["op"], float(found["value"]), found["pct"]
-    if name not in METRIC_NAMES:
-        raise ValueError(
-            f"unknown metric {name!r} in threshold {text!r}: use one of "
-            f"{', '.join(METRIC_NAMES)}"
-        )
-    metric = METRIC_NAMES[name]
-    if metric in RELATIVE and not pct:
-        raise ValueError(
-            f"threshold {text!r}: {name} is judged on its change, give a percentage "
-            f"({name} {op} {value:+g}%)"
-        )
-    if metric not in RELATIVE and pct:
-        raise ValueError(f"threshold {text!r}: {name} is a count, give no % ({name} {op} 0)")
-    if metric not in RELATIVE and op == "<":
-        raise ValueError(f"threshold {text!r}: a failing count is one above a limit ({name} > 0)")
-    normal = f"{name} {op} {value:+g}%" if pct else f"{name} {op} {value:g}"
-    return Threshold(normal, metric, op, value)  # type: ignore[arg-type]
-
 
 @dataclass(frozen=True)
 class Judgement:

@@ -2,7 +2,9 @@
 
 Two versions of the user's app (a baseline directory, or a git revision checked out
 into a temporary worktree, against the app dir) are served by the same stack and
-measured side by side in interleaved slices until every threshold is decided
+measured in interleaved slices, side by side where each version's stack gets CPUs of its
+own, else in turns (the caller decides, as for ``servelab study quick``: ``api.in_turns_because``),
+until every threshold is decided
 (``servelab.analysis.thresholds``) or the budget is spent. The answer is an exit code
 CI understands: 0 no threshold crossed, 1 one crossed (with confidence), 10 still
 inconclusive (``--inconclusive pass`` makes that 0).
@@ -32,11 +34,16 @@ from servelab.config.experiment import Experiment
 from servelab.config.run import RunOptions
 from servelab.config.stack import AppSpec
 from servelab.errors import SpecError, StackStartError
+from servelab.prepare.run import apply_run_options
 from servelab.results.records import RunRecord
 from servelab.studies.seeds import SEED_ITEM_BODY
 
 BASELINE, CANDIDATE = "baseline", "candidate"
 DEFAULT_BUDGET_S = 180.0
+# Seconds each version is driven per round: side by side both at once; in turns one
+# after the other, half as long each, so that a round takes as long either way.
+SIDE_BY_SIDE_DURATION_S = 6.0
+IN_TURNS_DURATION_S = 3.0
 # The built-in apps' request (the seed app's small async endpoint; the sleepy app's page).
 _BUILTIN_REQUESTS: dict[str, dict[str, Any]] = {
     "fastapi": {"method": "POST", "path": "/async/items/", "body": SEED_ITEM_BODY},
@@ -56,7 +63,7 @@ class CheckSpec:
     inconclusive: Literal["pass", "fail"] = "fail"
     server: dict[str, Any] | None = None  # ServerSpec fields (default: the seeds' gunicorn)
     concurrency: int = 50
-    duration_s: float = 6.0
+    duration_s: float | None = None  # per version per round (None: by the design)
     request: UserRequest | None = None  # --method, --path, ... (default: GET / or the
     # built-in app's page)
 
@@ -77,6 +84,7 @@ class CheckOutcome:
     # --profile: where the candidate's CPU per request went against the baseline's
     # (analysis.profile.why_lines); empty without profiles.
     why: tuple[str, ...] = ()
+    side_by_side: bool = True  # how the versions were measured: at once, or in turns
 
 
 def parse_thresholds(texts: Sequence[str]) -> tuple[Threshold, ...]:
@@ -90,11 +98,14 @@ def parse_thresholds(texts: Sequence[str]) -> tuple[Threshold, ...]:
     return tuple(parsed)
 
 
-def check_experiment(check: CheckSpec, baseline_dir: Path | None) -> Experiment:
-    """Both versions on one stack, side by side, with the thresholds as stopping rule."""
+def check_experiment(
+    check: CheckSpec, baseline_dir: Path | None, *, side_by_side: bool = True
+) -> Experiment:
+    """Both versions on one stack, side by side or in turns, with the thresholds as
+    stopping rule."""
     from servelab.apps.user import request_spec
-    from servelab.config.building import experiment_from_dict
     from servelab.config.load import RequestSpec
+    from servelab.prepare.building import experiment_from_dict
     from servelab.studies.seeds import SEED_PROXY, SEED_SERVER
 
     ref = check.app.ref.strip()
@@ -116,13 +127,15 @@ def check_experiment(check: CheckSpec, baseline_dir: Path | None) -> Experiment:
             "workloads": [{
                 "name": "app",
                 "request": request.model_dump(),
-                "load": {"concurrency": check.concurrency, "duration_s": check.duration_s},
+                "load": {"concurrency": check.concurrency, "duration_s": check.duration_s or (
+                    SIDE_BY_SIDE_DURATION_S if side_by_side else IN_TURNS_DURATION_S
+                )},
             }],
             # Two rounds of fresh starts first (the fewest a nested interval takes); the
             # stopping rule adds rounds while a threshold is undecided.
             "repetitions": 2,
             "warmup": {"max_rounds": 1, "duration_s": 1.0},
-            "side_by_side": True,
+            "side_by_side": side_by_side,
             "stopping": {"budget_s": DEFAULT_BUDGET_S, "thresholds": list(check.thresholds)},
         },
         source="servelab check",
@@ -209,7 +222,10 @@ def run_check(
         say(note)
     check = replace(check, app=app)
     with baseline_version(check.app, check.baseline_dir, check.baseline_ref) as (where, label):
-        experiment = options.apply(check_experiment(check, where))
+        experiment = apply_run_options(
+            check_experiment(check, where, side_by_side=options.side_by_side is not False),
+            options,
+        )
         experiment = _fitted(experiment, say)
         probe_both(experiment, options.startup_timeout_s)
         result_dir = measure(experiment, options)
@@ -223,6 +239,7 @@ def run_check(
         judgements, state, exit_code(state, check.inconclusive), label,
         str(check.app.app_dir or check.app.ref), result_dir, starts, test,
         time.monotonic() - started, tuple(why_candidate(runs, store.path)),
+        store.experiment.side_by_side,
     )
 
 

@@ -48,7 +48,8 @@ def summary_markdown(outcome: CheckOutcome) -> str:
     lines += [
         "",
         f"Candidate `{outcome.candidate}` against baseline `{outcome.baseline}`, "
-        f"{outcome.starts} fresh starts of each, measured side by side; intervals from "
+        f"{outcome.starts} fresh starts of each, measured "
+        f"{'side by side' if outcome.side_by_side else 'in turns'}; intervals from "
         f"{outcome.test}; {outcome.wall_s:.0f} s; exit code {outcome.exit_code}. "
         f"Result: `{outcome.result_dir}`.",
         "",

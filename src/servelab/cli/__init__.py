@@ -103,7 +103,8 @@ def example(name: str | None) -> None:
 @cli.command()
 def doctor() -> None:
     """Check this machine: nginx, load drivers, somaxconn, open files, CPUs."""
-    from servelab.host.doctor import print_checks, run_checks
+    from servelab.host.doctor import print_checks
+    from servelab.prepare.doctor import run_checks
 
     checks = run_checks()
     print_checks(out, checks)

@@ -50,8 +50,9 @@ from servelab.servers.registry import DEFAULT_SERVER, SERVER_KINDS
               show_default=True, help="The app server serving both versions.")
 @click.option("--workers", type=int, default=2, show_default=True)
 @click.option("-c", "--concurrency", type=int, default=50, show_default=True)
-@click.option("-d", "--duration", type=float, default=6.0, show_default=True,
-              help="Seconds each version is measured per round (in slices of about 1 s).")
+@click.option("-d", "--duration", type=float, default=None,
+              help="Seconds each version is measured per round, in slices of about 1 s "
+                   "[default: 6 side by side, 3 in turns].")
 @app_options
 @run_options
 def check(
@@ -64,16 +65,17 @@ def check(
     server: str,
     workers: int,
     concurrency: int,
-    duration: float,
+    duration: float | None,
     user: UserInput,
     run: RunOptions,
 ) -> None:
-    """Did the app get slower? Measure two versions of the app on the same stack, side by
-    side, until every --fail-if threshold is decided or --budget (default 3 min) is spent.
+    """Did the app get slower? Measure two versions of the app on the same stack (side by
+    side where each gets CPUs of its own, else in turns) until every --fail-if threshold
+    is decided or --budget (default 3 min) is spent.
 
     Exit codes: 0 no threshold crossed, 1 one crossed (a significant change beyond it),
     10 still inconclusive (--inconclusive pass: 0), 2 bad input."""
-    from servelab.check import CheckSpec, run_check
+    from servelab.check import CheckSpec, check_experiment, run_check
     from servelab.check.outputs import summary_markdown, write_outputs
     from servelab.results.outdir import check_writable_path
 
@@ -84,9 +86,9 @@ def check(
             check_writable_path(path, option)
     if workers < 1 or concurrency < 1:
         raise SpecError("--workers and --concurrency must be at least 1", "pass 1 or more")
-    if not duration >= 2:
+    if duration is not None and not duration >= 2:
         raise SpecError(f"--duration must be at least 2 s, got {duration:g}",
-                        "side by side, each version is measured in slices of about 1 s")
+                        "each version is measured in slices of about 1 s")
     spec = CheckSpec(
         app=user.app or AppSpec(ref="fastapi"),
         baseline_dir=baseline_dir,
@@ -102,6 +104,11 @@ def check(
         raise SpecError("servelab check does not take --database, --db-latency or --db-jitter",
                         "leave them out")
     options = replace(run, startup_timeout_s=user.startup_timeout_s)
+    # Side by side only where each version's stack gets CPUs of its own, as quick does.
+    in_turns = api.in_turns_because(check_experiment(spec, None), options)
+    if in_turns:
+        console.print(f"servelab: {in_turns}", highlight=False)
+        options = replace(options, side_by_side=False)
 
     def measure(experiment: Experiment, run_options: RunOptions) -> Path:
         # Progress on stderr; stdout carries only the check's own table.

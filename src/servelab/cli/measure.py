@@ -20,11 +20,11 @@ from servelab.cli.options import (
     parse_int_list,
     run_options,
 )
-from servelab.config.building import load_experiment_file
 from servelab.config.run import RunOptions
 from servelab.errors import SpecError
 from servelab.host.netns import check_somaxconn
 from servelab.load.registry import DEFAULT_DRIVER, DRIVER_NAMES
+from servelab.prepare.building import load_experiment_file
 from servelab.servers.registry import DEFAULT_SERVER, standalone_servers
 from servelab.studies import StudyOptions, all_studies, get_study
 

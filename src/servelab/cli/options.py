@@ -19,7 +19,7 @@ from servelab.config.run import DEFAULT_RESULTS_DIR, LOOPBACK, RunOptions, parse
 from servelab.config.stack import AppSpec
 from servelab.errors import SpecError
 from servelab.host.netns import check_somaxconn
-from servelab.results.writers import EXPORT_FORMATS
+from servelab.report.exports import EXPORT_FORMATS
 
 console = Console(stderr=True, soft_wrap=True)  # an error stays one line, however long
 # Errors go here: -q silences ``console`` (progress, notes), never an error.
@@ -299,8 +299,8 @@ def _verbose() -> bool:
 def check_run_outputs(run: RunOptions) -> None:
     """Every path a measuring command writes (--results, --export-*) can be written: one
     line before anything starts, never a traceback after the measuring."""
+    from servelab.report.exports import check_writable
     from servelab.results.outdir import check_writable_path
-    from servelab.results.writers import check_writable
 
     check_writable_path(run.results_dir, "--results", directory=True)
     check_writable(dict(run.result_files))

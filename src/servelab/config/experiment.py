@@ -19,7 +19,10 @@ from servelab.config.load import LoadSpec, SloSpec, WarmupSpec, Workload
 from servelab.config.stack import (
     StackSpec,
 )
-from servelab.load.registry import DEFAULT_DRIVER, DRIVER_NAMES, DRIVERS, capabilities
+from servelab.config.thresholds import parse_threshold
+
+# The driver's names only; what it can do is asked in servelab.prepare.checks.
+from servelab.load.registry import DEFAULT_DRIVER, DRIVER_NAMES
 
 # The registry's names as a Literal for pydantic; mypy sees str (as config.stack's kinds).
 if TYPE_CHECKING:
@@ -70,12 +73,6 @@ def auto_slices(load: LoadSpec, target_s: float = SLICE_TARGET_S) -> int:
     return max(1, min(MAX_AUTO_SLICES, wanted))
 
 
-def slicing_drivers() -> str:
-    """The drivers that can measure in slices, as "the oha driver"."""
-    names = [n for n in DRIVER_NAMES if "latencies" in capabilities(n)]
-    return f"the {' or '.join(names)} driver"
-
-
 class StoppingSpec(Model):
     """Measure until every comparison is clear, or the budget is spent (sliced runs only).
 
@@ -97,8 +94,6 @@ class StoppingSpec(Model):
     @field_validator("thresholds")
     @classmethod
     def _parse_thresholds(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        from servelab.analysis.thresholds import parse_threshold
-
         return tuple(parse_threshold(text).text for text in value)
 
 
@@ -136,25 +131,8 @@ class Experiment(Model):
     def _check(self) -> Experiment:
         if not self.workloads:
             raise ValueError("an experiment needs at least one workload")
-        if self.driver_options:
-            model = DRIVERS.cls(self.driver).options_model
-            if model is None:
-                raise ValueError(f"load driver {self.driver} takes no driver_options")
-            model.model_validate(self.driver_options)
         if self.slices > 1:
             self._check_slices()
-        if self.side_by_side and (
-            self.slices == 1 or any(w.load.duration_s is None for w in self.workloads)
-        ):
-            raise ValueError(
-                f"side_by_side measures slices at the same time: it needs {slicing_drivers()}, "
-                "closed loads bounded by a duration, and more than one slice"
-            )
-        if self.stopping is not None and self.slices == 1:
-            raise ValueError(
-                f"[stopping] adds interleaved rounds: it needs {slicing_drivers()}, closed loads "
-                "and more than one slice"
-            )
         names = [s.name for s in self.stacks]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
@@ -165,11 +143,7 @@ class Experiment(Model):
         return self
 
     def _check_slices(self) -> None:
-        if "latencies" not in capabilities(self.driver):
-            raise ValueError(
-                f"slices need {slicing_drivers()} (it keeps every request's latency, so the "
-                "slices' percentiles can be merged)"
-            )
+        """The loads' side; whether the driver can slice, servelab.prepare.checks asks."""
         if self.slo is not None:
             raise ValueError("a ramp cannot be sliced: it measures rising rates in order")
         for workload in self.workloads:
@@ -180,7 +154,7 @@ class Experiment(Model):
     @classmethod
     def from_toml(cls, path: str | Path) -> Experiment:
         """An experiment file, checked (SpecError naming the problem and the fix)."""
-        from servelab.config.building import load_experiment_file
+        from servelab.prepare.building import load_experiment_file  # the floor above
 
         return load_experiment_file(Path(path))
 

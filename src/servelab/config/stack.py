@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
 
@@ -13,8 +12,11 @@ from servelab.config.base import (
     NonNegativeInt,
     PositiveInt,
 )
-from servelab.fronts.registry import DEFAULT_FRONT, FRONT_KINDS, FRONTS, get_front
-from servelab.servers.registry import DEFAULT_SERVER, SERVER_KINDS, SERVERS, get_server
+
+# The registries' names only: what each plug-in can do is asked above the model
+# (servelab.prepare.checks), once the experiment is built.
+from servelab.fronts.registry import DEFAULT_FRONT, FRONT_KINDS
+from servelab.servers.registry import DEFAULT_SERVER, SERVER_KINDS
 
 # The registries' names, a tuple known at import: a Literal for pydantic (its error names
 # the choices); mypy cannot read a Literal of a tuple built at run time and sees str.
@@ -42,7 +44,8 @@ class ServerSpec(Model):
 
     Which of the optional knobs a server honours, and what each means for it, its
     module in ``servelab.servers`` says (``AppServer.knobs``, ``command``); giving a
-    server a knob it lacks is an error naming the servers that have it.
+    server a knob it lacks is an error naming the servers that have it
+    (``servelab.prepare.checks``).
     """
 
     kind: ServerKind = DEFAULT_SERVER
@@ -60,7 +63,6 @@ class ServerSpec(Model):
 
     @model_validator(mode="after")
     def _check(self) -> ServerSpec:
-        get_server(self.kind).check_knobs(self)
         if self.max_requests_jitter and not self.max_requests:
             raise ValueError("max_requests_jitter needs max_requests > 0 (jitter adds to it)")
         return self
@@ -106,20 +108,6 @@ class ProxySpec(Model):
 
     @model_validator(mode="after")
     def _check(self) -> ProxySpec:
-        front = get_front(self.kind)
-        if front.role is None and self.transport == "unix":
-            raise ValueError(
-                "transport 'unix' needs a proxy in front (load drivers speak TCP); "
-                f"use proxy kind {_either(FRONTS.where(lambda f: f.role))}, "
-                "or transport 'tcp'"
-            )
-        if self.protocol not in front.protocols:
-            speakers = FRONTS.where(lambda f: self.protocol in f.protocols)
-            raise ValueError(
-                f"protocol {self.protocol!r} needs a front that speaks it (proxy kind "
-                f"{_either(speakers)})"
-            )
-        front.check_knobs(self)
         if self.protocol != "http" and self.upstream_keepalive:
             raise ValueError(
                 f"upstream_keepalive is measured over HTTP only; set it to 0 with protocol "
@@ -156,53 +144,3 @@ class StackSpec(Model):
     proxy: ProxySpec = Field(default_factory=ProxySpec)
     network: NetworkSpec = Field(default_factory=NetworkSpec)
 
-    @model_validator(mode="after")
-    def _check_protocol(self) -> StackSpec:
-        server = get_server(self.server.kind)
-        if server.inside_front is not None:
-            if self.proxy.kind != server.inside_front:
-                raise ValueError(
-                    f"server kind {server.kind!r} runs the app inside "
-                    f"{get_front(server.inside_front).title}; "
-                    f"set proxy kind {server.inside_front!r}"
-                )
-            if self.proxy.upstream_keepalive:
-                raise ValueError(
-                    f"upstream_keepalive does not apply to {server.kind} "
-                    f"({get_front(server.inside_front).title} "
-                    "reaches the app's processes itself, per request); set it to 0"
-                )
-        if self.proxy.protocol not in server.protocols:
-            speakers = SERVERS.where(lambda s: self.proxy.protocol in s.protocols)
-            raise ValueError(
-                f"proxy protocol {self.proxy.protocol!r} is spoken by {_either(speakers)} only, "
-                f"not {self.server.kind}; use protocol 'http'"
-            )
-        return self
-
-    def describe(self) -> str:
-        s, p = self.server, self.proxy
-        server_impl = get_server(s.kind)
-        server = server_impl.describe(s)
-        if s.max_requests:
-            jitter = f"+0..{s.max_requests_jitter}" if s.max_requests_jitter else ""
-            server += f" max_requests={s.max_requests}{jitter}"
-        extra = f", somaxconn {self.network.somaxconn}" if self.network.somaxconn else ""
-        front = get_front(p.kind).describe(p)
-        if not front:
-            return f"{server}, no proxy{extra}"
-        if server_impl.inside_front is not None:
-            return f"{front} + {server}{extra}"
-        keepalive = (
-            f"upstream keepalive {p.upstream_keepalive}"
-            if p.upstream_keepalive
-            else ("no upstream keepalive")
-        )
-        via = p.transport if p.protocol == "http" else f"{p.transport}/{p.protocol}"
-        return f"{front} --{via}--> {server}, {keepalive}{extra}"
-
-
-def _either(kinds: Sequence[str]) -> str:
-    """'a', 'b' or 'c'."""
-    quoted = [f"'{k}'" for k in kinds]
-    return " or ".join([", ".join(quoted[:-1]), quoted[-1]]) if len(quoted) > 1 else quoted[0]

@@ -39,6 +39,7 @@ from servelab.errors import SpecError
 from servelab.export.choose import Choice
 from servelab.fronts.base import FrontDeploy, FrontTarget
 from servelab.fronts.registry import DEFAULT_FRONT, FRONTS, get_front
+from servelab.prepare.checks import describe_stack
 from servelab.report.base import (
     ReportInput,
     describe_workload,
@@ -492,6 +493,7 @@ def render_readme(
     return _templates().get_template("README.md.j2").render(
         **context,
         source=source,
+        stack_line=describe_stack(context["stack"]),
         choice=deploy.choice,
         baseline_name=report.experiment.baseline.name,
         tests=" / ".join(

@@ -32,8 +32,7 @@ from servelab.errors import ServelabError, StackStartError
 from servelab.export.deploy import APP_PORT, README, DeployLayout
 from servelab.fronts.base import Front
 from servelab.fronts.registry import get_front
-from servelab.host.procs import ManagedProcess, free_port
-from servelab.launch import OWNER_ENV
+from servelab.host.procs import OWNER_ENV, ManagedProcess, free_port
 from servelab.launch.readiness import wait_listening, wait_ready
 from servelab.servers.base import AppServer
 

@@ -440,6 +440,9 @@ class Apache(Front):
     log_name = LOG_NAME
     app_process_prefix = "(wsgi:"  # mod_wsgi's daemon processes
 
+    def check_hosted_access(self) -> None:
+        check_daemon_access(run_as(), python_paths())
+
     @property
     def title(self) -> str:
         return "Apache"

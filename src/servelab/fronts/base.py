@@ -122,6 +122,11 @@ class Front(ABC):
         """The config of a front that runs the app itself (a server ``inside_front``)."""
         raise NotImplementedError(f"{self.kind} cannot run an app itself")
 
+    def check_hosted_access(self) -> None:
+        """For a front that runs the app itself: ServelabError when the processes it runs
+        the app in cannot read servelab's Python (asked by the hosted server's doctor)."""
+        return None
+
     def hosted_app_address(self, workdir: Path) -> AppAddress | None:
         """Where requests wait for the app it runs itself (its listen queue), if known."""
         return None

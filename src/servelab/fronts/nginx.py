@@ -30,11 +30,10 @@ from servelab.host.doctor import SETUP_FIX, Check, check_program
 from servelab.host.environment import program_version
 from servelab.host.paths import require_program
 from servelab.launch.templates import render
-from servelab.observe.attribution import classify_by_rules
+from servelab.observe.attribution import ACCESS_LOG_NAME, classify_by_rules
 
 CONF_NAME = "nginx.conf"
 LOG_NAME = "nginx.log"
-ACCESS_LOG_NAME = "access.log"  # with the access_log knob: one client address a line
 BINARY = "/usr/sbin/nginx"  # Debian's, named in exported units
 CHECK_TIMEOUT_S = 60.0
 _USER_LINE = re.compile(r"^(\s*)user\s+([^;\s]+)[^;]*;", re.MULTILINE)

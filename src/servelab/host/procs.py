@@ -19,6 +19,10 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
+# Set in every server's environment to the pid of the process that launched it,
+# so tests (and people) can tell which processes belong to whom.
+OWNER_ENV = "SERVELAB_OWNER_PID"
+
 # Called with each process's name and command line before it starts (``servelab -v``);
 # None: silent.
 announce_start: Callable[[str, Sequence[str]], None] | None = None

@@ -28,7 +28,7 @@ from servelab.fronts.base import LOOPBACK, Configured, Front, host_port
 from servelab.fronts.registry import get_front
 from servelab.host.cgroups import CpuGroup
 from servelab.host.netns import Placement, place_stack
-from servelab.host.procs import JANITOR, ManagedProcess, free_port
+from servelab.host.procs import JANITOR, OWNER_ENV, ManagedProcess, free_port
 from servelab.launch.readiness import wait_listening, wait_ready
 from servelab.launch.running import RunningStack
 from servelab.servers.base import AppServer, Listen
@@ -36,9 +36,6 @@ from servelab.servers.registry import get_server
 
 __all__ = ["OWNER_ENV", "RunningStack", "launch_stack", "launched_by"]
 
-# Set in every server's environment to the pid of the process that launched it,
-# so tests (and people) can tell which processes belong to whom.
-OWNER_ENV = "SERVELAB_OWNER_PID"
 
 
 def launched_by(pid: int) -> list[int]:

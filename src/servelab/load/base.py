@@ -21,8 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from servelab.config.load import LoadSpec, RequestSpec
 from servelab.errors import LoadDriverError, SpecError
 from servelab.host.doctor import Check
-from servelab.host.procs import JANITOR, tail, with_cpus
-from servelab.launch import OWNER_ENV
+from servelab.host.procs import JANITOR, OWNER_ENV, tail, with_cpus
 from servelab.results.records import LoadMeasurement
 
 if TYPE_CHECKING:

@@ -24,11 +24,12 @@ from typing import Any
 from pydantic import ValidationError
 
 from servelab.config.base import MAX_REQUESTS_PER_RUN
-from servelab.config.building import describe_validation_error, experiment_from_dict
+from servelab.config.building import describe_validation_error
 from servelab.config.experiment import Experiment
 from servelab.config.load import LoadSpec, SloSpec
 from servelab.errors import SpecError
 from servelab.load.registry import DEFAULT_DRIVER
+from servelab.prepare.building import experiment_from_dict
 from servelab.results.records import RunRecord
 from servelab.servers.registry import DEFAULT_SERVER, get_server
 

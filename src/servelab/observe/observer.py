@@ -12,10 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from servelab.fronts.nginx import ACCESS_LOG_NAME
 from servelab.launch.running import RunningStack
 from servelab.observe.acceptq import AcceptQueueSampler
-from servelab.observe.attribution import LogCursor, LogEvents
+from servelab.observe.attribution import ACCESS_LOG_NAME, LogCursor, LogEvents
 
 FAST_SAMPLING_S = 0.1
 SLOW_SAMPLING_S = 0.5

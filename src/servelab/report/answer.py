@@ -17,7 +17,7 @@ from servelab.analysis.analyze import (
     clarity,
     compare_variants,
 )
-from servelab.analysis.stats import MIN_CLEAR_DF
+from servelab.analysis.stats import MIN_CLEAR_DF, Comparison
 from servelab.analysis.validity import latency_judged, not_judged_because
 from servelab.analysis.warnings import ResultWarning, WarningKind
 
@@ -32,6 +32,18 @@ class AnswerLine:
     clear: bool
     test: str
     starts_needed: int | None  # per variant, when not clear
+    # The family size when the interval (95 %, this comparison alone) clears zero but the
+    # verdict, judged over the whole study (Holm), does not: said so, not left to look
+    # like a contradiction.
+    judged_over: int | None = None
+    p_alone: float | None = None
+
+    @property
+    def verdict_text(self) -> str:
+        if self.judged_over is None:
+            return self.verdict
+        alone = f" (p = {self.p_alone:.2g} alone)" if self.p_alone is not None else ""
+        return f"{self.verdict} over the study's {self.judged_over} comparisons{alone}"
 
     def text(self) -> str:
         if self.change_pct is None:
@@ -43,7 +55,7 @@ class AnswerLine:
         state = "clear" if self.clear else "not clear yet"
         if not self.clear and self.starts_needed:
             state += f": about {self.starts_needed} starts per variant would make it clear"
-        return f"{self.variant}: {change}, {self.verdict}; {state}"
+        return f"{self.variant}: {change}, {self.verdict_text}; {state}"
 
 
 @dataclass(frozen=True)
@@ -125,6 +137,7 @@ def build_answer(analysis: ExperimentAnalysis, *, precision_pct: float | None = 
                     clear,
                     comparison.test,
                     None if clear else needed.get((workload.name, v.variant)),
+                    *_held_back(comparison),
                 )
             )
         if not lines:
@@ -138,6 +151,20 @@ def build_answer(analysis: ExperimentAnalysis, *, precision_pct: float | None = 
     return Answer(
         metric.key, tuple(answers), group_warnings(analysis), precision, latency_note
     )
+
+
+def _held_back(comparison: Comparison) -> tuple[int | None, float | None]:
+    """(family size, p alone) when the comparison alone would be significant (its 95 %
+    interval clears zero) but the study's family-wise verdict is not; else (None, None)."""
+    bounds = comparison.interval_pct
+    if (
+        comparison.verdict == "no significant difference"
+        and (comparison.family or 0) > 1
+        and bounds is not None
+        and (bounds[0] > 0 or bounds[1] < 0)
+    ):
+        return comparison.family, comparison.p_value
+    return None, None
 
 
 def _winner(
@@ -171,9 +198,14 @@ def _winner(
     against += f" vs {runner_up.variant}"
     if versus.verdict == better:
         return best.variant, f"{note}, {against}"
+    if runner_up.verdict == better:
+        return None, (
+            f"{best.variant} and {runner_up.variant} are not significantly different "
+            f"({best.variant} {against}); both beat the baseline"
+        )
     return None, (
-        f"{best.variant} and {runner_up.variant} are not significantly different "
-        f"({best.variant} {against}); both beat the baseline"
+        f"{best.variant} beats the baseline but not significantly {runner_up.variant} "
+        f"({best.variant} {against}), which does not significantly beat the baseline"
     )
 
 

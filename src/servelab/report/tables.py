@@ -21,6 +21,7 @@ from servelab.analysis.analyze import (
 from servelab.analysis.stats import percent_change, summarize
 from servelab.config.experiment import Experiment
 from servelab.observe.attribution import failure_events
+from servelab.prepare.checks import describe_stack
 from servelab.results.records import RunRecord
 
 
@@ -117,7 +118,7 @@ def seed_tables(experiment: Experiment, runs: Sequence[RunRecord]) -> list[SeedT
                 SeedTable(
                     workload.name,
                     stack.name,
-                    stack.describe(),
+                    describe_stack(stack),
                     is_baseline,
                     tuple(header),
                     tuple(rows),

@@ -158,7 +158,8 @@ class AppServer(ABC):
     extra: ClassVar[str | None] = None
 
     def check_knobs(self, server: ServerSpec) -> None:
-        """ValueError for knobs this server cannot honour (pydantic reports it)."""
+        """ValueError for knobs this server cannot honour (servelab.prepare.checks reports it,
+        naming where)."""
         for knob in OPTIONAL_KNOBS:
             if knob in self.knobs or knob in self.ignored_knobs:
                 continue

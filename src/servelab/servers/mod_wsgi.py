@@ -15,6 +15,7 @@ from servelab.apps import ResolvedApp
 from servelab.apps.interpreter import python_facts
 from servelab.config.stack import ServerSpec, StackSpec
 from servelab.errors import MissingToolError, StackStartError
+from servelab.fronts.registry import get_front
 from servelab.host.doctor import Check
 from servelab.host.environment import package_version
 from servelab.servers.base import AppServer, Command, DeployTarget, Listen, ServerDeploy
@@ -161,15 +162,13 @@ class ModWsgi(AppServer):
 
     def doctor_checks(self) -> list[Check]:
         """Optional: only server kind 'mod_wsgi' needs it."""
-        from servelab.fronts import apache
-
         name = "mod_wsgi (server kind 'mod_wsgi')"
         try:
             module = mod_wsgi_module()
         except MissingToolError as exc:
             return [Check(name, "warn", "not found", exc.fix)]
         try:  # its daemons run as www-data (when root): can they read the project's Python?
-            apache.check_daemon_access(apache.run_as(), apache.python_paths())
+            get_front(self.inside_front or "").check_hosted_access()
         except (MissingToolError, StackStartError) as exc:
             return [Check(name, "warn", exc.problem, exc.fix)]
         return [Check(name, "ok", f"{package_version('mod_wsgi') or 'found'} ({module.name})")]

@@ -36,8 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from servelab.errors import MissingToolError, StackStartError
-from servelab.host.procs import JANITOR, ManagedProcess, free_port
-from servelab.launch import OWNER_ENV
+from servelab.host.procs import JANITOR, OWNER_ENV, ManagedProcess, free_port
 
 if TYPE_CHECKING:
     from servelab.host.netns import NetNamespace
@@ -133,7 +132,7 @@ def run_postgres(
         os.chmod(workdir, 0o700)
         os.chown(workdir, uid, gid)
         env = {
-            OWNER_ENV: str(os.getpid()),  # tells whose server this is (see servelab.launch)
+            OWNER_ENV: str(os.getpid()),  # tells whose server this is (see servelab.host.procs)
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "LC_ALL": "C.UTF-8",
             "HOME": str(workdir),

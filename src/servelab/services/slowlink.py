@@ -46,8 +46,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from servelab.errors import MissingToolError, SpecError, StackStartError
-from servelab.host.procs import JANITOR, ManagedProcess, free_port
-from servelab.launch import OWNER_ENV
+from servelab.host.procs import JANITOR, OWNER_ENV, ManagedProcess, free_port
 
 Method = Literal["netem", "toxiproxy"]
 PROXY_NAME = "postgres"

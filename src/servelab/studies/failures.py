@@ -26,12 +26,12 @@ import math
 from typing import Any
 
 from servelab.config.base import MAX_RUN_S
-from servelab.config.building import experiment_from_dict
 from servelab.config.experiment import Experiment
 from servelab.config.load import SloSpec
 from servelab.errors import SpecError
 from servelab.host.netns import check_somaxconn
 from servelab.measuring.ramp import RampPlan, ramp_experiment
+from servelab.prepare.building import experiment_from_dict
 from servelab.studies import Study, StudyOptions
 from servelab.studies.seeds import SEED_ITEM_BODY, SEED_SERVER
 

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from servelab.config.building import experiment_from_dict
 from servelab.config.experiment import Experiment
 from servelab.errors import SpecError
+from servelab.prepare.building import experiment_from_dict
 from servelab.studies import Study, StudyOptions
 
 # The seed's two ab runs: (name, requests, concurrency).

@@ -13,10 +13,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from servelab.config.building import experiment_from_dict
 from servelab.config.experiment import Experiment
 from servelab.errors import SpecError
 from servelab.load.registry import DEFAULT_DRIVER, capabilities
+from servelab.prepare.building import experiment_from_dict
 from servelab.studies import Study, StudyOptions
 
 SEED_ITEM_BODY = json.dumps({"name": "string", "description": "string", "price": 0, "tax": 0})

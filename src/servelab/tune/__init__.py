@@ -17,13 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from servelab.config.building import experiment_from_dict
 from servelab.config.experiment import Experiment
 from servelab.config.load import RequestSpec
 from servelab.config.run import LOOPBACK
 from servelab.fronts.registry import DEFAULT_FRONT
 from servelab.measuring import RunnerEvents, run_experiment
 from servelab.measuring.stopping import NextRound
+from servelab.prepare.building import experiment_from_dict
 from servelab.results.records import RunRecord
 from servelab.tune.objective import Objective
 from servelab.tune.race import RaceSettings, RaceState, Recommendation, race_state, recommend

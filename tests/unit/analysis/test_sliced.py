@@ -14,10 +14,10 @@ from support import FakeExecutor, ListSink
 from servelab.analysis.analyze import analyze, comparisons_document
 from servelab.analysis.warnings import WarningKind
 from servelab.cli import cli
-from servelab.config.building import experiment_from_dict
 from servelab.config.run import parse_duration
 from servelab.errors import SpecError
 from servelab.measuring import Runner
+from servelab.prepare.building import experiment_from_dict
 from servelab.report.answer import build_answer
 from servelab.report.base import ReportInput
 from servelab.report.data import runs_csv

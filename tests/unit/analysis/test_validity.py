@@ -12,8 +12,8 @@ from servelab.analysis.validity import (
     not_judged_because,
     threshold_comparison,
 )
-from servelab.config.building import experiment_from_dict
 from servelab.measuring import Runner
+from servelab.prepare.building import experiment_from_dict
 
 
 def experiment(*, side_by_side: bool = False, load: dict | None = None):

@@ -117,7 +117,7 @@ def test_a_request_mix_becomes_oha_url_file_and_other_drivers_refuse(tmp_path: P
 
 
 def test_the_django_example_file_is_valid() -> None:
-    from servelab.config.building import load_experiment_file
+    from servelab.prepare.building import load_experiment_file
 
     path = Path(__file__).resolve().parents[3] / "examples" / "django-mix.toml"
     experiment = load_experiment_file(path)

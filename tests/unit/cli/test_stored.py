@@ -78,7 +78,7 @@ def test_example_lists_prints_and_refuses_unknown_names() -> None:
     assert shown.returncode == 0 and 'name = "my-port-vs-socket"' in shown.stdout
     import tomllib
 
-    from servelab.config.building import experiment_from_dict
+    from servelab.prepare.building import experiment_from_dict
 
     assert experiment_from_dict(tomllib.loads(shown.stdout)).name == "my-port-vs-socket"
     unknown = run_cli("example", "nope")

@@ -4,9 +4,10 @@ from pathlib import Path
 
 import pytest
 
-from servelab.config.building import expand_grid, experiment_from_dict, load_experiment_file
+from servelab.config.building import expand_grid
 from servelab.config.load import LoadSpec
 from servelab.errors import SpecError
+from servelab.prepare.building import experiment_from_dict, load_experiment_file
 
 MINIMAL = {
     "name": "t",

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from servelab.config.building import experiment_from_dict
 from servelab.errors import SpecError
 from servelab.host.netns import check_somaxconn
+from servelab.prepare.building import experiment_from_dict
 
 
 @pytest.mark.parametrize(

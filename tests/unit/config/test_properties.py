@@ -12,11 +12,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from servelab.cli.options import parse_int_list
-from servelab.config.building import experiment_from_dict, load_experiment_file
 from servelab.config.experiment import Experiment
 from servelab.config.run import parse_duration
 from servelab.errors import ServelabError
 from servelab.export.deploy import check_listen
+from servelab.prepare.building import experiment_from_dict, load_experiment_file
 
 # Names an experiment file uses, so generated tables reach the validators, not only the
 # "unknown key" check.

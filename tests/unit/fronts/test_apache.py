@@ -10,10 +10,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from pydantic import ValidationError
 from support import memory_lines
 
-from servelab.config.building import experiment_from_dict
 from servelab.config.experiment import Experiment
 from servelab.config.load import Workload
 from servelab.config.stack import AppSpec, ProxySpec, ServerSpec, StackSpec
@@ -21,6 +19,8 @@ from servelab.errors import MissingToolError, SpecError, StackStartError
 from servelab.fronts import apache
 from servelab.fronts.registry import get_front
 from servelab.observe.attribution import classify_line, classify_lines, source_of
+from servelab.prepare.building import experiment_from_dict
+from servelab.prepare.checks import check_proxy, check_stack, describe_stack
 from servelab.report.memory import memory_rows
 from servelab.results.records import ProcessUsage, RunRecord
 from servelab.servers.registry import get_server
@@ -50,8 +50,8 @@ HAVE_APACHE = shutil.which("apache2") is not None or apache.FALLBACK_BINARY.exis
     ],
 )
 def test_apache_knobs_are_checked(proxy: dict[str, object], message: str) -> None:
-    with pytest.raises(ValidationError, match=message):
-        ProxySpec.model_validate(proxy)
+    with pytest.raises(ValueError, match=message):
+        check_proxy(ProxySpec.model_validate(proxy))
 
 
 def test_apache_defaults_and_shared_knobs_are_accepted() -> None:
@@ -82,8 +82,8 @@ def test_apache_defaults_and_shared_knobs_are_accepted() -> None:
     ],
 )
 def test_mod_wsgi_stack_checks(stack: dict[str, object], message: str) -> None:
-    with pytest.raises(ValidationError, match=message):
-        StackSpec.model_validate(stack)
+    with pytest.raises(ValueError, match=message):
+        check_stack(StackSpec.model_validate(stack))
 
 
 def test_bad_apache_knob_is_a_one_line_spec_error() -> None:
@@ -104,13 +104,13 @@ def test_describe_names_apache_and_mod_wsgi() -> None:
         proxy=ProxySpec(kind="apache", mpm="worker", max_request_workers=50, threads_per_child=25,
                         transport="unix", upstream_keepalive=8),
     )
-    assert proxied.describe() == (
+    assert describe_stack(proxied) == (
         "apache[worker max_request_workers=50 threads_per_child=25] --unix--> "
         "gunicorn[uvicorn] workers=2 threads=1, upstream keepalive 8"
     )
     wsgi = StackSpec(server=ServerSpec(kind="mod_wsgi", workers=3, threads=4),
                      proxy=ProxySpec(kind="apache", mpm="prefork"))
-    assert wsgi.describe() == "apache[prefork] + mod_wsgi daemon processes=3 threads=4"
+    assert describe_stack(wsgi) == "apache[prefork] + mod_wsgi daemon processes=3 threads=4"
 
 
 def _render(spec: StackSpec, tmp_path: Path, **kwargs: object) -> str:

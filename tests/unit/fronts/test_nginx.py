@@ -151,5 +151,7 @@ def test_the_access_log_is_opt_in_in_the_stacks_own_directory(tmp_path: Path) ->
 
 
 def test_the_access_log_is_nginxs_knob_only() -> None:
+    from servelab.prepare.checks import check_proxy
+
     with pytest.raises(ValueError, match="access_log: nginx knob"):
-        ProxySpec(kind="apache", access_log=True)
+        check_proxy(ProxySpec(kind="apache", access_log=True))

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from support import FakeExecutor, ListSink
 
-from servelab.config.building import experiment_from_dict
 from servelab.measuring import Runner, RunnerEvents
 from servelab.observe.profile import WindowProfile
+from servelab.prepare.building import experiment_from_dict
 from servelab.results.profiles import read_profiles, write_profile
 
 

@@ -6,8 +6,8 @@ import random
 
 from support import FakeClock, FakeExecutor, ListSink
 
-from servelab.config.building import experiment_from_dict
 from servelab.measuring import Runner, RunnerEvents
+from servelab.prepare.building import experiment_from_dict
 
 
 def experiment(

@@ -8,7 +8,6 @@ import random
 import pytest
 from support import fake_load
 
-from servelab.config.building import experiment_from_dict
 from servelab.config.experiment import slicing_problem
 from servelab.config.load import LoadSpec
 from servelab.config.stack import StackSpec
@@ -23,6 +22,7 @@ from servelab.measuring.slices import (
     slice_loads,
     weighted_share,
 )
+from servelab.prepare.building import experiment_from_dict
 from servelab.results.records import ListenQueue, LoadMachine, LoadMeasurement, ProcessUsage
 from servelab.results.store import spec_hash
 

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 from support import fake_load, fake_run, markdown_lines
 
-from servelab.config.building import experiment_from_dict
 from servelab.observe.attribution import (
     EVENT_BY_KEY,
     LogCursor,
@@ -18,6 +17,7 @@ from servelab.observe.attribution import (
     describe_counts,
     failure_events,
 )
+from servelab.prepare.building import experiment_from_dict
 from servelab.report.failures import cause_lines, failure_rows, ramp_rows
 from servelab.report.sections import failure_sections
 from servelab.results.records import ListenQueue, RunRecord

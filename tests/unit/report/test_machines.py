@@ -9,15 +9,15 @@ import pytest
 from rich.console import Console
 from support import fake_load, fake_run
 
-from servelab.config.building import experiment_from_dict
+from servelab.prepare.building import experiment_from_dict
 from servelab.report.base import ReportInput
+from servelab.report.exports import EXPORT_FORMATS
 from servelab.report.html import render_html
 from servelab.report.machines import machine_rows, machines_table
 from servelab.report.markdown import render_markdown
 from servelab.report.sections import LoadMachinesSection, live_sections
 from servelab.report.terminal import render_terminal
 from servelab.results.records import LoadMachine
-from servelab.results.writers import EXPORT_FORMATS
 
 EXPERIMENT = {
     "name": "e",

@@ -7,9 +7,9 @@ from support import fake_run
 from unit.load.common import read
 
 from servelab.analysis.analyze import analyze
-from servelab.config.building import experiment_from_dict
 from servelab.config.load import LoadSpec
 from servelab.load.locust import LocustDriver
+from servelab.prepare.building import experiment_from_dict
 from servelab.report.html import render_html
 from servelab.report.markdown import render_markdown
 from servelab.report.names import names_table

@@ -16,9 +16,9 @@ from rich.console import Console
 from support import FakeExecutor, ListSink
 
 from servelab.analysis.analyze import analyze, answer_metric, comparisons_document
-from servelab.config.building import experiment_from_dict
 from servelab.export.choose import judge
 from servelab.measuring import Runner
+from servelab.prepare.building import experiment_from_dict
 from servelab.report.answer import build_answer
 from servelab.report.base import ReportInput, summary_rows
 from servelab.report.html import render_html

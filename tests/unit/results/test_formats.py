@@ -8,8 +8,8 @@ import pytest
 from support import PORT_VS_SOCKET as EXPERIMENT
 from support import PORT_VS_SOCKET_RUNS as RUNS
 
-from servelab.config.building import experiment_from_dict
 from servelab.errors import ServelabError
+from servelab.prepare.building import experiment_from_dict
 from servelab.results.formats import (
     FORMAT_KEY,
     RUN,

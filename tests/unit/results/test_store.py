@@ -73,7 +73,7 @@ def test_spec_hash_changes_with_the_spec():
 
 
 def test_the_access_log_knob_leaves_the_hash_of_stored_experiments_alone():
-    from servelab.config.run import with_access_log
+    from servelab.prepare.run import with_access_log
 
     logged = with_access_log(EXPERIMENT, True)
     assert all(stack.proxy.access_log for stack in logged.stacks)
@@ -84,8 +84,8 @@ def test_the_access_log_knob_leaves_the_hash_of_stored_experiments_alone():
 
 
 def test_the_access_log_needs_nginx_in_front():
-    from servelab.config.run import with_access_log
     from servelab.errors import SpecError
+    from servelab.prepare.run import with_access_log
 
     apache = EXPERIMENT.model_copy(update={
         "baseline": EXPERIMENT.baseline.model_copy(update={

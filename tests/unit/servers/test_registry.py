@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 
 from servelab.apps import ResolvedApp
-from servelab.config.building import experiment_from_dict
 from servelab.config.stack import ProxySpec, ServerSpec, StackSpec
 from servelab.errors import SpecError
 from servelab.fronts.registry import FRONT_KINDS
+from servelab.prepare.building import experiment_from_dict
+from servelab.prepare.checks import describe_stack
 from servelab.servers import granian, hypercorn, installed, uwsgi
 from servelab.servers.registry import SERVER_KINDS, get_server
 
@@ -84,9 +85,9 @@ def test_describe_names_server_and_protocol() -> None:
         server=ServerSpec(kind="uwsgi", workers=2, threads=4),
         proxy=ProxySpec(transport="unix", protocol="fastcgi"),
     )
-    assert spec.describe().startswith("nginx --unix/fastcgi--> uwsgi workers=2 threads=4")
+    assert describe_stack(spec).startswith("nginx --unix/fastcgi--> uwsgi workers=2 threads=4")
     granian_spec = StackSpec(server=ServerSpec(kind="granian", blocking_threads=3))
-    assert "granian workers=2 threads=1 blocking_threads=3" in granian_spec.describe()
+    assert "granian workers=2 threads=1 blocking_threads=3" in describe_stack(granian_spec)
 
 
 def test_every_server_and_front_with_a_process_can_be_exported() -> None:

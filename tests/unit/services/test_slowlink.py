@@ -10,10 +10,10 @@ import pytest
 from pydantic import ValidationError
 
 from servelab.apps.user import database_spec, describe_database
-from servelab.config.building import experiment_from_dict
 from servelab.config.database import DatabaseSpec
 from servelab.errors import SpecError
 from servelab.host.environment import collect_environment, recorded
+from servelab.prepare.building import experiment_from_dict
 from servelab.services import slowlink
 from servelab.services.slowlink import (
     SlowLink,

@@ -3,8 +3,8 @@
 import pytest
 from support import seed_run as run
 
-from servelab.config.building import experiment_from_dict
 from servelab.errors import SpecError
+from servelab.prepare.building import experiment_from_dict
 from servelab.report.markdown import render_markdown
 from servelab.report.sections import live_sections
 from servelab.report.timing import time_per_request_rows
@@ -84,7 +84,7 @@ def test_no_ab_section_for_other_drivers():
 def test_the_apache_mpms_example_file_is_valid():
     from pathlib import Path
 
-    from servelab.config.building import load_experiment_file
+    from servelab.prepare.building import load_experiment_file
 
     path = Path(__file__).resolve().parents[3] / "examples" / "apache-mpms.toml"
     exp = load_experiment_file(path)

@@ -7,7 +7,7 @@ import pytest
 
 from servelab.config.experiment import Experiment
 from servelab.errors import SpecError
-from servelab.host.limits import (
+from servelab.measuring.limits import (
     FD_RESERVE,
     MAX_THREADS_PER_WORKER,
     MAX_WORKERS_PER_CPU,

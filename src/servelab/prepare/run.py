@@ -1,0 +1,142 @@
+"""A run's options applied to its experiment: the driver's options, the order, slices and
+side by side, the stopping rule; each change checked again, plug-ins included."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from servelab.config.building import describe_validation_error
+from servelab.config.experiment import Experiment, StoppingSpec
+from servelab.config.run import RunOptions
+from servelab.errors import SpecError
+from servelab.fronts.registry import FRONTS
+from servelab.load.registry import DRIVER_NAMES, DRIVERS
+from servelab.prepare.building import default_slices
+from servelab.prepare.checks import checked
+
+ACCESS_LOG = "access_log"  # the ProxySpec knob --access-log turns on
+
+
+def apply_run_options(experiment: Experiment, options: RunOptions) -> Experiment:
+    """``experiment`` with ``options``' order, slicing, stopping and driver options
+    (checked)."""
+    return with_stopping(
+        with_order(
+            with_access_log(
+                with_driver_options(experiment, options.driver_options), options.access_log
+            ),
+            options.order, options.order_seed, options.slices, options.side_by_side,
+        ),
+        options.precision_pct, options.budget_s, options.min_effect_pct,
+    )
+
+
+def with_access_log(experiment: Experiment, access_log: bool) -> Experiment:
+    """The experiment with the front's access log on in every stack whose front has one
+    (``--access-log``: nginx); a one-line error when none has."""
+    if not access_log:
+        return experiment
+    logging = FRONTS.where(lambda front: ACCESS_LOG in front.own_knobs)
+    data = experiment.model_dump()
+    stacks = [s for s in (data["baseline"], *data["variants"]) if s["proxy"]["kind"] in logging]
+    fix = f"leave out --access-log, or measure a stack with proxy kind {logging[0]!r}"
+    if not stacks:
+        raise SpecError(
+            f"--access-log is {' and '.join(logging)}'s: no variant of this experiment has "
+            "it in front",
+            fix,
+        )
+    for stack in stacks:
+        stack["proxy"][ACCESS_LOG] = True
+    return checked(Experiment.model_validate(data), "--access-log", fix)
+
+
+def with_driver_options(experiment: Experiment, options: dict[str, Any]) -> Experiment:
+    """The experiment with the driver options given on the command line added."""
+    if not options:
+        return experiment
+    if DRIVERS.cls(experiment.driver).options_model is None:
+        takers = [n for n in DRIVER_NAMES if DRIVERS.cls(n).options_model is not None]
+        flags = ", ".join(f"--{k.replace('_', '-')}" for k in options)
+        raise SpecError(
+            f"load driver {experiment.driver} takes no options of its own ({flags})",
+            f"pass --driver {' or '.join(takers)} (or set driver in the experiment file)",
+        )
+    merged = {**experiment.driver_options, **options}
+    fix = f"see --help for the {experiment.driver} options"
+    try:
+        changed = Experiment.model_validate(
+            {**experiment.model_dump(), "driver_options": merged}
+        )
+    except ValidationError as exc:
+        raise SpecError(f"driver options: {describe_validation_error(exc)}", fix) from None
+    return checked(changed, "driver options", fix)
+
+
+def with_order(
+    experiment: Experiment,
+    order: str | None,
+    order_seed: int | None,
+    slices: int | None = None,
+    side_by_side: bool | None = None,
+) -> Experiment:
+    """The experiment with the run-order options given (checked again)."""
+    update: dict[str, object] = {}
+    if side_by_side is not None and side_by_side != experiment.side_by_side:
+        update["side_by_side"] = side_by_side
+        if slices is None:  # slices of the other length
+            data = {**experiment.model_dump(), "side_by_side": side_by_side}
+            update["slices"] = default_slices(data)
+    if order is not None:
+        update["order"] = order
+    if order_seed is not None:
+        update["order_seed"] = order_seed
+    if slices is not None:
+        update["slices"] = slices
+        if slices == 1:  # runs in one piece, in turn: nothing side by side, no extra rounds
+            update["side_by_side"] = False
+            update["stopping"] = None
+    if not update:
+        return experiment
+    fix = "give fewer slices, a longer duration (oha, closed loads), or leave them out"
+    try:
+        changed = Experiment.model_validate({**experiment.model_dump(), **update})
+    except ValidationError as exc:
+        raise SpecError(
+            f"--slices/--side-by-side: {describe_validation_error(exc)}", fix
+        ) from None
+    return checked(changed, "--slices/--side-by-side", fix)
+
+
+def with_stopping(
+    experiment: Experiment,
+    precision_pct: float | None,
+    budget_s: float | None,
+    min_effect_pct: float | None,
+) -> Experiment:
+    """The experiment with the stopping options given."""
+    update: dict[str, float] = {}
+    for label, value in (("--precision", precision_pct), ("--min-effect", min_effect_pct)):
+        if value is not None and (value < 0 or (label == "--precision" and value == 0)):
+            raise SpecError(f"{label} must be positive, got {value:g}", f"pass {label} > 0")
+    if budget_s is not None and budget_s <= 0:
+        raise SpecError(f"--budget must be positive, got {budget_s:g} s", "e.g. '3m'")
+    if precision_pct is not None:
+        update["precision_pct"] = precision_pct
+    if budget_s is not None:
+        update["budget_s"] = budget_s
+    if min_effect_pct is not None:
+        update["min_effect_pct"] = min_effect_pct
+    if not update:
+        return experiment
+    if experiment.slices == 1:
+        raise SpecError(
+            "--precision, --budget and --min-effect keep adding interleaved rounds, and this "
+            "experiment is measured in one piece per run (--slices 1, a driver that keeps no "
+            "per-request latencies, or an open-model load)",
+            "leave out --slices 1 and use the default driver with closed loads",
+        )
+    stopping = (experiment.stopping or StoppingSpec()).model_copy(update=update)
+    return experiment.model_copy(update={"stopping": stopping})
