@@ -38,7 +38,10 @@ PLANTED_US = 200
 EXPERIMENT = planted_spin_toml("profile-overhead", PLANTED_US, repetitions=3, duration_s=3)
 
 
-def measure(spec: Path, results: Path, profile: bool) -> dict:
+def measure(spec: Path, results: Path, profile: bool, function: str | None = None) -> dict:
+    """One ``servelab run`` of ``spec`` (under the lock): its figures; with ``profile``,
+    the top contributor of the difference and (``function``) that function's figure and
+    rank among every function's."""
     with open(LOCK, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # waiting for the machine is not the run's time
         began = time.monotonic()
@@ -72,12 +75,24 @@ def measure(spec: Path, results: Path, profile: bool) -> dict:
         from servelab.report.base import ReportInput
         from servelab.report.why import run_profiles
 
-        [explanation] = explain_all(run_profiles(ReportInput.from_store(store)), "base")
+        [explanation] = explain_all(
+            run_profiles(ReportInput.from_store(store)), "base", top=1_000_000
+        )
         top = explanation.functions[0]
         row["top"] = top.name
         row["top_us"] = round(top.difference, 1)
         row["top_interval"] = [round(x, 1) for x in top.comparison.interval or ()]
-        row["unexplained_us"] = round(explanation.unexplained, 1)
+        shown = explanation.functions[:5]  # as the report shows them
+        row["unexplained_us"] = round(
+            explanation.total.difference - sum(c.difference for c in shown), 1
+        )
+        row["stack_cpu_difference_us"] = round(explanation.total.difference, 1)
+        ranked = [c.name for c in explanation.functions]
+        if function in ranked:
+            mine = explanation.functions[ranked.index(function)]
+            row["function_rank"] = ranked.index(function) + 1
+            row["function_us"] = round(mine.difference, 1)
+            row["function_interval"] = [round(x, 1) for x in mine.comparison.interval or ()]
     return row
 
 

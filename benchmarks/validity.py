@@ -90,7 +90,7 @@ def study(results: Path, *args: str) -> dict[str, Any]:
     notes = [line.strip() for line in done.stdout.splitlines()
              if "measuring stopped" in line or "measuring in turns" in line]
     return {"exit": 0, "wall_s": wall, "lines": len(done.stdout.splitlines()),
-            "notes": notes, **document}
+            "notes": notes, "result_id": result_id, **document}
 
 
 def answer(document: dict[str, Any]) -> list[dict[str, Any]]:

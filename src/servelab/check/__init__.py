@@ -85,6 +85,9 @@ class CheckOutcome:
     # (analysis.profile.why_lines); empty without profiles.
     why: tuple[str, ...] = ()
     side_by_side: bool = True  # how the versions were measured: at once, or in turns
+    # --profile and a threshold crossed: the candidate's differential flame graph against
+    # the baseline (SVG text; check.outputs writes it beside the other outputs).
+    flame_svg: str | None = None
 
 
 def parse_thresholds(texts: Sequence[str]) -> tuple[Threshold, ...]:
@@ -235,22 +238,33 @@ def run_check(
     runs = store.runs()
     judgements, starts, test = judge_runs(store.experiment, runs, thresholds)
     state = overall(judgements)
+    why, flame = why_candidate(runs, store.path, draw=state == "crossed")
     return CheckOutcome(
         judgements, state, exit_code(state, check.inconclusive), label,
         str(check.app.app_dir or check.app.ref), result_dir, starts, test,
-        time.monotonic() - started, tuple(why_candidate(runs, store.path)),
-        store.experiment.side_by_side,
+        time.monotonic() - started, tuple(why), store.experiment.side_by_side, flame,
     )
 
 
-def why_candidate(runs: Sequence[RunRecord], result_dir: Path) -> list[str]:
+def why_candidate(
+    runs: Sequence[RunRecord], result_dir: Path, *, draw: bool = False
+) -> tuple[list[str], str | None]:
     """With --profile: the candidate's CPU per request against the baseline's, by part and
-    by the functions that changed most, with 95 % intervals."""
-    from servelab.analysis.profile import explain_all, run_profiles, why_lines
+    by the functions that changed most, with 95 % intervals; with ``draw``, also its
+    differential flame graph (SVG: red where the candidate's CPU per request grew). Empty
+    and None without profiles of both versions."""
+    from servelab.analysis.profile import explain_all, mean_stacks, run_profiles, why_lines
+    from servelab.report.flames import flame_svg
     from servelab.results.profiles import read_profiles
 
     profiles = run_profiles(runs, read_profiles(result_dir, runs))
-    return [line for e in explain_all(profiles, BASELINE) for line in why_lines(e)]
+    lines = [line for e in explain_all(profiles, BASELINE) for line in why_lines(e)]
+    mine, theirs = ([p for p in profiles if p.variant == name] for name in (CANDIDATE, BASELINE))
+    if not (draw and mine and theirs):
+        return lines, None
+    return lines, flame_svg(
+        mean_stacks(mine), mean_stacks(theirs), title=f"{CANDIDATE} vs {BASELINE}"
+    )
 
 
 def _fitted(experiment: Experiment, say: Callable[[str], None]) -> Experiment:

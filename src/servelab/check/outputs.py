@@ -15,6 +15,7 @@ HEADLINES = {
     "inconclusive": "⚠️ inconclusive: not every threshold could be decided",
 }
 VERDICTS = {"held": "✅ held", "crossed": "❌ crossed", "inconclusive": "⚠️ inconclusive"}
+FLAME_FILE = "servelab-check-flame.svg"
 
 
 def _change(judgement: Judgement) -> str:
@@ -32,8 +33,18 @@ def _interval(judgement: Judgement) -> str:
     return f"{low:+.1f} % … {high:+.1f} %"
 
 
-def summary_markdown(outcome: CheckOutcome) -> str:
-    """The verdict table, in GitHub-flavoured markdown."""
+def flame_path(outcome: CheckOutcome, summary_md: Path | None, junit: Path | None) -> Path | None:
+    """Where the differential flame graph goes (when the check has one): beside
+    --summary-md, else beside --junit, else in the result directory."""
+    if outcome.flame_svg is None:
+        return None
+    beside = summary_md or junit
+    return (beside.parent if beside is not None else outcome.result_dir) / FLAME_FILE
+
+
+def summary_markdown(outcome: CheckOutcome, flame: Path | None = None) -> str:
+    """The verdict table, in GitHub-flavoured markdown (naming ``flame``, the differential
+    flame graph's file, when it was written)."""
     lines = [
         f"### servelab check: {HEADLINES[outcome.state]}",
         "",
@@ -59,6 +70,13 @@ def summary_markdown(outcome: CheckOutcome) -> str:
             "Where the CPU per request went (`--profile`; the functions that changed most, "
             "95 % intervals; `servelab report` draws the differential flame graph):",
             "", "```", *outcome.why, "```", "",
+        ]
+    if flame is not None:
+        lines += [
+            f"Differential flame graph (red where the candidate's CPU per request grew, blue "
+            f"where it shrank): `{flame}`. A job summary cannot show a local file: upload it "
+            f"as an artifact (actions/upload-artifact).",
+            "",
         ]
     return "\n".join(lines)
 
@@ -99,16 +117,24 @@ def junit_xml(outcome: CheckOutcome) -> str:
 
 
 def write_outputs(
-    outcome: CheckOutcome, summary_md: Path | None, junit: Path | None, step_summary: str | None
+    outcome: CheckOutcome,
+    summary_md: Path | None,
+    junit: Path | None,
+    step_summary: str | None,
+    flame: Path | None = None,
 ) -> list[Path]:
-    """Write what was asked (and append to GitHub's job summary when it is set)."""
+    """Write what was asked (and append to GitHub's job summary when it is set), and the
+    differential flame graph to ``flame`` (``flame_path``) when the check has one."""
     written = []
+    if flame is not None and outcome.flame_svg is not None:
+        flame.write_text(outcome.flame_svg, encoding="utf-8")
+        written.append(flame)
     if summary_md is not None:
-        summary_md.write_text(summary_markdown(outcome))
+        summary_md.write_text(summary_markdown(outcome, flame))
         written.append(summary_md)
     if step_summary:
         with open(step_summary, "a", encoding="utf-8") as summary:
-            summary.write(summary_markdown(outcome))
+            summary.write(summary_markdown(outcome, flame))
         written.append(Path(step_summary))
     if junit is not None:
         junit.write_text(junit_xml(outcome))

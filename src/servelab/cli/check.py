@@ -76,7 +76,7 @@ def check(
     Exit codes: 0 no threshold crossed, 1 one crossed (a significant change beyond it),
     10 still inconclusive (--inconclusive pass: 0), 2 bad input."""
     from servelab.check import CheckSpec, check_experiment, run_check
-    from servelab.check.outputs import summary_markdown, write_outputs
+    from servelab.check.outputs import flame_path, summary_markdown, write_outputs
     from servelab.results.outdir import check_writable_path
 
     step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
@@ -119,7 +119,8 @@ def check(
         spec, options, say=lambda note: console.print(f"servelab: {note}", highlight=False),
         measure=measure,
     )
-    out.print(summary_markdown(outcome), markup=False, highlight=False)
-    for path in write_outputs(outcome, summary_md, junit, step_summary):
+    flame = flame_path(outcome, summary_md, junit)
+    out.print(summary_markdown(outcome, flame), markup=False, highlight=False)
+    for path in write_outputs(outcome, summary_md, junit, step_summary, flame):
         console.print(f"servelab: wrote {path}", highlight=False)
     sys.exit(outcome.exit_code)

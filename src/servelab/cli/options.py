@@ -198,8 +198,10 @@ _run_options = [
         "--profile",
         is_flag=True,
         help="Sample the app server's processes (master and workers) with py-spy in every "
-        "measured run, every variant alike; the report says where the CPU per request went "
-        "and what changed against the baseline (flame graphs in the HTML report).",
+        "run, every variant alike, while the same load drives the stack again right after "
+        "each measured window (the figures stay unprofiled; measuring takes longer); the "
+        "report says where the CPU per request went and what changed against the baseline "
+        "(flame graphs in the HTML report).",
     ),
     # The Locust driver's own options (stored as the experiment's driver_options).
     click.option(

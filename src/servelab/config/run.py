@@ -65,7 +65,7 @@ class RunOptions:
     detail: bool = False
     # Said on the console before measuring (how a study was fitted to this machine).
     notes: tuple[str, ...] = ()
-    # Sample the stacks' Python processes with py-spy in every measured window: where the
+    # Sample the stacks' Python processes with py-spy after every measured window: where the
     # CPU went, per variant (servelab.observe.profile, servelab.analysis.profile).
     profile: bool = False
     # nginx logs every request's client address; each run counts them (--access-log).

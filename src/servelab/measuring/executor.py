@@ -48,8 +48,8 @@ class Window:
     # stack on CPUs of its own: host.cpus.plan_side_by_side); None: the CPU plan's.
     stack_cpus: str | None = None
     driver_cpus: str | None = None
-    # Folded stacks of the stack's Python processes over the window (--profile); None
-    # when not profiled.
+    # Folded stacks of the stack's Python processes (--profile), sampled while the same
+    # load drove it again right after the window; None when not profiled.
     profile: WindowProfile | None = None
 
 
@@ -153,7 +153,7 @@ class HostExecutor:
         self.driver = driver
         # What the driver says while it runs (LoadDriver.watch): its workers, as they start.
         self.on_driver_note = on_driver_note
-        self.profiler = profiler  # py-spy's path: every measured window is profiled
+        self.profiler = profiler  # py-spy's path: a profiling window after every measured one
         self.cpu_plan = cpu_plan
         self.groups = groups
         self.listen_host = listen_host
@@ -245,7 +245,8 @@ class HostExecutor:
         with NeighbourMeter(self.cpu_plan.stack) as neighbours:
             window = self._drive(stack, workload, load, scratch / "measure")
         share = neighbours.share(sum(p.cpu_s for p in window.usage))
-        return replace(window, neighbour_share=share)
+        profile = self._profile(stack, workload, load, scratch / "profile")
+        return replace(window, neighbour_share=share, profile=profile)
 
     def measure_together(
         self, stacks: Sequence[RunningStack], workload: Workload, load: LoadSpec, scratch: Path
@@ -263,7 +264,38 @@ class HostExecutor:
                 )
             )
         share = neighbours.share(sum(p.cpu_s for w in windows for p in w.usage))
+        if self.profiler is not None:  # driven together again, as they were measured
+            with ThreadPoolExecutor(len(stacks), thread_name_prefix="servelab-side") as pool:
+                profiles = list(pool.map(
+                    lambda pair: self._profile(
+                        pair[1], workload, load, scratch / f"side-{pair[0]}-profile"
+                    ),
+                    enumerate(stacks),
+                ))
+            windows = [replace(w, profile=p) for w, p in zip(windows, profiles, strict=True)]
         return [replace(w, neighbour_share=share) for w in windows]
+
+    def _profile(
+        self, stack: RunningStack, workload: Workload, load: LoadSpec, workdir: Path
+    ) -> WindowProfile | None:
+        """--profile: the stack's Python processes sampled by py-spy while the same load
+        drives it once more, right after its measured window (whose figures py-spy's
+        pauses would change: see ``servelab.observe.profile``); None when not profiling."""
+        roots = {role: proc.pid for role, proc in stack.processes.items()}
+        profiled = {role: pid for role, pid in roots.items() if role in PROFILED_ROLES}
+        if self.profiler is None or not profiled:
+            return None
+        with StackProfiler(
+            self.profiler, profiled, workdir.with_name(f"{workdir.name}-py-spy"),
+            load.duration_s or load.max_time_s,
+        ) as profiler:
+            run_load(
+                self.driver, stack.url(workload.request.path), workload.request, load,
+                workdir, cpus=self._slot_cpus(stack)[1], prefix=self._prefix(stack),
+                on_note=self.on_driver_note,
+            )
+        # Every server's first process is its master (the front's too, not profiled).
+        return replace(profiler.profile(), masters=tuple(sorted(roots.values())))
 
     def _drive(
         self, stack: RunningStack, workload: Workload, load: LoadSpec, workdir: Path
@@ -271,26 +303,17 @@ class HostExecutor:
         started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         roots = {role: proc.pid for role, proc in stack.processes.items()}
         stack_cpus, driver_cpus = self._slot_cpus(stack)
-        profiled = {role: pid for role, pid in roots.items() if role in PROFILED_ROLES}
-        with contextlib.ExitStack() as profiling:
-            profiler = None
-            if self.profiler is not None and profiled:
-                # Started before the window's CPU readings: its attaching is not measured.
-                profiler = profiling.enter_context(StackProfiler(
-                    self.profiler, profiled, workdir.with_name(f"{workdir.name}-profile"),
-                    load.duration_s or load.max_time_s,
-                ))
-            with ProcessSampler(roots) as sampler, RunObserver(stack) as observed:
-                measured = run_load(
-                    self.driver,
-                    stack.url(workload.request.path),
-                    workload.request,
-                    load,
-                    workdir,
-                    cpus=driver_cpus,
-                    prefix=self._prefix(stack),
-                    on_note=self.on_driver_note,
-                )
+        with ProcessSampler(roots) as sampler, RunObserver(stack) as observed:
+            measured = run_load(
+                self.driver,
+                stack.url(workload.request.path),
+                workload.request,
+                load,
+                workdir,
+                cpus=driver_cpus,
+                prefix=self._prefix(stack),
+                on_note=self.on_driver_note,
+            )
         latencies = self.driver.latencies_ms(workdir) if self.driver.keep_latencies else ()
         return Window(
             started=started,
@@ -299,13 +322,6 @@ class HostExecutor:
             observed=observed.result_fields(),  # log events, namespace, listen queue
             neighbour_share=None,
             latencies_ms=tuple(latencies),
-            # Every server's first process is its master (the front's too, not profiled).
-            profile=(
-                replace(profiler.profile(), masters=tuple(sorted(roots.values())))
-                if profiler is not None else None
-            ),
-            **(
-                {"stack_cpus": stack_cpus, "driver_cpus": driver_cpus}
-                if self.side is not None else {}
-            ),
+            stack_cpus=stack_cpus if self.side is not None else None,
+            driver_cpus=driver_cpus if self.side is not None else None,
         )

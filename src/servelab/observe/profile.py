@@ -1,4 +1,4 @@
-"""Where the stack's Python processes spent their CPU over a measured window (``--profile``).
+"""Where the stack's Python processes spent their CPU under load (``--profile``).
 
 py-spy samples the app server's process tree from outside (its master and every worker,
 those forked during the window too: ``--subprocesses``) while the load runs, and writes
@@ -8,6 +8,16 @@ workers`` (the processes it forked). py-spy runs beside servelab (on the driver'
 in the driver's cgroup: it inherits both), is stopped with SIGINT when the load ends
 (it then writes what it has), killed if it does not, and always reaped.
 
+The window py-spy samples is not a measured one: the executor drives the stack again
+with the same load right after each measured window (``HostExecutor._profile``), and
+the samples are scaled to the measured window's CPU seconds. Inside the measured
+windows py-spy's pauses changed the figures themselves, unevenly: quick's stacks (two
+workers each, 1 s slices in turns) served 27-64 % fewer requests/s, their CPU per
+request grew by 2-45 %, and no answer was clear within quick's budget (one session
+against three without --profile; sampling after each window, three sessions' answers
+lay inside the unprofiled sessions' intervals as often as those did in each other's:
+benchmarks/why.py; docs/reports.md).
+
 py-spy pauses each process for every sample (its default). Not pausing
 (``--nonblocking``) cost less: on this project's 2-CPU VM a CPU-bound Python loop did
 6.8 % less work per CPU second while py-spy paused it 100 times a second, 0.8 % less
@@ -16,9 +26,8 @@ handling was undersampled against a steady loop (likely: a stack read while it c
 is dropped, and a handler's stack changes more often than a loop's): a planted 200
 µs/request spin came out at 233-244 µs/request unpaused (two experiments of 3 starts
 each; the stack's CPU grew by 226-248), 192 µs/request paused (one experiment). An
-explanation that names the wrong share is worse than a cost every variant pays alike,
-so servelab pauses (``NONBLOCKING``). On a whole experiment pausing cost the stacks
-7-9 % of their requests/s, every variant alike (docs/reports.md has the figures).
+explanation that names the wrong share is worse than a slower profiling window, so
+servelab pauses (``NONBLOCKING``).
 
 Turning samples into CPU per request is ``servelab.analysis.profile``'s (pure) work.
 """

@@ -24,12 +24,21 @@ from servelab.results.profiles import folded_text
 
 PROFILES_OUT_DIR = "profiles"
 SPEEDSCOPE_FILE = "speedscope.json"
+# What profiling costs, measured (benchmarks/why.py; docs/reports.md has the figures).
+OVERHEAD = (
+    "Every figure of this report is measured without py-spy: it samples the stack in a "
+    "window of its own right after each measured one (the same start, the same load), "
+    "which makes the measuring take longer (quick on 2 CPUs: 225-229 s instead of 122-154 "
+    "s, so fewer rounds within its budget). Sampled inside the measured windows, its pauses "
+    "cost quick's stacks 27-64 % of their requests/s and left none of its answers clear."
+)
 ABOUT = (
     "CPU per request of every part of the stack, from each run's measured CPU seconds; the "
     "app's share split by function in proportion to py-spy's samples (self time: the "
     "function itself, not what it calls). Against the baseline, 95 % intervals over starts "
     "(paired by round where both were measured in the same rounds), largest first; "
-    "\"unexplained\" is the stack's difference less the lines shown."
+    "\"unexplained\" is the stack's difference less the lines shown. "
+    + OVERHEAD
 )
 
 

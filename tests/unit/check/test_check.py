@@ -108,3 +108,41 @@ def test_a_version_that_does_not_start_is_named_with_its_log(monkeypatch) -> Non
     with pytest.raises(StackStartError, match="the candidate version: gunicorn exited") as info:
         probe_both(experiment, timeout_s=1.0)
     assert (info.value.fix, info.value.detail) == ("fix the app", "the log tail")
+
+
+def _profiled_runs(tmp_path):
+    """Two starts of each version with folded stacks on disk: the candidate's worker
+    spends 200 µs/request more, all in slow_path()."""
+    from support import fake_load, fake_run
+
+    from servelab.results.profiles import write_profile
+    from servelab.results.records import ProcessUsage, ProfileInfo
+
+    runs = []
+    for name, extra_s in (("baseline", 0.0), (CANDIDATE, 0.2)):
+        for start in (1, 2):
+            relative = f"profiles/{name}/app/start-{start}.folded"
+            stacks = {"app workers;handle (app.py:3)": 100}
+            if extra_s:
+                stacks["app workers;handle (app.py:3);slow_path (app.py:9)"] = 40
+            write_profile(tmp_path, relative, stacks)
+            worker = ProcessUsage(role="app", pid=11, name="w", cpu_s=0.5 + extra_s,
+                                  peak_rss_bytes=0)
+            master = ProcessUsage(role="app", pid=10, name="m", cpu_s=0.0, peak_rss_bytes=0)
+            runs.append(fake_run(
+                name, "app", start, load=fake_load(requests=1000), processes=(master, worker),
+                profile=ProfileInfo(file=relative, samples=100, rate_hz=100, masters=(10,)),
+            ))
+    return runs
+
+
+def test_a_crossed_check_draws_the_candidates_differential_flame_graph(tmp_path) -> None:
+    from servelab.check import why_candidate
+
+    runs = _profiled_runs(tmp_path)
+    lines, svg = why_candidate(runs, tmp_path, draw=True)
+    assert lines[0].startswith("candidate vs baseline (app): stack CPU 700.0 vs 500.0")
+    assert any("in slow_path (app.py)" in line for line in lines)
+    assert svg is not None and svg.startswith("<svg") and "slow_path" in svg
+    assert why_candidate(runs, tmp_path, draw=False) == (lines, None)
+    assert why_candidate(runs[:2], tmp_path, draw=True) == ([], None)  # baseline only

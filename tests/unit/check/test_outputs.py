@@ -90,3 +90,25 @@ def test_a_profiled_check_names_the_functions_in_its_summary() -> None:
     assert "Where the CPU per request went (`--profile`" in text
     assert "```\n" + "\n".join(why) + "\n```" in text
     assert "Where the CPU" not in summary_markdown(outcome(-12.0, -8.0, 0))
+
+
+def test_the_flame_graph_is_written_beside_the_outputs_and_named(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from servelab.check.outputs import FLAME_FILE, flame_path
+
+    checked = replace(outcome(-12.0, -8.0, 0), flame_svg="<svg>slow_path</svg>")
+    summary, junit = tmp_path / "out" / "s.md", tmp_path / "j.xml"
+    summary.parent.mkdir()
+    assert flame_path(checked, summary, junit) == tmp_path / "out" / FLAME_FILE
+    assert flame_path(checked, None, junit) == tmp_path / FLAME_FILE
+    assert flame_path(checked, None, None) == checked.result_dir / FLAME_FILE
+    assert flame_path(outcome(-12.0, -8.0, 0), summary, junit) is None  # none drawn
+    step = tmp_path / "step.md"
+    flame = flame_path(checked, summary, junit)
+    written = write_outputs(checked, summary, junit, str(step), flame)
+    assert written[0] == flame and flame.read_text() == "<svg>slow_path</svg>"
+    for text in (summary.read_text(), step.read_text(), summary_markdown(checked, flame)):
+        assert f"Differential flame graph (red where the candidate's CPU per request grew, " \
+               f"blue where it shrank): `{flame}`" in text
+    assert "Differential flame graph" not in summary_markdown(checked)

@@ -81,3 +81,74 @@ def test_on_two_cpus_every_stack_shares_the_plan(monkeypatch):
     assert executor.side is None
     with executor.launch("a", None), executor.launch("b", None):
         assert launched == ["0", "0"]
+
+
+def test_profile_windows_come_after_the_measured_ones(monkeypatch, tmp_path):
+    """--profile: py-spy never samples a measured window; each stack is driven again with
+    the same load while it samples, after every stack's measured window (side by side:
+    after all of them), and its profile goes with the measured window."""
+    from servelab.observe.profile import WindowProfile
+
+    said = []
+
+    class Watched(Nothing):
+        name = "sampler"
+
+        def __init__(self, *args, **kwargs) -> None:
+            self.args = args
+
+        def __enter__(self):
+            said.append(f"{self.name} on")
+            return self
+
+        def __exit__(self, *exc) -> None:
+            said.append(f"{self.name} off")
+
+    class Meter(Nothing):
+        def share(self, _cpu_s):
+            return 0.0
+
+    class Profiler(Watched):
+        name = "py-spy"
+
+        def profile(self):
+            return WindowProfile({"app workers;f (a.py:1)": 3}, masters=())
+
+    def run_load(driver, url, request, load, workdir, *, cpus, prefix, on_note):
+        said.append(f"load {url} {load.duration_s}")
+        return fake_load()
+
+    monkeypatch.setattr(executor_module, "run_load", run_load)
+    monkeypatch.setattr(executor_module, "ProcessSampler", Watched)
+    monkeypatch.setattr(executor_module, "RunObserver", Nothing)
+    monkeypatch.setattr(executor_module, "NeighbourMeter", Meter)
+    monkeypatch.setattr(executor_module, "StackProfiler", Profiler)
+    driver = SimpleNamespace(keep_latencies=False)
+    executor = HostExecutor(driver, default_cpu_plan(frozenset({0, 1})), Groups(None, None),
+                            profiler="py-spy")
+    workload = SimpleNamespace(request=SimpleNamespace(path="/"))
+    load = SimpleNamespace(duration_s=1.0, max_time_s=None)
+
+    def stack(name):
+        return SimpleNamespace(processes={"app": SimpleNamespace(pid=10), "nginx":
+                                          SimpleNamespace(pid=9)},
+                               url=lambda path: name,
+                               placement=SimpleNamespace(driver_prefix=lambda: []))
+
+    window = executor.measure(stack("a"), workload, load, tmp_path)
+    assert said == ["sampler on", "load a 1.0", "sampler off", "py-spy on", "load a 1.0",
+                    "py-spy off"]
+    assert window.profile is not None and window.profile.samples == 3
+    assert window.profile.masters == (9, 10)  # every server's first process
+    said.clear()
+    windows = executor.measure_together([stack("a"), stack("b")], workload, load, tmp_path)
+    measured, profiling = said[:6], said[6:]
+    assert sorted(measured) == sorted(["sampler on", "load a 1.0", "sampler off",
+                                       "sampler on", "load b 1.0", "sampler off"])
+    assert sorted(profiling) == sorted(["py-spy on", "load a 1.0", "py-spy off",
+                                        "py-spy on", "load b 1.0", "py-spy off"])
+    assert all(w.profile is not None for w in windows)
+    said.clear()
+    executor.profiler = None
+    assert executor.measure(stack("a"), workload, load, tmp_path).profile is None
+    assert said == ["sampler on", "load a 1.0", "sampler off"]
