@@ -8,10 +8,15 @@ master, ``--listen`` on its end of the pair) in one; in the other, for ``remote`
 the first master listens. ``local``: the same study in the same namespace with
 ``--locust-processes 2`` instead (the master and its 2 worker processes beside the
 stacks). No warm-up (``--warmup 0``), so that the first stored run is the first master.
-Prints per mode: wall time, requests/s per variant and endpoint (mean of the
-runs), runs, and for remote the seconds each run's master waited for the workers (the
-first: from the workers' start; the others: their restart after the previous run), and
-the requests Locust counted per worker machine against its total.
+Both modes run with ``--access-log``: nginx logs each request's client address and every
+run records its requests by client address (``front_requests_by_client``).
+Prints per mode: wall time, requests/s per variant and endpoint (each run's, and their
+mean), runs; the requests nginx counted from the load's address (the worker namespace's
+for remote, 127.0.0.1 for local) against Locust's count, run by run (they must match
+exactly), and what else nginx saw in the measured windows; for remote the seconds each
+run's master waited for the workers (the first: from the workers' start; the others:
+their restart after the previous run), and the requests Locust counted per worker
+machine against its total.
 
 Run as root (namespaces), under the CPU lock, on a machine with nothing else measuring:
 
@@ -61,11 +66,11 @@ def interrupt(proc: subprocess.Popen) -> int:
 def run_mode(mode: str, args, work: Path) -> dict:
     servelab = [sys.executable, "-m", "servelab"]
     results = work / f"results-{mode}"
-    with two_machines("slbench") as (ns_a, addr_a, ns_b, _addr_b):
+    with two_machines("slbench") as (ns_a, addr_a, ns_b, addr_b):
         study_argv = [
             "nsenter", f"--net=/run/netns/{ns_a}", *servelab, "study", "quick", "--in-turns",
             "--driver", "locust", "-r", str(args.repetitions), "-d", str(args.duration),
-            "--slices", "1", "--warmup", "0", "--results", str(results),
+            "--slices", "1", "--warmup", "0", "--results", str(results), "--access-log",
         ]  # fmt: skip
         if args.endpoints:
             study_argv += ["--endpoints", args.endpoints]
@@ -103,7 +108,30 @@ def run_mode(mode: str, args, work: Path) -> dict:
         if status != 0:
             raise SystemExit(f"{mode}: study exit {status}; see {work}/study-{mode}.log")
     runs = [json.loads(line) for line in next(results.glob("*/runs.jsonl")).open()]
-    return {"wall": wall, "runs": runs, "worker_after_port_s": worker_after_port_s}
+    return {"wall": wall, "runs": runs, "worker_after_port_s": worker_after_port_s,
+            "load_address": addr_b if mode == "remote" else "127.0.0.1"}
+
+
+def counted_at_nginx(got: dict) -> None:
+    """nginx's count of the load's requests (by client address) against Locust's, per run."""
+    address = got["load_address"]
+    pairs = [
+        ((run.get("front_requests_by_client") or {}).get(address, 0), run["load"]["requests_total"])
+        for run in got["runs"]
+    ]
+    others: dict[str, int] = defaultdict(int)
+    for run in got["runs"]:
+        for client, n in (run.get("front_requests_by_client") or {}).items():
+            if client != address:
+                others[client] += n
+    equal = sum(1 for nginx, locust in pairs if nginx == locust)
+    print(f"  requests counted at nginx from {address}: {sum(n for n, _ in pairs):,}; "
+          f"Locust's count {sum(n for _, n in pairs):,}; equal in {equal} of {len(pairs)} "
+          f"runs; other clients in the measured windows: {dict(others) or 'none'}")
+    for (nginx, locust), run in zip(pairs, got["runs"], strict=True):
+        if nginx != locust:
+            print(f"    {run['variant']} / {run['workload']} #{run['repetition']}: nginx "
+                  f"{nginx:,} vs Locust {locust:,}")
 
 
 def main() -> None:
@@ -121,6 +149,7 @@ def main() -> None:
         print(f"\n{mode}: {len(got['runs'])} runs, wall {got['wall']:.0f} s")
         for run in got["runs"]:
             rps[(run["workload"], run["variant"])][mode].append(run["load"]["rps"])
+        counted_at_nginx(got)
         if mode != "remote":
             continue
         def seconds(run: dict, key: str) -> float:
@@ -134,19 +163,17 @@ def main() -> None:
               f"{statistics.median(ready[1:]):.2f} s, max {max(ready[1:]):.2f} s; the load "
               f"started (Locust looks once a second): first {waited[0]:.2f} s, the others "
               f"median {statistics.median(waited[1:]):.2f} s, max {max(waited[1:]):.2f} s")
-        by_machine = sum(
-            int(run["load"]["driver_details"]["per run: requests by machine"].split(": ")[1]
-                .split()[0].replace(",", ""))
-            for run in got["runs"]
-        )
+        by_machine = sum(m["requests"] for run in got["runs"] for m in run["load"]["machines"])
         total = sum(run["load"]["requests_total"] for run in got["runs"])
         print(f"  requests: Locust's total {total:,}, the workers' reports by machine "
               f"{by_machine:,}")
     modes = list(figures)
-    print("\nrequests/s, mean of the runs: " + " | ".join(modes))
+    print("\nrequests/s, mean of the runs (each run's): " + " | ".join(modes))
     for (workload, variant), by_mode in sorted(rps.items()):
         cells = " | ".join(
-            f"{statistics.mean(by_mode[m]):8,.0f}" if by_mode[m] else "       -" for m in modes
+            f"{statistics.mean(by_mode[m]):8,.0f} ({', '.join(f'{r:,.0f}' for r in by_mode[m])})"
+            if by_mode[m] else "       -"
+            for m in modes
         )
         print(f"  {workload:<12} {variant:<22} {cells}")
 

@@ -285,16 +285,25 @@ class LiveProgress:
             on_slice=first(self._slicing),
             on_round=first(self._round),
             on_note=first(self._note),
+            on_driver=self._workers,
         )
+
+    def _workers(self, workers: str) -> None:
+        """The load driver's workers on other machines, named when a run's load starts
+        with them (the driver's watch) if they changed since they were last named: the
+        first run, a machine that joined or left. Once, not every run: each run is a
+        master of its own, and the same line 36 times would bury the console."""
+        if workers != self.workers_said:
+            self.workers_said = workers
+            self.progress.console.print(f"  load from workers: {escape(workers)}", highlight=False)
 
     def show(self, result: RunRecord) -> None:
         """One finished run's line above the bar (with ``detail``); the bar moves on. The
-        load driver's workers on other machines are named whenever they change (the first
-        run that had them, a machine that joined or left)."""
+        run's workers are named here too if its start went unseen (a run too short for
+        the driver's watch)."""
         workers = result.load.driver_details.get("workers")
-        if workers is not None and workers != self.workers_said:
-            self.workers_said = workers
-            self.progress.console.print(f"  load from workers: {escape(workers)}", highlight=False)
+        if workers is not None:
+            self._workers(workers)
         if not self.detail:
             self.progress.advance(self.task)
             return

@@ -3,12 +3,16 @@ here and joined by a veth pair (private addresses chosen here, on no other inter
 the study (stacks and Locust's master, ``--listen`` on its end of the pair) in one and
 ``servelab locust-worker --processes 2`` in the other, for a whole experiment of runs.
 
-Every request is counted where it arrives, by the client address nginx saw: servelab's
-nginx keeps no access log (``access_log off``, no option turns it on), so the app served
-here appends nginx's ``X-Real-IP`` (its ``$remote_addr``) for every request it answers.
-The worker namespace's address must have sent exactly the requests Locust counted; the
-only others are servelab's own (readiness probes, the app's check), from the study's
-namespace.
+Every request is counted where it arrives, by the client address nginx saw, twice: by
+nginx itself (``--access-log``: each run's requests by client address, in the run's
+record), and by the app served here, which appends nginx's ``X-Real-IP`` (its
+``$remote_addr``) for every request it answers. The worker namespace's address must have
+sent exactly the requests Locust counted; the only others are servelab's own (readiness
+probes, the app's check), from the study's namespace.
+
+Midway the workers vanish (their supervisor is stopped while a run's load is under way):
+the study stops with one line naming the machine, the runs measured are kept, and the
+same command with ``--resume``, once the workers are started again, finishes it.
 
 Skipped only where network namespaces cannot be made (not root, no ``ip``)."""
 
@@ -27,6 +31,7 @@ from pathlib import Path
 import pytest
 from support import namespace_pids, two_machines, unused_subnet, with_default_sigint
 
+from servelab.errors import LoadDriverError, SpecError
 from servelab.host.netns import unavailable_reason
 
 pytestmark = [
@@ -86,37 +91,80 @@ def stop(proc: subprocess.Popen) -> int:
         raise
 
 
-def test_remote_workers_serve_every_run_of_a_study(tmp_path):
+def runs_stored(results: Path) -> list[dict]:
+    found = list(results.glob("*/runs.jsonl"))
+    if not found:
+        return []
+    return [json.loads(line) for line in found[0].read_text().splitlines() if line.strip()]
+
+
+def worker_requests(count_log: Path, worker_addr: str) -> int:
+    with contextlib.suppress(OSError):
+        return count_log.read_text().split().count(worker_addr)
+    return 0
+
+
+def test_remote_workers_serve_every_run_of_a_study_and_a_resume_after_they_vanish(tmp_path):
     (tmp_path / "countapp.py").write_text(APP)
     count_log = tmp_path / "requests.log"
     env = {**os.environ, "COUNT_LOG": str(count_log), "PYTHONPATH": os.pathsep.join(
         [str(tmp_path), *filter(None, [os.environ.get("PYTHONPATH")])]
     )}
     servelab = [sys.executable, "-m", "servelab"]
+    results = tmp_path / "results"
     if unused_subnet() is None:
         pytest.skip("no free 10.213.N.0/30 for the test's veth pair")
     with two_machines("sltest") as (study_ns, study_addr, worker_ns, worker_addr):
-        worker = start(
-            ["ip", "netns", "exec", worker_ns, *servelab, "locust-worker", "--master-host",
-             study_addr, "--processes", "2", "--name", "machine-b"],
-            tmp_path / "worker.log", tmp_path, env,
-        )  # fmt: skip
+        worker_argv = ["ip", "netns", "exec", worker_ns, *servelab, "locust-worker",
+                       "--master-host", study_addr, "--processes", "2", "--name", "machine-b"]
+        # nsenter, not `ip netns exec`: that remounts /sys, and with it the cgroups
+        # servelab places the stack and the driver in. --access-log: nginx counts each
+        # run's requests by client address.
+        study_argv = [
+            "nsenter", f"--net=/run/netns/{study_ns}", *servelab, "study", "quick",
+            "--in-turns", "--slices", "1", "--driver", "locust", "--expect-workers", "2",
+            "--expect-workers-timeout", "30", "--listen", study_addr, "-r", "2", "-d", "1.5",
+            "-c", "10", "--warmup", "0", "--app", "countapp:app", "--results", str(results),
+            "--access-log",
+        ]  # fmt: skip
+        worker = start(worker_argv, tmp_path / "worker.log", tmp_path, env)
         study = None
         try:
-            # nsenter, not `ip netns exec`: that remounts /sys, and with it the cgroups
-            # servelab places the stack and the driver in.
-            study = start(
-                ["nsenter", f"--net=/run/netns/{study_ns}", *servelab, "study", "quick",
-                 "--in-turns", "--slices", "1", "--driver", "locust", "--expect-workers", "2",
-                 "--expect-workers-timeout", "30", "--listen", study_addr, "-r", "2", "-d",
-                 "1.5", "-c", "10", "--warmup", "0", "--app", "countapp:app", "--results",
-                 str(tmp_path / "results")],
-                tmp_path / "study.log", tmp_path, env,
-            )  # fmt: skip
-            status = study.wait(150)
+            # 1. The workers vanish mid-experiment: SIGTERM to their supervisor (it stops
+            # its workers) once two runs are stored and the third run's load has begun.
+            study = start(study_argv, tmp_path / "study.log", tmp_path, env)
+            deadline = time.monotonic() + 120
+            while len(runs_stored(results)) < 2 and study.poll() is None:
+                assert time.monotonic() < deadline, (tmp_path / "study.log").read_text()
+                time.sleep(0.05)
+            sent = worker_requests(count_log, worker_addr)
+            while worker_requests(count_log, worker_addr) <= sent + 20 and study.poll() is None:
+                assert time.monotonic() < deadline, (tmp_path / "study.log").read_text()
+                time.sleep(0.05)
+            os.kill(worker.pid, signal.SIGTERM)
+            assert worker.wait(30) == 143, (tmp_path / "worker.log").read_text()
+            status = study.wait(90)
             study_log = (tmp_path / "study.log").read_text()
-            worker_log = (tmp_path / "worker.log").read_text()
+            # The run under way lost its workers (LoadDriverError); had the stop fallen
+            # between two runs, the next master would have waited in vain (SpecError).
+            assert status in (LoadDriverError.exit_code, SpecError.exit_code), study_log[-3000:]
+            (error,) = [line for line in study_log.splitlines() if "error:" in line]
+            assert "machine-b" in error and "--resume" in error, error
+            kept = runs_stored(results)
+            assert 2 <= len(kept) < 6, study_log[-3000:]
+            assert namespace_pids(study_ns) == []  # nothing of the study left behind
+            assert namespace_pids(worker_ns) == []  # the supervisor took its workers along
+
+            # 2. The workers started again, the same command with --resume finishes it.
+            count_log.rename(tmp_path / "requests-before-resume.log")
+            worker = start(worker_argv, tmp_path / "worker2.log", tmp_path, env)
+            study = start([*study_argv, "--resume"], tmp_path / "study2.log", tmp_path, env)
+            status = study.wait(150)
+            study_log = (tmp_path / "study2.log").read_text()
+            worker_log = (tmp_path / "worker2.log").read_text()
             assert status == 0, study_log[-3000:] + worker_log[-2000:]
+            assert f"resuming: {len(kept)} runs already stored are kept" in study_log
+            assert study_log.count("load from workers:") == 1, study_log
             time.sleep(1.0)  # the last master's quit reaches the workers, which restart
             # Ready for the next experiment: 2 fresh workers (beside the supervisor and its
             # janitor); nothing left where the study ran.
@@ -126,28 +174,30 @@ def test_remote_workers_serve_every_run_of_a_study(tmp_path):
             if study is not None and study.poll() is None:
                 stop(study)
             worker_status = stop(worker)
-        assert worker_status == 130, (tmp_path / "worker.log").read_text()
-        assert "Traceback" not in (tmp_path / "worker.log").read_text()
+        assert worker_status == 130, (tmp_path / "worker2.log").read_text()
+        assert "Traceback" not in (tmp_path / "worker2.log").read_text()
         assert namespace_pids(worker_ns) == []
 
-    runs = [
-        json.loads(line)
-        for line in next((tmp_path / "results").glob("*/runs.jsonl")).read_text().splitlines()
-    ]
-    assert len(runs) == 6  # 3 variants x 2 repetitions, every one with the same workers
+    runs = runs_stored(results)
+    assert len(runs) == 6  # 3 variants x 2 repetitions: those kept, and the rest resumed
+    assert runs[: len(kept)] == kept
     for run in runs:
-        details = run["load"]["driver_details"]
-        assert details["workers"] == "2 on other machines (machine-b: 2 processes)"
-        assert details["per run: requests by machine"].startswith(
-            f"machine-b: {run['load']['requests_total']:,} "
-        )
+        load = run["load"]
+        assert load["driver_details"]["workers"] == "2 on other machines (machine-b: 2 processes)"
+        assert [(m["machine"], m["processes"], m["requests"]) for m in load["machines"]] == [
+            ("machine-b", 2, load["requests_total"])
+        ]
+        # nginx's own count of the measured window, by client address: exactly Locust's.
+        assert run["front_requests_by_client"] == {worker_addr: load["requests_total"]}
+    # What the app saw after the resume, by nginx's X-Real-IP: the resumed runs' requests
+    # from the worker's address, exactly as Locust counted them.
     by_address = Counter(count_log.read_text().split())
-    locust_counted = sum(run["load"]["requests_total"] for run in runs)
+    locust_counted = sum(run["load"]["requests_total"] for run in runs[len(kept):])
     assert by_address[worker_addr] == locust_counted > 0
     # Anything else came from servelab itself, in the study's namespace: readiness probes
     # on the --listen address, and the check of the user's app (on loopback), a few each.
     others = {addr: n for addr, n in by_address.items() if addr != worker_addr}
     assert set(others) <= {study_addr, "127.0.0.1"}, others
     assert sum(others.values()) <= 12, others
-    worker_log = (tmp_path / "worker.log").read_text()
-    assert worker_log.count("restarted for the next run") >= 6, worker_log
+    worker_log = (tmp_path / "worker2.log").read_text()
+    assert worker_log.count("restarted for the next run") >= 6 - len(kept), worker_log

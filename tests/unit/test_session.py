@@ -245,20 +245,25 @@ def test_the_default_terminal_output_is_one_screen_ending_on_the_answer(
     assert len((progress + verbose).splitlines()) > 2 * len(lines)
 
 
-def test_the_console_names_the_load_workers_on_other_machines_when_they_change():
-    from support import fake_load
-
-    from servelab.session import LiveProgress
-
-    experiment = experiment_from_dict(
+def _remote(repetitions: int):
+    """An experiment of one stack and workload, measured ``repetitions`` times."""
+    return experiment_from_dict(
         {
             "name": "remote",
             "baseline": {"name": "base"},
             "variants": [],
             "workloads": [{"name": "w", "load": {"duration_s": 2}}],
-            "repetitions": 4,
+            "repetitions": repetitions,
         }
     )
+
+
+def test_the_console_names_the_load_workers_on_other_machines_when_they_change():
+    from support import fake_load
+
+    from servelab.session import LiveProgress
+
+    experiment = _remote(repetitions=4)
     screen = io.StringIO()
     live = LiveProgress(experiment, Console(file=screen, width=200), total=4, done=0, detail=False)
     said = ["2 on other machines (b: 2 processes)"] * 2 + ["1 on other machines (b: 1 process)"]
@@ -270,3 +275,25 @@ def test_the_console_names_the_load_workers_on_other_machines_when_they_change()
         "load from workers: 2 on other machines (b: 2 processes)",
         "load from workers: 1 on other machines (b: 1 process)",
     ]
+
+
+def test_the_load_workers_are_named_as_the_run_starts_and_not_again_after_it():
+    from support import fake_load
+
+    from servelab.session import LiveProgress
+
+    experiment = _remote(repetitions=2)
+    screen = io.StringIO()
+    live = LiveProgress(experiment, Console(file=screen, width=200), total=2, done=0, detail=True)
+    events = live.events(lambda result: live.show(result))
+    workers = "2 on other machines (b: 2 processes)"
+    for repetition in (1, 2):
+        events.on_driver(workers)  # the driver's watch, while the run goes
+        events.on_result(fake_run(
+            "base", "w", repetition, load=fake_load(driver_details={"workers": workers})
+        ))
+    lines = [line.strip() for line in screen.getvalue().splitlines() if line.strip()]
+    named = [i for i, line in enumerate(lines) if line.startswith("load from workers")]
+    assert [lines[i] for i in named] == [f"load from workers: {workers}"]
+    first_run = next(i for i, line in enumerate(lines) if "req/s" in line)
+    assert named[0] < first_run  # said before the run's own line, not after it

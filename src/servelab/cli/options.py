@@ -187,6 +187,14 @@ _run_options = [
         "address, only for load workers on other machines.",
     ),
     click.option(
+        "--access-log",
+        is_flag=True,
+        help="nginx logs every request's client address in each stack's own directory, and "
+        "every run records its requests by client address (front_requests_by_client in "
+        "runs.jsonl): to check that the load arrived from where it was sent. Off by "
+        "default: logging costs nginx a write per request.",
+    ),
+    click.option(
         "--profile",
         is_flag=True,
         help="Sample the app server's processes (master and workers) with py-spy in every "
@@ -309,7 +317,7 @@ def run_options(func: Callable[..., Any]) -> Callable[..., Any]:
     names = ("stack_cpus", "driver_cpus", "no_pin", "stack_cpu_quota", "no_cpu_priority",
              "results_dir", "legacy_out", "resume", "allow_other_machine",
              "allow_beyond_machine", "order", "order_seed", "slices", "side_by_side",
-             "precision_pct", "budget", "min_effect_pct", "listen", "profile",
+             "precision_pct", "budget", "min_effect_pct", "listen", "access_log", "profile",
              *DRIVER_OPTION_KEYS, *(f"export_{fmt}" for fmt in EXPORT_FORMATS))
 
     @functools.wraps(func)
@@ -339,6 +347,7 @@ def run_options(func: Callable[..., Any]) -> Callable[..., Any]:
             listen=check_listen(given["listen"]) if given["listen"] else LOOPBACK,
             detail=_verbose(),
             profile=given["profile"],
+            access_log=given["access_log"],
         )
         check_run_outputs(run)
         return func(*args, run=run, **kwargs)

@@ -68,6 +68,8 @@ class RunOptions:
     # Sample the stacks' Python processes with py-spy after every measured window: where the
     # CPU went, per variant (servelab.observe.profile, servelab.analysis.profile).
     profile: bool = False
+    # nginx logs every request's client address; each run counts them (--access-log).
+    access_log: bool = False
 
 
 def parse_duration(text: str) -> float:

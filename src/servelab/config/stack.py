@@ -96,6 +96,10 @@ class ProxySpec(Model):
     gzip_min_length: NonNegativeInt = 200
     buffering: bool = False
     timeout_s: PositiveInt = 65
+    # nginx only: log every request's client address in the stack's own directory, and
+    # count each run's requests by client address (RunRecord.front_requests_by_client).
+    # Off by default: logging costs the front a write per request.
+    access_log: bool = False
     # Apache only; None = Apache's own default. mpm None runs the event MPM.
     mpm: Literal["prefork", "worker", "event"] | None = None
     max_request_workers: PositiveInt | None = None

@@ -30,7 +30,7 @@ from servelab.host.doctor import SETUP_FIX, Check, check_program
 from servelab.host.environment import program_version
 from servelab.host.paths import require_program
 from servelab.launch.templates import render
-from servelab.observe.attribution import classify_by_rules
+from servelab.observe.attribution import ACCESS_LOG_NAME, classify_by_rules
 
 CONF_NAME = "nginx.conf"
 LOG_NAME = "nginx.log"
@@ -107,6 +107,7 @@ def render_nginx_conf(
             "temp_dir": deploy.temp_dir,
             "listen": deploy.listen,
             "error_log": deploy.error_log,
+            "access_log": None,  # a measuring instrument, not part of what is exported
         }
     elif workdir is None or listen_port is None:
         raise ValueError("give workdir and listen_port, or deploy")
@@ -117,6 +118,7 @@ def render_nginx_conf(
             "temp_dir": workdir / "tmp",
             "listen": host_port(listen_host, listen_port),
             "error_log": workdir / LOG_NAME,
+            "access_log": workdir / ACCESS_LOG_NAME if proxy.access_log else None,
         }
     return render(
         "nginx.conf.j2",
@@ -218,7 +220,9 @@ class Nginx(Front):
     kind = "nginx"
     role = "nginx"
     protocols = frozenset({"http", "uwsgi", "fastcgi"})
-    own_knobs = ("worker_processes", "worker_connections", "gzip_min_length", "buffering")
+    own_knobs = (
+        "worker_processes", "worker_connections", "gzip_min_length", "buffering", "access_log"
+    )
     log_name = LOG_NAME
 
     def describe(self, proxy: ProxySpec) -> str:

@@ -14,7 +14,7 @@ import signal
 import subprocess
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 KILL_MARGIN_S = 30.0
 # Time a driver gets to print its version or help.
 VERSION_TIMEOUT_S = 10.0
+# How often a running driver's stderr is read when it has something to say (``watch``).
+WATCH_S = 0.2
 
 
 def program_output(argv: list[str], what: str, tool: str) -> str:
@@ -146,6 +148,17 @@ class LoadDriver(ABC):
         """Every answered request's latency of the last run (with ``keep_latencies``)."""
         return ()
 
+    @property
+    def watches(self) -> bool:
+        """Whether ``watch`` may have something to say while a run goes (its stderr is
+        read every ``WATCH_S`` only then)."""
+        return False
+
+    def watch(self, stderr: str) -> str | None:
+        """What the user should hear while the run goes, from its stderr so far (Locust:
+        its workers on other machines, once its load starts); None: nothing."""
+        return None
+
 
 def check_driver_can(
     driver: LoadDriver, request: RequestSpec, load: LoadSpec, workload: str | None = None
@@ -175,11 +188,13 @@ def run_load(
     *,
     cpus: str | None = None,
     prefix: Sequence[str] = (),
+    on_note: Callable[[str], None] | None = None,
 ) -> LoadMeasurement:
     """Run ``driver`` once against ``url`` and return what it measured.
 
     ``prefix`` goes before the driver's argv, e.g. ``ip netns exec NAME`` to run it
-    inside the stack's network namespace.
+    inside the stack's network namespace. ``on_note`` hears what the driver says while it
+    runs (``LoadDriver.watch``), once per change.
     """
     check_driver_can(driver, request, load)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -199,8 +214,11 @@ def run_load(
             env=env,
         )
     JANITOR.watch("group", popen.pid)
+    poll = None
+    if on_note is not None and driver.watches:
+        poll = _watcher(driver, err_path, on_note)
     try:
-        status, rusage, peak_rss = _wait_bounded(popen, limit)
+        status, rusage, peak_rss = _wait_bounded(popen, limit, poll)
     finally:
         # Whatever the driver started in its group and left behind (a worker process
         # that outlived its parent) goes with it.
@@ -242,10 +260,31 @@ def run_load(
     )
 
 
+def _watcher(
+    driver: LoadDriver, err_path: Path, on_note: Callable[[str], None]
+) -> Callable[[], None]:
+    """What ``_wait_bounded`` calls every ``WATCH_S``: the driver's ``watch`` of its stderr
+    so far, handed to ``on_note`` when it says something new."""
+    said: list[str] = []
+
+    def poll() -> None:
+        try:
+            text = err_path.read_text(errors="replace")
+        except OSError:
+            return
+        note = driver.watch(text)
+        if note is not None and note not in said:
+            said.append(note)
+            on_note(note)
+
+    return poll
+
+
 def _wait_bounded(
-    popen: subprocess.Popen[bytes], limit_s: float
+    popen: subprocess.Popen[bytes], limit_s: float, poll: Callable[[], None] | None = None
 ) -> tuple[int | None, resource.struct_rusage, int | None]:
-    """Reap ``popen`` with its resource usage; kill its group after ``limit_s``.
+    """Reap ``popen`` with its resource usage; kill its group after ``limit_s``; call
+    ``poll`` every ``WATCH_S`` while it runs.
 
     Returns (exit status or None if it had to be killed, rusage, peak RSS in
     bytes of the program as exec'd, sampled from /proc while it runs; None
@@ -254,12 +293,16 @@ def _wait_bounded(
     deadline = time.monotonic() + limit_s
     killed = False
     peak_rss = None
+    next_poll = time.monotonic()
     try:
         while True:
             pid, wait_status, rusage = os.wait4(popen.pid, os.WNOHANG)
             if pid:
                 break
             peak_rss = _high_water_rss(popen.pid) or peak_rss
+            if poll is not None and time.monotonic() >= next_poll:
+                poll()
+                next_poll = time.monotonic() + WATCH_S
             if time.monotonic() > deadline and not killed:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(popen.pid, signal.SIGKILL)

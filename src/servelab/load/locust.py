@@ -85,6 +85,7 @@ from servelab.load.base import LoadDriver, kind_of, program_output
 from servelab.results.records import (
     CPU_BOUND_MACHINES_DETAIL,
     PER_RUN_DETAIL,
+    LoadMachine,
     LoadMeasurement,
     NamedRequests,
     percentile,
@@ -100,6 +101,7 @@ DEFAULT_SCENARIO = "request"
 DEFAULT_USERS = {"request": ("FastRequestUser",), "django": ()}
 REPORT_MARKER = '{"servelab_locust"'
 WAITING_MARKER = '{"servelab_waiting"'
+STARTED_MARKER = '{"servelab_started"'
 CPU_BOUND_PCT = 90.0  # of a core: Locust's own warning threshold
 CPU_WARNING = "CPU usage above"
 GAVE_UP = "Gave up waiting for workers"
@@ -392,6 +394,14 @@ class LocustDriver(LoadDriver):
             ),
             driver_details=self.details(report),
             by_name=named_rows(entries, failures, duration),
+            machines=tuple(
+                LoadMachine(
+                    machine=str(m["machine"]), processes=int(m["processes"]),
+                    requests=int(m["requests"]), cpu_max_pct=float(m["cpu_max"]),
+                    cpu_warning=bool(m.get("cpu_warning")),
+                )
+                for m in report.get("worker_machines") or []
+            ) if self.options.expect_workers else (),
         )
 
     def details(self, report: Mapping[str, Any]) -> dict[str, str]:
@@ -406,19 +416,10 @@ class LocustDriver(LoadDriver):
             details["processes"] = f"{self.options.processes} workers + master"
         if self.options.expect_workers:
             machines = report.get("worker_machines") or []
-            listed = ", ".join(
-                f"{m['machine']}: {m['processes']} process{'es' if m['processes'] > 1 else ''}"
-                for m in machines
+            details["workers"] = workers_text(
+                report["workers"], {m["machine"]: int(m["processes"]) for m in machines}
             )
-            details["workers"] = f"{report['workers']} on other machines" + (
-                f" ({listed})" if listed else ""
-            )
-            if machines:  # varies from run to run: kept with the run, not in the report's line
-                details[f"{PER_RUN_DETAIL}requests by machine"] = "; ".join(
-                    f"{m['machine']}: {m['requests']:,} (busiest process "
-                    f"{m['cpu_max']:.0f} % of a core)"
-                    for m in machines
-                )
+            if machines:
                 self.machines_seen = {m["machine"]: int(m["processes"]) for m in machines}
             if report.get("waited_s") is not None:
                 details[f"{PER_RUN_DETAIL}waited for the workers"] = f"{report['waited_s']:.2f} s"
@@ -432,6 +433,18 @@ class LocustDriver(LoadDriver):
                     f"{m['machine']} ({m['cpu_max']:.0f} % of a core)" for m in busy
                 )
         return details
+
+    @property
+    def watches(self) -> bool:
+        return bool(self.options.expect_workers)
+
+    def watch(self, stderr: str) -> str | None:
+        """The workers on other machines a run's load starts with, as its master said
+        (``servelab_started``): "2 on other machines (load-b: 2 processes)"."""
+        machines = marked_machines(stderr, STARTED_MARKER)
+        if machines is None:
+            return None
+        return workers_text(sum(machines.values()), machines)
 
     def check_workers_stayed(self, report: Mapping[str, Any]) -> None:
         """LoadDriverError when workers on other machines quit or went missing before the
@@ -546,10 +559,27 @@ def cpu_bound_machines(report: Mapping[str, Any]) -> list[dict[str, Any]]:
 def waiting_machines(stderr: str) -> dict[str, int] | None:
     """Machine -> worker processes connected, as the master's last ``servelab_waiting``
     line (the hooks') said while it waited for workers; None without one."""
-    lines = [line for line in stderr.splitlines() if line.startswith(WAITING_MARKER)]
+    return marked_machines(stderr, WAITING_MARKER)
+
+
+def marked_machines(stderr: str, marker: str) -> dict[str, int] | None:
+    """Machine -> worker processes, from the master's last stderr line starting with
+    ``marker`` (the hooks' ``{"servelab_waiting": {...}}`` or ``servelab_started``);
+    None without one."""
+    lines = [line for line in stderr.splitlines() if line.startswith(marker)]
     with contextlib.suppress(ValueError, KeyError, IndexError, AttributeError):
-        return {str(m): int(n) for m, n in json.loads(lines[-1])["servelab_waiting"].items()}
+        (machines,) = json.loads(lines[-1]).values()
+        return {str(m): int(n) for m, n in machines.items()}
     return None
+
+
+def workers_text(workers: int, machines: Mapping[str, int]) -> str:
+    """``workers`` processes on other machines, by machine, in words: "2 on other machines
+    (load-b: 2 processes)"."""
+    listed = ", ".join(
+        f"{m}: {n} process{'es' if n > 1 else ''}" for m, n in machines.items()
+    )
+    return f"{workers} on other machines" + (f" ({listed})" if listed else "")
 
 
 def request_json(request: RequestSpec, load: LoadSpec) -> str:

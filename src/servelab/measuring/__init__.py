@@ -82,9 +82,10 @@ def run_experiment(
             side = plan_side_by_side(
                 cpu_plan, len(experiment.stacks), side_by_side_stack_size(experiment)
             )
+        events = events or RunnerEvents()
         executor = HostExecutor(
             driver, cpu_plan, Groups(stack_group, driver_group), listen_host=listen_host,
-            side=side, profiler=profiler,
+            side=side, profiler=profiler, on_driver_note=events.on_driver,
         )
-        runner = Runner(experiment, store, executor, events or RunnerEvents(), previous)
+        runner = Runner(experiment, store, executor, events, previous)
         return runner.run()

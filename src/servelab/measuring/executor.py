@@ -11,7 +11,7 @@ import contextlib
 import os
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
@@ -148,8 +148,11 @@ class HostExecutor:
         listen_host: str = LOOPBACK,
         side: SideBySidePlan | None = None,
         profiler: str | None = None,
+        on_driver_note: Callable[[str], None] | None = None,
     ) -> None:
         self.driver = driver
+        # What the driver says while it runs (LoadDriver.watch): its workers, as they start.
+        self.on_driver_note = on_driver_note
         self.profiler = profiler  # py-spy's path: a profiling window after every measured one
         self.cpu_plan = cpu_plan
         self.groups = groups
@@ -232,6 +235,7 @@ class HostExecutor:
             scratch / "warmup",
             cpus=self._slot_cpus(stack)[1],
             prefix=self._prefix(stack),
+            on_note=self.on_driver_note,
         )
 
     def measure(
@@ -288,6 +292,7 @@ class HostExecutor:
             run_load(
                 self.driver, stack.url(workload.request.path), workload.request, load,
                 workdir, cpus=self._slot_cpus(stack)[1], prefix=self._prefix(stack),
+                on_note=self.on_driver_note,
             )
         # Every server's first process is its master (the front's too, not profiled).
         return replace(profiler.profile(), masters=tuple(sorted(roots.values())))
@@ -307,6 +312,7 @@ class HostExecutor:
                 workdir,
                 cpus=driver_cpus,
                 prefix=self._prefix(stack),
+                on_note=self.on_driver_note,
             )
         latencies = self.driver.latencies_ms(workdir) if self.driver.keep_latencies else ()
         return Window(

@@ -78,6 +78,9 @@ class RunnerEvents:
     on_round: Callable[[NextRound | None, Outlook | None], None] = lambda plan, outlook: None
     # A change of design the user should hear about, with its reason (one sentence).
     on_note: Callable[[str], None] = lambda text: None
+    # What the load driver says while a run goes (LoadDriver.watch; Locust: its workers on
+    # other machines, as each run's load starts), once per run and change.
+    on_driver: Callable[[str], None] = lambda text: None
 
 
 # Side by side, each stack is driven alone for PROBE_S before its first side-by-side

@@ -25,6 +25,7 @@ from typing import Any
 from servelab.config.load import LoadSpec
 from servelab.results.records import (
     ListenQueue,
+    LoadMachine,
     LoadMeasurement,
     NamedRequests,
     ProcessUsage,
@@ -105,6 +106,26 @@ def merge_loads(parts: Sequence[LoadMeasurement], latencies_ms: Sequence[float])
         driver_overloaded=any(p.driver_overloaded for p in parts),
         driver_details=parts[0].driver_details,
         by_name=merge_named([p.by_name for p in parts], duration),
+        machines=merge_machines([p.machines for p in parts]),
+    )
+
+
+def merge_machines(parts: Sequence[Sequence[LoadMachine]]) -> tuple[LoadMachine, ...]:
+    """Per load machine over the slices: requests added, the most processes, the busiest
+    process's highest CPU, any warning."""
+    groups: dict[str, list[LoadMachine]] = {}
+    for machines in parts:
+        for machine in machines:
+            groups.setdefault(machine.machine, []).append(machine)
+    return tuple(
+        LoadMachine(
+            machine=name,
+            processes=max(m.processes for m in seen),
+            requests=sum(m.requests for m in seen),
+            cpu_max_pct=max(m.cpu_max_pct for m in seen),
+            cpu_warning=any(m.cpu_warning for m in seen),
+        )
+        for name, seen in sorted(groups.items())
     )
 
 
@@ -199,12 +220,14 @@ def merge_observed(parts: Sequence[dict[str, Any]], durations_s: Sequence[float]
         for cls, line in part["log_examples"].items():
             examples.setdefault(cls, line)
     notes = tuple(dict.fromkeys(note for part in parts for note in part["notes"]))
+    counted = [p["front_requests_by_client"] for p in parts if "front_requests_by_client" in p]
     return {
         **parts[0],
         "log_events": _add_counts([part["log_events"] for part in parts]),
         "log_examples": examples,
         "listen_queue": merge_listen_queues([p["listen_queue"] for p in parts], durations_s),
         "notes": notes,
+        **({"front_requests_by_client": _add_counts(counted)} if counted else {}),
     }
 
 

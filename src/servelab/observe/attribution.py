@@ -59,6 +59,10 @@ from pathlib import Path
 from servelab.fronts.registry import PROCESS_FRONTS, get_front
 from servelab.servers.registry import SERVER_KINDS, get_server
 
+# The front's access log in the stack's directory (nginx's ``access_log`` knob): one
+# client address a line, counted per run (servelab.observe.observer).
+ACCESS_LOG_NAME = "access.log"
+
 
 @dataclass(frozen=True)
 class EventClass:

@@ -9,11 +9,12 @@ runner wraps its measured load in :class:`RunObserver` and adds
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from servelab.launch.running import RunningStack
 from servelab.observe.acceptq import AcceptQueueSampler
-from servelab.observe.attribution import LogCursor, LogEvents
+from servelab.observe.attribution import ACCESS_LOG_NAME, LogCursor, LogEvents
 
 FAST_SAMPLING_S = 0.1
 SLOW_SAMPLING_S = 0.5
@@ -39,11 +40,19 @@ class RunObserver:
             if sample_queue and stack.app_address is not None
             else None
         )
+        # nginx's access log (the access_log knob): the window's requests by client.
+        self.access_log = (
+            stack.workdir / ACCESS_LOG_NAME if stack.spec.proxy.access_log else None
+        )
+        self.access_from = 0
+        self.by_client: dict[str, int] = {}
 
     def __enter__(self) -> RunObserver:
         self.cursor = LogCursor(
             {role: proc.log_path for role, proc in self.stack.processes.items()}
         )
+        if self.access_log is not None:
+            self.access_from = _size(self.access_log)
         if self.sampler is not None:
             self.sampler.__enter__()
         return self
@@ -53,6 +62,8 @@ class RunObserver:
             self.sampler.__exit__(*exc)
         if self.cursor is not None:
             self.events = self.cursor.events()
+        if self.access_log is not None:
+            self.by_client = clients_in(self.access_log, self.access_from)
 
     def result_fields(self) -> dict[str, Any]:
         """Keyword arguments for ``RunRecord``: log events, placement, listen queue."""
@@ -70,4 +81,32 @@ class RunObserver:
             ),
             "listen_queue": self.sampler.summary() if self.sampler is not None else None,
             "notes": tuple(notes),
+            **(
+                {"front_requests_by_client": dict(self.by_client)}
+                if self.access_log is not None else {}
+            ),
         }
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def clients_in(access_log: Path, offset: int) -> dict[str, int]:
+    """Requests by client address in ``access_log`` (one address a line, nginx's
+    ``$remote_addr``) from byte ``offset`` on: the lines written since then."""
+    counts: dict[str, int] = {}
+    try:
+        with access_log.open("rb") as log:
+            log.seek(offset)
+            text = log.read().decode(errors="replace")
+    except OSError:
+        return counts
+    for line in text.splitlines():
+        address = line.strip()
+        if address:
+            counts[address] = counts.get(address, 0) + 1
+    return dict(sorted(counts.items()))

@@ -11,9 +11,12 @@ from servelab.config.building import describe_validation_error
 from servelab.config.experiment import Experiment, StoppingSpec
 from servelab.config.run import RunOptions
 from servelab.errors import SpecError
+from servelab.fronts.registry import FRONTS
 from servelab.load.registry import DRIVER_NAMES, DRIVERS
 from servelab.prepare.building import default_slices
 from servelab.prepare.checks import checked
+
+ACCESS_LOG = "access_log"  # the ProxySpec knob --access-log turns on
 
 
 def apply_run_options(experiment: Experiment, options: RunOptions) -> Experiment:
@@ -21,11 +24,33 @@ def apply_run_options(experiment: Experiment, options: RunOptions) -> Experiment
     (checked)."""
     return with_stopping(
         with_order(
-            with_driver_options(experiment, options.driver_options),
+            with_access_log(
+                with_driver_options(experiment, options.driver_options), options.access_log
+            ),
             options.order, options.order_seed, options.slices, options.side_by_side,
         ),
         options.precision_pct, options.budget_s, options.min_effect_pct,
     )
+
+
+def with_access_log(experiment: Experiment, access_log: bool) -> Experiment:
+    """The experiment with the front's access log on in every stack whose front has one
+    (``--access-log``: nginx); a one-line error when none has."""
+    if not access_log:
+        return experiment
+    logging = FRONTS.where(lambda front: ACCESS_LOG in front.own_knobs)
+    data = experiment.model_dump()
+    stacks = [s for s in (data["baseline"], *data["variants"]) if s["proxy"]["kind"] in logging]
+    fix = f"leave out --access-log, or measure a stack with proxy kind {logging[0]!r}"
+    if not stacks:
+        raise SpecError(
+            f"--access-log is {' and '.join(logging)}'s: no variant of this experiment has "
+            "it in front",
+            fix,
+        )
+    for stack in stacks:
+        stack["proxy"][ACCESS_LOG] = True
+    return checked(Experiment.model_validate(data), "--access-log", fix)
 
 
 def with_driver_options(experiment: Experiment, options: dict[str, Any]) -> Experiment:

@@ -2,9 +2,10 @@
 ``--export-markdown``, ``--export-csv``, as hyperfine names them): each is rewritten after
 every run, so an interrupted experiment leaves them describing every run measured.
 
-JSON holds every run as stored and every comparison with the baseline (what ``results
-show --json`` prints); markdown is the report (the same sections as the terminal's); CSV
-is one row per run (and per slice), as ``servelab report`` writes ``runs.csv``.
+JSON holds every run as stored, every comparison with the baseline (what ``results
+show --json`` prints) and, for load sent from other machines, the load by machine;
+markdown is the report (the same sections as the terminal's); CSV is one row per run (and
+per slice), as ``servelab report`` writes ``runs.csv``.
 """
 
 from __future__ import annotations
@@ -21,11 +22,15 @@ from servelab.results.outdir import check_writable_path
 def _json(report: ReportInput) -> str:
     from servelab.analysis.analyze import comparisons_document
     from servelab.report.data import runs_json
+    from servelab.report.machines import machines_document
 
     document = {
         **json.loads(runs_json(report)),
         "comparisons": comparisons_document(report.analysis)["comparisons"],
     }
+    load_machines = machines_document(report.runs)
+    if load_machines:  # load sent from other machines: how much each sent
+        document["load_machines"] = load_machines
     return json.dumps(document, indent=2)
 
 

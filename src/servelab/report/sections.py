@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from servelab.analysis.analyze import answer_metric
 from servelab.config.experiment import Experiment
-from servelab.report import memory, names, timing, why
+from servelab.report import machines, memory, names, timing, why
 from servelab.report.answer import Answer, answer_intro, build_answer
 from servelab.report.base import (
     ReportInput,
@@ -188,6 +188,13 @@ class RequestNamesSection(ExplainedTableSection):
 
 
 @dataclass(frozen=True)
+class LoadMachinesSection(ExplainedTableSection):
+    kind = "machines"
+    heading = "Load by machine"
+    about = machines.ABOUT
+
+
+@dataclass(frozen=True)
 class TimingSection(ExplainedTableSection):
     kind = "timing"
     heading = "Time per request (as ab prints it)"
@@ -237,6 +244,7 @@ SECTION_KINDS: tuple[type[Section], ...] = (
     FailuresSection,
     MemorySection,
     RequestNamesSection,
+    LoadMachinesSection,
     TimingSection,
     WarningsSection,
     MethodSection,
@@ -287,6 +295,9 @@ def report_sections(
     by_name = names.names_table(experiment, runs)
     if by_name is not None:
         sections.append(RequestNamesSection(by_name, tuple(names.driver_lines(runs))))
+    by_machine = machines.machines_table(runs)
+    if by_machine is not None:
+        sections.append(LoadMachinesSection(by_machine))
     time_per_request = timing.time_per_request_table(experiment, runs)
     if time_per_request is not None:
         sections.append(TimingSection(time_per_request))

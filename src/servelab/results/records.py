@@ -46,6 +46,18 @@ class NamedRequests(Record):
     failures_by_kind: dict[str, int] = {}  # HTTP code or connection-error kind -> count
 
 
+class LoadMachine(Record):
+    """One machine's share of a run's load, sent by driver processes on other machines
+    (Locust's workers, ``--expect-workers``), as their own reports counted it."""
+
+    machine: str  # its name (``servelab locust-worker --name``, default its host name)
+    processes: int
+    requests: int
+    # The busiest of its processes over the run, in % of one core (its own CPU clock).
+    cpu_max_pct: float
+    cpu_warning: bool = False  # the driver itself warned about its CPU
+
+
 class LoadMeasurement(Record):
     """What the load driver saw during one run. Latencies in milliseconds.
 
@@ -74,12 +86,15 @@ class LoadMeasurement(Record):
     # itself said its CPU was overloaded (Locust's "CPU usage above 90%").
     driver_processes: int = 1
     driver_overloaded: bool = False
-    # What the driver ran, in words (Locust: scenario, User classes and their client).
-    # What the driver ran, in words; names starting with PER_RUN_DETAIL are figures that
+    # What the driver ran, in words (Locust: scenario, User classes and their client);
+    # names starting with PER_RUN_DETAIL are figures that
     # differ from run to run (the report's one line about the driver leaves them out).
     driver_details: dict[str, str] = {}
     # Per request name, for drivers that name requests (empty for the others).
     by_name: tuple[NamedRequests, ...] = ()
+    # Per machine that sent the load from elsewhere (Locust's workers on other machines);
+    # empty: the load was sent from this machine.
+    machines: tuple[LoadMachine, ...] = ()
 
     @property
     def ok_responses(self) -> int:
@@ -186,6 +201,9 @@ class RunRecord(Record):
     listen_backlog: int | None = None
     listen_queue: ListenQueue | None = None
     notes: tuple[str, ...] = ()
+    # The requests the front logged during the measured window, by client address (nginx
+    # with the access_log knob; None without it).
+    front_requests_by_client: dict[str, int] | None = None
     warmup_rps: tuple[float, ...] = ()  # requests/s of each discarded warm-up round
     # Whether the stack and driver ran favoured by a cgroup CPU weight (servelab.host.cgroups),
     # and the share of the stack's CPUs other processes took (servelab.observe.neighbours).

@@ -76,6 +76,8 @@ ADDED_SINCE_HASHING: tuple[tuple[tuple[str, ...], Any], ...] = (
     (("baseline", "app", "python"), None),
     (("variants", "*", "app", "python"), None),
     (("driver_options",), {}),
+    (("baseline", "proxy", "access_log"), False),
+    (("variants", "*", "proxy", "access_log"), False),
 )
 
 

@@ -129,3 +129,29 @@ def test_nginx_listens_on_loopback_unless_told(tmp_path: Path, host: str, listen
     text = nginx.render_nginx_conf(ProxySpec(), listen_host=host, **kwargs)
     assert f"listen {listen};" in text
     assert "listen 127.0.0.1:8123;" in nginx.render_nginx_conf(ProxySpec(), **kwargs)
+
+
+@needs_nginx
+def test_the_access_log_is_opt_in_in_the_stacks_own_directory(tmp_path: Path) -> None:
+    conf, text = _write_conf(tmp_path, ProxySpec(access_log=True))
+    nginx.nginx_check(conf)
+    lines = [line.strip() for line in text.splitlines()]
+    assert "log_format servelab '$remote_addr';" in lines
+    assert f'access_log "{tmp_path}/access.log" servelab;' in lines
+    assert "access_log off;" not in lines
+    # Not part of what is exported: a deployed nginx keeps its own logging choice.
+    deploy = nginx.NginxDeploy(
+        listen="0.0.0.0:80", user="www-data", pid_path=Path("/run/x.pid"),
+        temp_dir=Path("/var/lib/x"), source="x",
+    )
+    exported = nginx.render_nginx_conf(
+        ProxySpec(access_log=True), upstream="127.0.0.1:2", deploy=deploy
+    )
+    assert "access.log" not in exported and "access_log off;" in exported
+
+
+def test_the_access_log_is_nginxs_knob_only() -> None:
+    from servelab.prepare.checks import check_proxy
+
+    with pytest.raises(ValueError, match="access_log: nginx knob"):
+        check_proxy(ProxySpec(kind="apache", access_log=True))

@@ -250,9 +250,10 @@ def test_remote_workers_are_listed_by_machine_with_their_cpu():
     driver = locust(expect_workers=2)
     m = driver.parse(remote_report(), "", LoadSpec(duration_s=1))
     assert m.driver_details["workers"] == "2 on other machines (load-a: 2 processes)"
-    assert m.driver_details["per run: requests by machine"] == (
-        "load-a: 1,234 (busiest process 97 % of a core)"
-    )
+    (machine,) = m.machines
+    assert (machine.machine, machine.processes, machine.requests) == ("load-a", 2, 1234)
+    assert (machine.cpu_max_pct, machine.cpu_warning) == (97.0, True)
+    assert not any(k.startswith("per run: requests") for k in m.driver_details)
     assert m.driver_details["CPU-bound workers"] == "load-a (97 % of a core)"
     assert m.driver_overloaded
     assert driver.machines_seen == {"load-a": 2}
@@ -294,3 +295,22 @@ def test_a_run_in_which_nothing_was_answered_is_a_zero_not_an_error():
         '"user_classes": {}, "cpu_warning": false, "worker_cpu_warning": false}}\n'
     m = locust().parse(text, "", LoadSpec(duration_s=1))
     assert (m.requests_total, m.rps, m.latency_p99_ms) == (0, 0.0, 0.0)
+
+
+def test_the_workers_a_run_starts_with_are_said_while_it_runs():
+    driver = locust(expect_workers=3)
+    assert driver.watches and not locust(processes=2).watches
+    waiting = '{"servelab_waiting": {"load-a": 2}}\n'
+    assert driver.watch(waiting) is None  # still waiting: nothing said yet
+    started = waiting + '{"servelab_started": {"load-a": 2, "load-b": 1}}\n'
+    assert driver.watch(started) == (
+        "3 on other machines (load-a: 2 processes, load-b: 1 process)"
+    )
+    # The same words as the run's own record, so the console does not say it twice.
+    m = driver.parse(remote_report(workers=2), "", LoadSpec(duration_s=1))
+    assert driver.watch('{"servelab_started": {"load-a": 2}}') == m.driver_details["workers"]
+
+
+def test_no_machines_without_workers_on_other_machines():
+    m = locust(processes=2).parse(remote_report(), "", LoadSpec(duration_s=1))
+    assert m.machines == ()

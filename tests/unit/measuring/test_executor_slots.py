@@ -40,7 +40,7 @@ def test_each_live_stack_gets_its_slot_and_its_driver_cpus(monkeypatch, tmp_path
         yield SimpleNamespace(processes={}, spec=spec, url=lambda path: f"http://x{path}",
                               placement=SimpleNamespace(driver_prefix=lambda: []))
 
-    def run_load(driver, url, request, load, workdir, *, cpus, prefix):
+    def run_load(driver, url, request, load, workdir, *, cpus, prefix, on_note):
         driven.append(cpus)
         return fake_load()
 
@@ -114,7 +114,7 @@ def test_profile_windows_come_after_the_measured_ones(monkeypatch, tmp_path):
         def profile(self):
             return WindowProfile({"app workers;f (a.py:1)": 3}, masters=())
 
-    def run_load(driver, url, request, load, workdir, *, cpus, prefix):
+    def run_load(driver, url, request, load, workdir, *, cpus, prefix, on_note):
         said.append(f"load {url} {load.duration_s}")
         return fake_load()
 

@@ -23,7 +23,7 @@ from servelab.measuring.slices import (
     weighted_share,
 )
 from servelab.prepare.building import experiment_from_dict
-from servelab.results.records import ListenQueue, LoadMeasurement, ProcessUsage
+from servelab.results.records import ListenQueue, LoadMachine, LoadMeasurement, ProcessUsage
 from servelab.results.store import spec_hash
 
 
@@ -90,6 +90,17 @@ def test_nothing_answered_gives_zero_latencies_not_an_error():
     merged = merge_loads([measurement(0, 1.0, status_counts={}), measurement(0, 1.0,
                           status_counts={})], [])
     assert (merged.rps, merged.latency_p99_ms, merged.latency_max_ms) == (0.0, 0.0, 0.0)
+
+
+def test_load_machines_add_their_requests_over_the_slices():
+    b1 = LoadMachine(machine="b", processes=2, requests=100, cpu_max_pct=50.0)
+    c1 = LoadMachine(machine="c", processes=1, requests=40, cpu_max_pct=95.0, cpu_warning=True)
+    b2 = LoadMachine(machine="b", processes=2, requests=120, cpu_max_pct=70.0)
+    merged = merge_loads(
+        [measurement(140, 1.0, machines=(b1, c1)), measurement(120, 1.0, machines=(b2,))], [1.0]
+    )
+    assert [(m.machine, m.processes, m.requests, m.cpu_max_pct, m.cpu_warning)
+            for m in merged.machines] == [("b", 2, 220, 70.0, False), ("c", 1, 40, 95.0, True)]
 
 
 def test_usage_adds_cpu_per_process_and_keeps_the_highest_peak():
@@ -185,6 +196,7 @@ def test_unsliced_experiments_keep_the_hash_they_had_before_slices_existed():
     assert data["warmup"].pop("duration_s") is None
     for stack in (data["baseline"], *data["variants"]):
         assert stack["app"].pop("python") is None
+        assert stack["proxy"].pop("access_log") is False
     assert data.pop("driver_options") == {}
     data["seed"] = data.pop("order_seed")  # renamed since
     import hashlib

@@ -15,6 +15,7 @@ from servelab.report.sections import (
     SECTION_KINDS,
     ChartsSection,
     FilesSection,
+    LoadMachinesSection,
     MemorySection,
     RampSection,
     RequestNamesSection,
@@ -32,11 +33,11 @@ from .common import load, sections
 
 def every_kind_of_section() -> list[Section]:
     """A fixture's sections, plus the kinds its experiment has none of (a ramp's steps,
-    memory per worker, ab's time per request, requests by name)."""
+    memory per worker, ab's time per request, requests by name, load by machine)."""
     table = Table(("Variant", "Server", "Figure"), (("tcp", "gunicorn", "1.0"),), 2)
     extra = [
         RampSection(table, ("tcp run 1: fine",)), MemorySection(table), TimingSection(table),
-        RequestNamesSection(table, ("scenario: built-in",)),
+        RequestNamesSection(table, ("scenario: built-in",)), LoadMachinesSection(table),
         WhySection(
             ("spin vs base (w): +50.0 µs/request", "  +49.0 µs/request in spin (app.py)"),
             ("py-spy wrote no profile of app (pid 1): error",),

@@ -72,6 +72,31 @@ def test_spec_hash_changes_with_the_spec():
     assert spec_hash(EXPERIMENT) != spec_hash(EXPERIMENT.model_copy(update={"repetitions": 4}))
 
 
+def test_the_access_log_knob_leaves_the_hash_of_stored_experiments_alone():
+    from servelab.prepare.run import with_access_log
+
+    logged = with_access_log(EXPERIMENT, True)
+    assert all(stack.proxy.access_log for stack in logged.stacks)
+    assert spec_hash(logged) != spec_hash(EXPERIMENT)  # a resume must ask for it again
+    assert spec_hash(with_access_log(EXPERIMENT, False)) == spec_hash(EXPERIMENT)
+    # Hashed without the knob when off, as before it existed: test_slices' hash of an
+    # experiment dumped without the fields added since.
+
+
+def test_the_access_log_needs_nginx_in_front():
+    from servelab.errors import SpecError
+    from servelab.prepare.run import with_access_log
+
+    apache = EXPERIMENT.model_copy(update={
+        "baseline": EXPERIMENT.baseline.model_copy(update={
+            "proxy": EXPERIMENT.baseline.proxy.model_copy(update={"kind": "apache"})
+        }),
+        "variants": (),
+    })
+    with pytest.raises(SpecError, match="--access-log is nginx's"):
+        with_access_log(apache, True)
+
+
 def test_store_refuses_foreign_directories(tmp_path: Path):
     with pytest.raises(ServelabError, match="not a servelab results directory"):
         ResultStore.open(tmp_path)

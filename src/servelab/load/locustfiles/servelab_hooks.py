@@ -19,7 +19,9 @@ The scenario itself (the user's locustfile) is left as it is. This file only:
   warning), workers lost during the run, and whether Locust warned that a process's
   CPU was above 90 %;
 - on a master waiting for workers, prints a ``{"servelab_waiting": ...}`` line to stderr
-  whenever the machines connected change (what the "gave up waiting" error names);
+  whenever the machines connected change (what the "gave up waiting" error names), and
+  a ``{"servelab_started": ...}`` line as the load starts, with the machines it starts
+  with (what servelab's console says while the run goes);
 - workers that serve a whole experiment (``servelab locust-worker`` restarts each one
   the master quits, see ``servelab.load.locust_worker``): a master that is finishing
   answers no new worker (a restarted worker then asks again, a second later, and finds
@@ -206,6 +208,9 @@ def _start(environment: Environment, **_kwargs: Any) -> None:
     if isinstance(environment.runner, MasterRunner):
         _state["workers"] = environment.runner.worker_count
         _state["started"] = True
+        # The workers the load starts with, by machine: what servelab's console says.
+        print(json.dumps({"servelab_started": _connected(environment.runner)}),
+              file=sys.stderr, flush=True)
         _state["waited_s"] = time.monotonic() - _state.get("ready_at", time.monotonic())
     run_time = getattr(environment.parsed_options, "servelab_run_time", 0.0) or 0.0
     if run_time > 0:
