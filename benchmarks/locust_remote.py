@@ -27,9 +27,8 @@ Run as root (namespaces), under the CPU lock, on a machine with nothing else mea
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
-import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -40,7 +39,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from support import two_machines, with_default_sigint
+from support import ctrl_c, two_machines, with_default_sigint
 
 MASTER_PORT = 5557
 
@@ -51,16 +50,6 @@ def listening(namespace: str, port: int) -> bool:
         capture_output=True, text=True,
     ).stdout
     return bool(out.strip())
-
-
-def interrupt(proc: subprocess.Popen) -> int:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGINT)
-    try:
-        return proc.wait(30)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        return proc.wait()
 
 
 def run_mode(mode: str, args, work: Path) -> dict:
@@ -101,10 +90,12 @@ def run_mode(mode: str, args, work: Path) -> dict:
             status = study.wait(3600)
             wall = time.monotonic() - t0
         finally:
-            if study.poll() is None:
-                interrupt(study)
+            # Stopped either way; a hang (killed) is not the benchmark's figure.
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                ctrl_c(study)
             if worker is not None:
-                interrupt(worker)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    ctrl_c(worker)
         if status != 0:
             raise SystemExit(f"{mode}: study exit {status}; see {work}/study-{mode}.log")
     runs = [json.loads(line) for line in next(results.glob("*/runs.jsonl")).open()]

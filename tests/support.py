@@ -4,7 +4,9 @@ sys.path because tests/conftest.py lives there)."""
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +18,19 @@ def with_default_sigint() -> None:
     test's Ctrl-C into KeyboardInterrupt even when the test run itself was started with
     SIGINT ignored (a background job of a non-interactive shell, nohup ... &)."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def ctrl_c(proc: subprocess.Popen, timeout_s: float = 30.0) -> int:
+    """Ctrl-C to ``proc``'s process group (as a terminal sends it), then its exit status;
+    killed if it hangs, and TimeoutExpired raised (a hang is a finding)."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGINT)
+    try:
+        return proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
 
 
 # -- a fake executor: the runner scheduled without real servers (hyperfine's MockExecutor) --

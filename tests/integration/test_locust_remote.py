@@ -29,7 +29,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from support import namespace_pids, two_machines, unused_subnet, with_default_sigint
+from support import ctrl_c, namespace_pids, two_machines, unused_subnet, with_default_sigint
 
 from servelab.errors import LoadDriverError, SpecError
 from servelab.host.netns import unavailable_reason
@@ -77,18 +77,6 @@ def start(argv: list[str], log: Path, cwd: Path, env: dict[str, str]) -> subproc
         argv, stdout=log.open("w"), stderr=subprocess.STDOUT, cwd=cwd, env=env,
         start_new_session=True, preexec_fn=with_default_sigint,
     )  # fmt: skip
-
-
-def stop(proc: subprocess.Popen) -> int:
-    """Ctrl-C (as a terminal sends it), then the exit status; killed if it hangs."""
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGINT)
-    try:
-        return proc.wait(30)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        raise
 
 
 def runs_stored(results: Path) -> list[dict]:
@@ -172,8 +160,8 @@ def test_remote_workers_serve_every_run_of_a_study_and_a_resume_after_they_vanis
             assert namespace_pids(study_ns) == []
         finally:
             if study is not None and study.poll() is None:
-                stop(study)
-            worker_status = stop(worker)
+                ctrl_c(study)
+            worker_status = ctrl_c(worker)
         assert worker_status == 130, (tmp_path / "worker2.log").read_text()
         assert "Traceback" not in (tmp_path / "worker2.log").read_text()
         assert namespace_pids(worker_ns) == []
