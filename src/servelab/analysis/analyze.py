@@ -738,6 +738,7 @@ class Clarity:
     half_width_pct: float | None
     starts: int  # starts per variant so far
     starts_needed: int | None  # per variant, for the interval to reach the precision
+    crossed: bool = False  # a check's threshold decided as crossed: the check has failed
 
 
 def clarity(

@@ -2,9 +2,10 @@
 
 Two versions of the user's app (a baseline directory, or a git revision checked out
 into a temporary worktree, against the app dir) are served by the same stack and
-measured in interleaved slices, side by side where each version's stack gets CPUs of its
-own, else in turns (the caller decides, as for ``servelab study quick``: ``api.in_turns_because``),
-until every threshold is decided
+measured in interleaved slices, side by side where each version's stack gets CPUs of
+its own, else in turns (the caller decides, as for ``servelab study quick``:
+``api.in_turns_because``), until one threshold is crossed (the check has failed; more
+rounds would not change that), every threshold is decided
 (``servelab.analysis.thresholds``) or the budget is spent. The answer is an exit code
 CI understands: 0 no threshold crossed, 1 one crossed (with confidence), 10 still
 inconclusive (``--inconclusive pass`` makes that 0).

@@ -70,8 +70,8 @@ def check(
     run: RunOptions,
 ) -> None:
     """Did the app get slower? Measure two versions of the app on the same stack (side by
-    side where each gets CPUs of its own, else in turns) until every --fail-if threshold
-    is decided or --budget (default 3 min) is spent.
+    side where each gets CPUs of its own, else in turns) until one --fail-if threshold is
+    crossed, every one is decided or --budget (default 3 min) is spent.
 
     Exit codes: 0 no threshold crossed, 1 one crossed (a significant change beyond it),
     10 still inconclusive (--inconclusive pass: 0), 2 bad input."""

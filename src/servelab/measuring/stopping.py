@@ -108,11 +108,10 @@ def threshold_clarity(analysis: ExperimentAnalysis, thresholds: Sequence[str]) -
             # Decided before the budget ends only on 6+ df and the 99.9 % interval
             # (Haybittle-Peto), so that looking after every round keeps the final 95 %
             # judgement's error rates.
-            decided = (
-                comparison is not None
-                and (comparison.df or 0) >= MIN_CLEAR_DF
-                and judge(threshold, comparison.widened(EARLY_LEVEL), 0.0).state
-                != "inconclusive"
+            early = (
+                judge(threshold, comparison.widened(EARLY_LEVEL), 0.0).state
+                if comparison is not None and (comparison.df or 0) >= MIN_CLEAR_DF
+                else "inconclusive"
             )
             bounds = None if comparison is None else comparison.interval_pct
             half = None if bounds is None else (bounds[1] - bounds[0]) / 2
@@ -122,7 +121,8 @@ def threshold_clarity(analysis: ExperimentAnalysis, thresholds: Sequence[str]) -
                 half, starts, target
             )
             found.append(
-                Clarity(v.workload, v.variant, threshold.metric, decided, half, starts, needed)
+                Clarity(v.workload, v.variant, threshold.metric, early != "inconclusive", half,
+                        starts, needed, crossed=early == "crossed")
             )
     return found
 
@@ -177,6 +177,11 @@ class PrecisionRule:
                 tuple((c.workload, c.variant) for c in unclear), more, more * per_round, reason
             )
 
+        crossed = [c for c in found if c.crossed]
+        if crossed:  # the check has failed: more rounds would only refine the others
+            stop(f"a threshold is crossed ({crossed[0].metric}, {crossed[0].variant}); "
+                 "the rest would not change the verdict")
+            return None
         if not unclear:
             stop(
                 "every threshold is decided" if self.stopping.thresholds

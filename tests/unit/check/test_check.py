@@ -27,7 +27,8 @@ from servelab.measuring import Runner, RunnerEvents
 THRESHOLDS = ("rps < -5%", "errors > 0")
 
 
-def simulate(effect: float, *, noise: float = 0.01, budget_s: float = 180.0, seed: int = 0):
+def simulate(effect: float, *, noise: float = 0.01, budget_s: float = 180.0, seed: int = 0,
+             thresholds: tuple[str, ...] = THRESHOLDS):
     """Run the check's own experiment with the candidate ``effect`` slower (-0.1 = 10 %)."""
     rng = random.Random(seed)
     starts: dict[int, float] = {}
@@ -40,7 +41,7 @@ def simulate(effect: float, *, noise: float = 0.01, budget_s: float = 180.0, see
             1 + starts[start] + rng.gauss(0, noise / 4)
         )
 
-    experiment = check_experiment(CheckSpec(app=AppSpec(ref="fastapi"), thresholds=THRESHOLDS),
+    experiment = check_experiment(CheckSpec(app=AppSpec(ref="fastapi"), thresholds=thresholds),
                                   None)
     stopping = experiment.stopping.model_copy(update={"budget_s": budget_s})
     experiment = experiment.model_copy(update={"stopping": stopping})
@@ -49,7 +50,7 @@ def simulate(effect: float, *, noise: float = 0.01, budget_s: float = 180.0, see
     events = RunnerEvents(on_round=lambda plan, outlook: decisions.append(outlook))
     runs = Runner(experiment, ListSink(), FakeExecutor(level, clock=clock), events,
                   clock=clock).run()
-    judgements, starts_each, _ = judge_runs(experiment, runs, parse_thresholds(THRESHOLDS))
+    judgements, starts_each, _ = judge_runs(experiment, runs, parse_thresholds(thresholds))
     return overall(judgements), judgements, starts_each, decisions[-1]
 
 
@@ -57,7 +58,16 @@ def test_a_planted_ten_percent_slowdown_fails() -> None:
     state, judgements, _, outlook = simulate(-0.10)
     assert state == "crossed" and exit_code(state) == 1
     assert judgements[0].state == "crossed" and judgements[0].observed < -5
-    assert outlook.reason == "every threshold is decided"
+    assert outlook.reason.startswith("a threshold is crossed (rps, candidate)")
+
+
+def test_a_crossed_threshold_ends_the_check_without_waiting_for_the_others() -> None:
+    # The simulated stacks report no latency: p99's threshold can never be decided, so
+    # without stopping at the crossing the check would measure until its budget.
+    state, judgements, _, outlook = simulate(-0.10, thresholds=("rps < -5%", "p99 > +400%"))
+    assert state == "crossed"
+    assert [j.state for j in judgements] == ["crossed", "inconclusive"]
+    assert outlook.reason.startswith("a threshold is crossed (rps, candidate)")
 
 
 def test_identical_versions_pass() -> None:
