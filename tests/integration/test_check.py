@@ -62,7 +62,7 @@ def test_a_slower_head_fails_the_check(tmp_path: Path, no_leftover_processes) ->
     ])
     done = servelab(
         "check", "--app", "shop:app", "--app-dir", str(repo / "web"),
-        "--baseline-ref", "HEAD~1", "--budget", "90", "-d", "2", "--fail-if", "rps < -5%",
+        "--baseline-ref", "HEAD~1", "--budget", "40", "-d", "2", "--fail-if", "rps < -5%",
         "--fail-if", "p99 > +400%", "--junit", str(tmp_path / "junit.xml"),
         "--summary-md", str(tmp_path / "summary.md"), "--results", str(tmp_path / "results"),
         cwd=tmp_path,
