@@ -205,9 +205,9 @@ def run_profile(run: RunRecord, folded: str) -> RunProfile:
             if stack[0] == part:
                 stacks[stack] = us * count / total
     parts = {part: 1e6 * seconds / requests for part, seconds in cpu.items()}
-    sampled = {part: count / rate for part, count in by_part.items() if part in cpu}
+    sampled_s = {part: count / rate for part, count in by_part.items() if part in cpu}
     return RunProfile(
-        run.variant, run.workload, run.repetition, requests, parts, stacks, sampled, cpu
+        run.variant, run.workload, run.repetition, requests, parts, stacks, sampled_s, cpu
     )
 
 

@@ -203,22 +203,21 @@ def _folded_run(variant: str, repetition: int, lines: dict[str, float]) -> RunPr
     return run_profile(run, "".join(f"app master;{s} {v}\n" for s, v in lines.items()))
 
 
+def _app(piece: float, lex: float, tree: float) -> dict[str, float]:
+    """main() calls render() (five pieces of ``piece`` each), parse() (lex and tree) and
+    idle()."""
+    pieces = {f"main (m.py:1);render (r.py:2);piece{i} (r.py:{i})": piece for i in range(5)}
+    return pieces | {
+        "main (m.py:1);parse (p.py:1);lex (p.py:5)": lex,
+        "main (m.py:1);parse (p.py:1);tree (p.py:9)": tree,
+        "main (m.py:1);idle (m.py:7)": 300.0,
+    }
+
+
 # A difference spread over a caller's many callees, and two large self-time changes of
 # opposite signs under another caller, which nearly cancel: +40 and +5 = +45 in all.
-BASE = {
-    "main (m.py:1);render (r.py:2);" + f"piece{i} (r.py:{i})": 20.0 for i in range(5)
-} | {
-    "main (m.py:1);parse (p.py:1);lex (p.py:5)": 100.0,
-    "main (m.py:1);parse (p.py:1);tree (p.py:9)": 100.0,
-    "main (m.py:1);idle (m.py:7)": 300.0,
-}
-SLOW = {
-    "main (m.py:1);render (r.py:2);" + f"piece{i} (r.py:{i})": 28.0 for i in range(5)
-} | {
-    "main (m.py:1);parse (p.py:1);lex (p.py:5)": 130.0,
-    "main (m.py:1);parse (p.py:1);tree (p.py:9)": 75.0,
-    "main (m.py:1);idle (m.py:7)": 300.0,
-}
+BASE = _app(20.0, 100.0, 100.0)
+SLOW = _app(28.0, 130.0, 75.0)
 
 
 def test_the_inclusive_view_explains_what_opposite_self_times_leave() -> None:
