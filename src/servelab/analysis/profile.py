@@ -363,6 +363,7 @@ def covering(
     *,
     top: int = 5,
     specific: float = 0.8,
+    whole: float = 0.9,
 ) -> tuple[Change, ...]:
     """Up to ``top`` functions that, each with its callees, explain most of the variant's
     difference, no stack counted twice. In turn: the function whose inclusive difference
@@ -371,13 +372,37 @@ def covering(
     deepest: a callee that carries the difference rather than its callers); then every
     stack it is on is set aside, so that no later line is its caller's or callee's share
     again. Stops when no function explains more. Opposite-sign self times under one caller
-    net out in it, which the self-time view's lines cannot do."""
+    net out in it, which the self-time view's lines cannot do. A function that is nearly
+    all of its part (``whole`` of its CPU or more: the event loop, a worker's main) is not
+    a line: "by part" already says that much."""
     left_b = [dict(p.stacks) for p in baseline]
     left_v = [dict(p.stacks) for p in variant]
     chosen: list[Change] = []
 
     def mean(found: Sequence[Mapping[str, float]], name: str) -> float:
         return sum(f.get(name, 0.0) for f in found) / len(found)
+
+    everything = [*left_b, *left_v]
+    part_cpu = {  # its sampled CPU (not its kernel time, nor an unsampled remainder)
+        part: sum(
+            v for stacks in everything for s, v in stacks.items()
+            if s[0] == part and not is_synthetic(leaf_name(s))
+        )
+        for part in {s[0] for stacks in everything for s in stacks}
+    }
+    in_parts: dict[str, float] = defaultdict(float)  # a function's CPU, all its parts'
+    for part, cpu in part_cpu.items():
+        for name in {n for stacks in everything for s in stacks if s[0] == part
+                     for n in _names_on(s)}:
+            in_parts[name] += cpu
+    all_inclusive: dict[str, float] = defaultdict(float)
+    for stacks in everything:
+        for name, value in inclusive(stacks).items():
+            all_inclusive[name] += value
+    too_whole = {
+        name for name, value in all_inclusive.items()
+        if not is_synthetic(name) and value >= whole * in_parts[name]
+    }
 
     for _ in range(top):
         b_inc = [inclusive(s) for s in left_b]
@@ -388,7 +413,7 @@ def covering(
         )
         gains = {
             name: abs(rest) - abs(rest - (mean(v_inc, name) - mean(b_inc, name)))
-            for name in {n for found in (*b_inc, *v_inc) for n in found}
+            for name in {n for found in (*b_inc, *v_inc) for n in found} - too_whole
         }
         best = max(gains.values(), default=0.0)
         if best <= 0:

@@ -261,3 +261,13 @@ def test_answer_line_keeps_self_times_where_they_explain_more() -> None:
     assert explanation is not None
     line = answer_line(explanation)
     assert "in spin (app.py);" in line and "with callees" not in line
+
+
+def test_a_function_that_is_its_whole_part_is_no_line() -> None:
+    # Every piece grows alike: only main() holds the whole difference, and main() is
+    # all of the worker; "by part" says that already.
+    baseline = [_folded_run("base", n, _app(20.0, 100.0, 100.0)) for n in (1, 2)]
+    variant = [_folded_run("slow", n, _app(24.0, 120.0, 120.0)) for n in (1, 2)]
+    names = [c.name for c in covering(baseline, variant)]
+    assert names and "main (m.py)" not in names
+    assert "main (m.py)" in [c.name for c in covering(baseline, variant, whole=1.01)]
