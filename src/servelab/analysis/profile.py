@@ -11,7 +11,23 @@ its self time (the stacks where it is the innermost frame), so functions add up 
 Against the baseline, each part and function is compared over starts as the answer's
 metric is (paired by round when both were measured in the same rounds: see
 ``analysis.analyze.compare_round_values``); the total's difference less the lines shown
-is "unexplained".
+is "unexplained". The inclusive view (``covering``) names functions with their callees
+instead, picked so that no stack counts twice.
+
+Kernel time is measured, not sampled. py-spy sees a thread in a system call only as the
+Python frame that made it, and it counts a thread as busy whenever the OS says it is
+runnable: running, or waiting for a CPU (on the seed app's 1 MB answers, 2 workers and
+nginx on one CPU, py-spy took 3.1-4.0 samples per CPU second of the workers; one
+spinning process sharing a CPU with another: 499 samples in 5 s for 2.2-2.3 s of CPU).
+Scaled to the part's whole CPU, those samples charged the TCP transport's extra kernel
+time (+500-840 µs/request of the workers' system time, measured) to the function the
+workers waited longest in, pydantic's ``TypeAdapter.dump_json`` (-650 … -970 µs/request
+"saved" by a unix socket, while the workers' user time did not drop at all). So where a
+run recorded its processes' system time, each part's system time is a ``KERNEL`` line of
+its own and the samples share only its user time. What remains is the waiting: a
+function that runs long stretches gains the waits of a CPU shared with other processes;
+``RunProfile.waited`` (sampled seconds per CPU second) says how much, and the
+explanation says so past ``WAITED``.
 """
 
 from __future__ import annotations
@@ -19,7 +35,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from servelab.analysis.analyze import compare_round_values
 from servelab.analysis.stats import Comparison
@@ -38,6 +54,13 @@ WAITING = frozenset({
 })
 NOT_PROFILED = "(not profiled: not Python)"
 NOT_SAMPLED = "(no samples)"
+# A part's system time (the kernel's work in its system calls), measured, as a frame of
+# its own: py-spy sees only the Python frame that made the call (see the module's doc).
+KERNEL = "(kernel: system calls)"
+SYNTHETIC = frozenset({NOT_PROFILED, NOT_SAMPLED, KERNEL})
+# Sampled seconds per CPU second past which an explanation says that its function figures
+# count time spent waiting for a CPU (py-spy counts a runnable thread as busy).
+WAITED = 1.25
 _LINE_NUMBER = re.compile(r" \(([^()]*?):\d+\)$")
 
 
@@ -61,21 +84,38 @@ def frame_function(frame: str) -> str:
     return _LINE_NUMBER.sub(r" (\1)", frame)
 
 
-def part_cpu_s(processes: Sequence[ProcessUsage], masters: Sequence[int]) -> dict[str, float]:
-    """CPU seconds of each part of the stack: a role with one process is itself ("nginx",
+def _part_names(processes: Sequence[ProcessUsage], masters: Sequence[int]) -> list[str]:
+    """Each process's part of the stack: a role with one process is itself ("nginx",
     "app"); with more, its first process (a pid in ``masters``, or none) is "<role>
     master" and the rest "<role> workers"."""
-    by_role: dict[str, list[ProcessUsage]] = defaultdict(list)
+    members: dict[str, int] = defaultdict(int)
     for process in processes:
-        by_role[process.role].append(process)
+        members[process.role] += 1
+    return [
+        process.role if members[process.role] == 1
+        else f"{process.role} {'master' if process.pid in masters else 'workers'}"
+        for process in processes
+    ]
+
+
+def part_cpu_s(processes: Sequence[ProcessUsage], masters: Sequence[int]) -> dict[str, float]:
+    """CPU seconds (user + system) of each part of the stack (``_part_names``)."""
     parts: dict[str, float] = defaultdict(float)
-    for role, members in by_role.items():
-        if len(members) == 1:
-            parts[role] += members[0].cpu_s
-            continue
-        for process in members:
-            kind = "master" if process.pid in masters else "workers"
-            parts[f"{role} {kind}"] += process.cpu_s
+    for part, process in zip(_part_names(processes, masters), processes, strict=True):
+        parts[part] += process.cpu_s
+    return dict(parts)
+
+
+def part_system_s(
+    processes: Sequence[ProcessUsage], masters: Sequence[int]
+) -> dict[str, float] | None:
+    """Of each part's CPU seconds, the system time; None when a process's is unknown
+    (records stored before it was recorded)."""
+    if any(process.system_s is None for process in processes):
+        return None
+    parts: dict[str, float] = defaultdict(float)
+    for part, process in zip(_part_names(processes, masters), processes, strict=True):
+        parts[part] += process.system_s or 0.0
     return dict(parts)
 
 
@@ -89,6 +129,11 @@ class RunProfile:
     requests: int
     parts: Mapping[str, float]
     stacks: Mapping[Stack, float]  # first frame: the part
+    # py-spy's samples of each sampled part as seconds (samples / rate), and the CPU
+    # seconds the part used in the measured window: their ratio is how much of a sampled
+    # thread's time it waited for a CPU (about 1: none; 2: half).
+    sampled_s: Mapping[str, float] = field(default_factory=dict)
+    cpu_s: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def total(self) -> float:
@@ -98,16 +143,37 @@ class RunProfile:
         """Self time by function (its innermost frames), line numbers left out."""
         found: dict[str, float] = defaultdict(float)
         for stack, value in self.stacks.items():
-            leaf = stack[-1] if len(stack) > 1 else NOT_SAMPLED
-            name = f"{stack[0]} {leaf}" if leaf in (NOT_PROFILED, NOT_SAMPLED) else leaf
-            found[frame_function(name)] += value
+            found[leaf_name(stack)] += value
         return dict(found)
+
+    def waited(self) -> float | None:
+        """Sampled seconds per CPU second of the sampled parts (None without samples)."""
+        cpu = sum(self.cpu_s.get(part, 0.0) for part in self.sampled_s)
+        return sum(self.sampled_s.values()) / cpu if cpu > 0 and self.sampled_s else None
+
+
+def is_synthetic(name: str) -> bool:
+    """A line that is a part's measured figure (its kernel time, a part not profiled),
+    not a function."""
+    return any(name.endswith(frame) for frame in SYNTHETIC)
+
+
+def leaf_name(stack: Stack) -> str:
+    """The function a stack's self time is charged to; a part's synthetic frames
+    (``NOT_PROFILED``, ``KERNEL``...) keep the part's name: ``nginx (kernel: ...)``."""
+    leaf = stack[-1] if len(stack) > 1 else NOT_SAMPLED
+    return f"{stack[0]} {leaf}" if leaf in SYNTHETIC else frame_function(leaf)
 
 
 def run_profile(run: RunRecord, folded: str) -> RunProfile:
-    """``run``'s folded stacks (as ``results.profiles`` stores them) per request."""
+    """``run``'s folded stacks (as ``results.profiles`` stores them) per request. Where
+    the run recorded its processes' system time, a part's samples share its user time and
+    its system time is a ``KERNEL`` frame of its own (a sample in a system call shows
+    only the Python frame that made it)."""
     masters = run.profile.masters if run.profile is not None else ()
+    rate = run.profile.rate_hz if run.profile is not None else 100
     cpu = part_cpu_s(run.processes, masters)
+    system = part_system_s(run.processes, masters)
     samples = parse_folded(folded)
     requests = max(run.load.requests_total, 1)
     # The sampled stacks name "app master"/"app workers"; a role of one process is "app".
@@ -124,6 +190,10 @@ def run_profile(run: RunRecord, folded: str) -> RunProfile:
     stacks: dict[Stack, float] = {}
     for part, seconds in cpu.items():
         us = 1e6 * seconds / requests
+        kernel_us = 1e6 * min(system.get(part, 0.0), seconds) / requests if system else 0.0
+        if kernel_us > 0:
+            stacks[(part, KERNEL)] = kernel_us
+            us -= kernel_us
         total = by_part.get(part, 0.0)
         if total <= 0:
             if us > 0:
@@ -135,7 +205,10 @@ def run_profile(run: RunRecord, folded: str) -> RunProfile:
             if stack[0] == part:
                 stacks[stack] = us * count / total
     parts = {part: 1e6 * seconds / requests for part, seconds in cpu.items()}
-    return RunProfile(run.variant, run.workload, run.repetition, requests, parts, stacks)
+    sampled_s = {part: count / rate for part, count in by_part.items() if part in cpu}
+    return RunProfile(
+        run.variant, run.workload, run.repetition, requests, parts, stacks, sampled_s, cpu
+    )
 
 
 def run_profiles(
@@ -183,6 +256,11 @@ class Explanation:
     parts: tuple[Change, ...]  # largest difference first
     functions: tuple[Change, ...]  # the largest differences, largest first
     unexplained: float  # the total's difference less the functions shown (µs/request)
+    # The inclusive view: functions with their callees, no stack counted twice
+    # (``covering``), and what they leave; sampled seconds per CPU second (``waited``).
+    inclusive: tuple[Change, ...] = ()
+    inclusive_unexplained: float = 0.0
+    waited: float | None = None
 
 
 def _change(
@@ -233,6 +311,8 @@ def explain(
         return sorted(changes, key=lambda c: (-abs(c.difference), c.name))
 
     shown = tuple(largest(functions)[:top])
+    covered = covering(baseline, variant, top=top)
+    ratios = [r for p in (*baseline, *variant) if (r := p.waited()) is not None]
     return Explanation(
         workload=variant[0].workload,
         variant=variant[0].variant,
@@ -242,7 +322,113 @@ def explain(
         parts=tuple(largest(parts)),
         functions=shown,
         unexplained=total.difference - sum(c.difference for c in shown),
+        inclusive=covered,
+        inclusive_unexplained=total.difference - sum(c.difference for c in covered),
+        waited=sum(ratios) / len(ratios) if ratios else None,
     )
+
+
+def _names_on(stack: Stack) -> frozenset[str]:
+    """The functions a stack's CPU counts for inclusively: each frame once (recursion is
+    not counted twice), a part's synthetic frame by ``leaf_name``; not the part itself."""
+    names = {frame_function(frame) for frame in stack[1:] if frame not in SYNTHETIC}
+    if len(stack) == 1 or stack[-1] in SYNTHETIC:
+        names.add(leaf_name(stack))
+    return frozenset(names)
+
+
+def inclusive(stacks: Mapping[Stack, float]) -> dict[str, float]:
+    """Each function's CPU with its callees' (every stack it is on), line numbers left
+    out; the part frames themselves are not functions."""
+    found: dict[str, float] = defaultdict(float)
+    for stack, value in stacks.items():
+        for name in _names_on(stack):
+            found[name] += value
+    return dict(found)
+
+
+def _depths(stacks: Mapping[Stack, float]) -> dict[str, int]:
+    """How deep each function sits at most (its first frame on a stack; 1: a root)."""
+    found: dict[str, int] = {}
+    for stack in stacks:
+        for depth, frame in enumerate(stack[1:], 1):
+            name = leaf_name((stack[0], frame))
+            found[name] = max(found.get(name, 0), depth)
+    return found
+
+
+def covering(
+    baseline: Sequence[RunProfile],
+    variant: Sequence[RunProfile],
+    *,
+    top: int = 5,
+    specific: float = 0.8,
+    whole: float = 0.9,
+) -> tuple[Change, ...]:
+    """Up to ``top`` functions that, each with its callees, explain most of the variant's
+    difference, no stack counted twice. In turn: the function whose inclusive difference
+    leaves the least of the difference unexplained; among those that explain at least
+    ``specific`` as much, the most specific one (the least inclusive CPU, then the
+    deepest: a callee that carries the difference rather than its callers); then every
+    stack it is on is set aside, so that no later line is its caller's or callee's share
+    again. Stops when no function explains more. Opposite-sign self times under one caller
+    net out in it, which the self-time view's lines cannot do. A function that is nearly
+    all of its part (``whole`` of its CPU or more: the event loop, a worker's main) is not
+    a line: "by part" already says that much."""
+    left_b = [dict(p.stacks) for p in baseline]
+    left_v = [dict(p.stacks) for p in variant]
+    chosen: list[Change] = []
+
+    def mean(found: Sequence[Mapping[str, float]], name: str) -> float:
+        return sum(f.get(name, 0.0) for f in found) / len(found)
+
+    everything = [*left_b, *left_v]
+    part_cpu = {  # its sampled CPU (not its kernel time, nor an unsampled remainder)
+        part: sum(
+            v for stacks in everything for s, v in stacks.items()
+            if s[0] == part and not is_synthetic(leaf_name(s))
+        )
+        for part in {s[0] for stacks in everything for s in stacks}
+    }
+    in_parts: dict[str, float] = defaultdict(float)  # a function's CPU, all its parts'
+    for part, cpu in part_cpu.items():
+        for name in {n for stacks in everything for s in stacks if s[0] == part
+                     for n in _names_on(s)}:
+            in_parts[name] += cpu
+    all_inclusive: dict[str, float] = defaultdict(float)
+    for stacks in everything:
+        for name, value in inclusive(stacks).items():
+            all_inclusive[name] += value
+    too_whole = {
+        name for name, value in all_inclusive.items()
+        if not is_synthetic(name) and value >= whole * in_parts[name]
+    }
+
+    for _ in range(top):
+        b_inc = [inclusive(s) for s in left_b]
+        v_inc = [inclusive(s) for s in left_v]
+        rest = (
+            sum(sum(s.values()) for s in left_v) / len(left_v)
+            - sum(sum(s.values()) for s in left_b) / len(left_b)
+        )
+        gains = {
+            name: abs(rest) - abs(rest - (mean(v_inc, name) - mean(b_inc, name)))
+            for name in {n for found in (*b_inc, *v_inc) for n in found} - too_whole
+        }
+        best = max(gains.values(), default=0.0)
+        if best <= 0:
+            break
+        depths = _depths({s: 0.0 for found in (*left_b, *left_v) for s in found})
+        pick = min(
+            (name for name, gain in gains.items() if gain >= specific * best),
+            key=lambda n: (mean(b_inc, n) + mean(v_inc, n), -depths.get(n, 0), n),
+        )
+        chosen.append(_change(
+            pick, _by_start(baseline, b_inc, pick), _by_start(variant, v_inc, pick)
+        ))
+        left_b = [{s: v for s, v in f.items() if pick not in _names_on(s)} for f in left_b]
+        left_v = [{s: v for s, v in f.items() if pick not in _names_on(s)} for f in left_v]
+    return tuple(chosen)
 
 
 def explain_all(
@@ -294,15 +480,39 @@ def why_lines(explanation: Explanation) -> list[str]:
     ))
     lines += [f"  {change_line(change)}" for change in explanation.functions]
     lines.append(f"  {explanation.unexplained:+.1f} µs/request unexplained (the rest)")
+    if explanation.inclusive:
+        lines.append("  functions with their callees (no stack counted twice):")
+        lines += [f"    {change_line(change)}" for change in explanation.inclusive]
+        lines.append(
+            f"    {explanation.inclusive_unexplained:+.1f} µs/request unexplained (the rest)"
+        )
+    if explanation.waited is not None and explanation.waited >= WAITED:
+        lines.append(
+            f"  note: py-spy's samples came to {explanation.waited:.1f} s per CPU second of "
+            "the sampled processes: their threads waited for a CPU, and py-spy counts a "
+            "thread waiting for a CPU as busy, so a function's share counts its waits too "
+            "(long-running functions gain; the parts' and kernel figures are measured)"
+        )
     return lines
 
 
 def answer_line(explanation: Explanation, *, top: int = 2) -> str:
     """One line under the answer: the stack's CPU per request change and the ``top``
-    functions behind it, with what they leave unexplained."""
+    functions behind it, with what they leave unexplained: self times, or functions with
+    their callees (``covering``) where those leave less unexplained."""
+    total = explanation.total.difference
     shown = explanation.functions[:top]
-    rest = explanation.total.difference - sum(c.difference for c in shown)
-    named = "; ".join(f"{c.difference:+.1f} in {c.name}" for c in shown)
+    rest = total - sum(c.difference for c in shown)
+    callees = False
+    covered = explanation.inclusive[:top]
+    if covered and abs(total - sum(c.difference for c in covered)) < abs(rest):
+        shown, callees = covered, True
+        rest = total - sum(c.difference for c in shown)
+    named = "; ".join(
+        f"{c.difference:+.1f} in {c.name}"
+        + (" with callees" if callees and not is_synthetic(c.name) else "")
+        for c in shown
+    )
     return (
         f"why {explanation.variant} ({explanation.workload}): stack CPU "
         f"{_short(explanation.total)} µs/request: {named}; {rest:+.1f} unexplained"

@@ -175,6 +175,10 @@ def merge_usage(parts: Sequence[Sequence[ProcessUsage]]) -> tuple[ProcessUsage, 
                     update={
                         "cpu_s": round(seen.cpu_s + p.cpu_s, 4),
                         "peak_rss_bytes": max(seen.peak_rss_bytes, p.peak_rss_bytes),
+                        "system_s": (
+                            None if seen.system_s is None or p.system_s is None
+                            else round(seen.system_s + p.system_s, 4)
+                        ),
                     }
                 )
             )

@@ -24,6 +24,8 @@ class _Seen:
     cpu_first: float
     cpu_last: float
     peak_rss: int
+    system_first: float = 0.0
+    system_last: float = 0.0
 
 
 def _peak_rss_bytes(proc: psutil.Process) -> int:
@@ -87,8 +89,12 @@ class ProcessSampler:
             if seen is None:
                 # A process born during the window counts from its birth.
                 first = cpu if self._at_start else 0.0
-                seen = self._seen[proc.pid] = _Seen(_role(role, proc), name, first, cpu, 0)
+                system = times.system if self._at_start else 0.0
+                seen = self._seen[proc.pid] = _Seen(
+                    _role(role, proc), name, first, cpu, 0, system, times.system
+                )
             seen.cpu_last = cpu
+            seen.system_last = times.system
             seen.peak_rss = max(seen.peak_rss, _peak_rss_bytes(proc))
         self._at_start = False
 
@@ -114,6 +120,7 @@ class ProcessSampler:
                 name=s.name,
                 cpu_s=round(s.cpu_last - s.cpu_first, 4),
                 peak_rss_bytes=s.peak_rss,
+                system_s=round(s.system_last - s.system_first, 4),
             )
             for pid, s in sorted(self._seen.items())
         )

@@ -33,11 +33,14 @@ OVERHEAD = (
     "cost quick's stacks 27-64 % of their requests/s and left none of its answers clear."
 )
 ABOUT = (
-    "CPU per request of every part of the stack, from each run's measured CPU seconds; the "
-    "app's share split by function in proportion to py-spy's samples (self time: the "
-    "function itself, not what it calls). Against the baseline, 95 % intervals over starts "
-    "(paired by round where both were measured in the same rounds), largest first; "
-    "\"unexplained\" is the stack's difference less the lines shown. "
+    "CPU per request of every part of the stack, from each run's measured CPU seconds; "
+    "each part's kernel (system) time measured as a line of its own, its user time split "
+    "by function in proportion to py-spy's samples (self time: the function itself, not "
+    "what it calls; then functions with their callees, no stack counted twice). Against "
+    "the baseline, 95 % intervals over starts (paired by round where both were measured in "
+    "the same rounds), largest first; \"unexplained\" is the stack's difference less the "
+    "lines shown. py-spy counts a thread waiting for a CPU as busy: where threads waited, "
+    "a function's share counts its waits too (said under the explanation). "
     + OVERHEAD
 )
 

@@ -129,8 +129,12 @@ class ProcessUsage(Record):
     role: str  # "nginx", "app"
     pid: int
     name: str
-    cpu_s: float
+    cpu_s: float  # user + system
     peak_rss_bytes: int
+    # Of cpu_s, the time spent in the kernel on the process's behalf (system calls: a
+    # socket send's copy and, on loopback, the receiver's protocol work); None in records
+    # stored before it was recorded.
+    system_s: float | None = None
 
 
 class ListenQueue(Record):

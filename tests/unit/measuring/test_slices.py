@@ -205,3 +205,12 @@ def test_unsliced_experiments_keep_the_hash_they_had_before_slices_existed():
     before = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
     assert spec_hash(one) == before
     assert spec_hash(experiment_from_dict(sliced(2))) != before
+
+
+def test_usage_adds_system_time_where_every_slice_recorded_it():
+    a1 = ProcessUsage(role="app", pid=10, name="w", cpu_s=1.0, peak_rss_bytes=1, system_s=0.25)
+    a2 = a1.model_copy(update={"cpu_s": 0.5, "system_s": 0.125})
+    [merged] = merge_usage([(a1,), (a2,)])
+    assert (merged.cpu_s, merged.system_s) == (1.5, 0.375)
+    [unknown] = merge_usage([(a1,), (a2.model_copy(update={"system_s": None}),)])
+    assert unknown.system_s is None  # a stored record's: not known, not 0
