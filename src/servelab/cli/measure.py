@@ -26,7 +26,7 @@ from servelab.host.netns import check_somaxconn
 from servelab.load.registry import DEFAULT_DRIVER, DRIVER_NAMES
 from servelab.prepare.building import load_experiment_file
 from servelab.servers.registry import DEFAULT_SERVER, standalone_servers
-from servelab.studies import StudyOptions, all_studies, get_study
+from servelab.studies import StudyOptions, all_studies, check_options_apply, get_study
 
 
 @click.command()
@@ -108,6 +108,7 @@ def study(
         warmup_requests=warmup,
         **failure_study_options(**options),
     )
+    check_options_apply(get_study(name), study_options)
     run = user.applied_to(run, replace_workloads=True)
     experiment, run = api.build_study(get_study(name), study_options, run)
     api.run(experiment, run, console=console, out=out)

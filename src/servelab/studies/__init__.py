@@ -41,6 +41,29 @@ class Study:
     build: Callable[[StudyOptions], Experiment] = field(repr=False)
     # Serves the Django reference app: --database, --db-latency, --db-jitter apply.
     accepts_database: bool = False
+    # Which of the failure-mode options (FAILURE_OPTIONS) its build reads; the others
+    # are refused rather than silently ignored.
+    reads: frozenset[str] = frozenset()
+
+
+# StudyOptions fields that only some studies read, with their CLI flags.
+FAILURE_OPTIONS = {
+    "rate": "--rate", "sleep_s": "--sleep", "somaxconn": "--somaxconn", "netns": "--netns",
+    "timeout_s": "--timeout",
+}
+
+
+def check_options_apply(study: Study, options: StudyOptions) -> None:
+    """A failure-mode option given to a study that does not read it is a mistake (the
+    run would measure something other than what the user asked for): one line naming
+    the studies it applies to."""
+    for name, flag in FAILURE_OPTIONS.items():
+        if getattr(options, name) is not None and name not in study.reads:
+            readers = [s.name for s in all_studies().values() if name in s.reads]
+            raise SpecError(
+                f"{flag} does not apply to study {study.name!r}",
+                f"drop {flag}, or use it with {', '.join(readers)}",
+            )
 
 
 def all_studies() -> dict[str, Study]:

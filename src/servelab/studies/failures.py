@@ -299,6 +299,7 @@ FAILURE_STUDIES = (
         "(one worker drains the queue at 2 s per request); --sleep 0.2 takes about 1.5 minutes",
         "nginx_gunicorn_somaxconn.md",
         backlog,
+        reads=frozenset({"sleep_s", "rate", "somaxconn", "netns", "timeout_s"}),
     ),
     Study(
         "keepalive-mismatch",
@@ -306,6 +307,7 @@ FAILURE_STUDIES = (
         "idle gaps just past 1 s get 502 (keepalive race); both fixes give none; ~2 minutes",
         "keepalive.md; gunicorn/uvicorn keepalive issues",
         keepalive_mismatch,
+        reads=frozenset({"timeout_s"}),
     ),
     Study(
         "worker-recycling",
@@ -313,6 +315,7 @@ FAILURE_STUDIES = (
         "failed and slow (>100 ms) requests during worker restarts; ~3 minutes",
         "gunicorn max_requests issues",
         worker_recycling,
+        reads=frozenset({"rate", "timeout_s"}),
     ),
     Study(
         "capacity",
@@ -320,5 +323,6 @@ FAILURE_STUDIES = (
         "p99 > 500 ms or errors > 1 %: highest sustainable rate and the first 502",
         "nginx_gunicorn_somaxconn.md",
         capacity,
+        reads=frozenset({"sleep_s", "rate", "somaxconn", "netns"}),
     ),
 )

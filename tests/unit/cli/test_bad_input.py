@@ -77,6 +77,7 @@ CASES: list[tuple[list[str], str]] = [
     (["study", "backlog", "--somaxconn", "0"], "somaxconn 0 is out of range"),
     (["study", "backlog", "--somaxconn", "70000"], "somaxconn 70000 is out of range"),
     (["study", "backlog", "--rate", "0"], "--rate must be positive"),
+    (["study", "port-vs-socket", "--rate", "100"], "--rate does not apply to study"),
     (["study", "backlog", "--sleep", "-1"], "--sleep must be positive"),
     (["study", "backlog", "--timeout", "0"], "--timeout must be positive"),
     (["study", "backlog", "--netns", "maybe"], "Invalid value for '--netns'"),
