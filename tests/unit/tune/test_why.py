@@ -243,3 +243,25 @@ def test_profile_asked_without_py_spy_says_so_and_races_alike(tmp_path):
     markdown = (tmp_path / TUNE_MARKDOWN).read_text()
     assert "## Why" in markdown and "Not explained: py-spy could not profile here" in markdown
     assert progress.state().over is not None
+
+
+def test_resumed_during_the_profiled_starts_only_they_go_on(tmp_path):
+    """Ctrl-C while the finalists were profiled, then --resume: no more race rounds; the
+    profiled starts go on from the same repetitions (the runner skips those stored)."""
+    progress = TuneProgress(spec(), ("A", "B"), profile=True)
+    previous = [*race_runs(), *profiled_starts(tmp_path, 3)[:2]]  # 1 of 3 profiled starts
+    calls: list[dict] = []
+
+    def measure_round(exp, store, cpu_plan, *, events, previous, driver, listen_host,
+                      **more):
+        calls.append({"stacks": [s.name for s in exp.stacks], **more})
+        return []
+
+    experiment = spec().experiment()  # its stacks named as the fixture's candidates
+    stacks = [s.model_copy(update={"name": n})
+              for s, n in zip(experiment.stacks, ("A", "B"), strict=True)]
+    progress.measure(experiment.with_stacks(stacks), Store(tmp_path), None,
+                     previous=previous, measure_round=measure_round, profiler="py-spy")
+    assert len(calls) == 1 and calls[0]["rounds"] == [3, 4, 5]
+    assert calls[0]["stacks"] == ["A", "B"]
+    assert progress.state().rounds == 2
