@@ -207,22 +207,24 @@ class TuneProgress:
         if self.profile and profiler is None:  # the session said what is missing
             self.profile_note = "py-spy could not profile here (see the line above, or " \
                 "servelab doctor); the race is unaffected"
-        fresh = self._race(experiment, store, cpu_plan, events, driver, listen_host,
-                           measure_round)
+
+        def measure_stacks(stacks: Experiment, **more: Any) -> list[RunRecord]:
+            """``stacks`` measured after every run so far (``more``: profiler, rounds)."""
+            return measure_round(
+                stacks, store, cpu_plan, events=events, previous=tuple(self.runs),
+                driver=driver, listen_host=listen_host, **more,
+            )
+
+        fresh = self._race(experiment, events, measure_stacks)
         if profiler is not None:
-            fresh += self._profile_finalists(experiment, store, cpu_plan, events, driver,
-                                             listen_host, measure_round, profiler)
+            fresh += self._profile_finalists(experiment, events, measure_stacks, profiler)
         return fresh
 
     def _race(
         self,
         experiment: Experiment,
-        store: Any,
-        cpu_plan: Any,
         events: RunnerEvents,
-        driver: Any,
-        listen_host: str,
-        measure_round: Callable[..., list[RunRecord]],
+        measure_stacks: Callable[..., list[RunRecord]],
     ) -> list[RunRecord]:
         """Rounds of the candidates still in, until the race is over or the budget would
         be overrun."""
@@ -261,10 +263,7 @@ class TuneProgress:
             round_experiment = experiment.with_stacks([stacks[n] for n in alive]).model_copy(
                 update={"repetitions": number}
             )
-            measured = measure_round(
-                round_experiment, store, cpu_plan, events=events, previous=tuple(self.runs),
-                driver=driver, listen_host=listen_host,
-            )
+            measured = measure_stacks(round_experiment)
             if not measured:  # a round that measures nothing would repeat forever
                 raise RuntimeError(f"round {number} of the tune measured nothing")
             starts_measured += len(measured)
@@ -288,12 +287,8 @@ class TuneProgress:
     def _profile_finalists(
         self,
         experiment: Experiment,
-        store: Any,
-        cpu_plan: Any,
         events: RunnerEvents,
-        driver: Any,
-        listen_host: str,
-        measure_round: Callable[..., list[RunRecord]],
+        measure_stacks: Callable[..., list[RunRecord]],
         profiler: str,
     ) -> list[RunRecord]:
         """The race is over: ``PROFILED_STARTS`` fresh starts of each finalist, each
@@ -320,10 +315,7 @@ class TuneProgress:
         profile_experiment = experiment.with_stacks([stacks[n] for n in names]).model_copy(
             update={"repetitions": rounds[-1]}
         )
-        measured = measure_round(
-            profile_experiment, store, cpu_plan, events=events, previous=tuple(self.runs),
-            driver=driver, listen_host=listen_host, profiler=profiler, rounds=rounds,
-        )
+        measured = measure_stacks(profile_experiment, profiler=profiler, rounds=rounds)
         self.runs.extend(measured)
         self.write(chart=False)
         return measured
