@@ -121,7 +121,8 @@ def tune(space_file: Path | None, user: UserInput, run: RunOptions, **given: Any
     With --profile the race is measured as without it; once it is over, the finalists
     (the recommended candidate and up to two runners-up) get 3 more starts each with
     py-spy, and tune.md ends with why the recommended one is ahead (CPU per request by
-    part and function, 95 % intervals) and tune-flame.svg, beyond --budget."""
+    part and function, 95 % intervals), with tune-flame.svg beside it; this profiling is
+    not counted in --budget."""
     from servelab.tune.build import build_tune
 
     for label, value in (("--precision", run.precision_pct), ("--slices", run.slices),
