@@ -89,5 +89,5 @@ def run_experiment(
             driver, cpu_plan, Groups(stack_group, driver_group), listen_host=listen_host,
             side=side, profiler=profiler, on_driver_note=events.on_driver,
         )
-        runner = Runner(experiment, store, executor, events, previous, rounds=rounds)
+        runner = Runner(experiment, store, executor, events, previous, only_rounds=rounds)
         return runner.run()

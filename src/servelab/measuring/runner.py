@@ -113,7 +113,7 @@ class Runner(Generic[LiveStack]):
     results: list[RunRecord] = field(default_factory=list)
     # Only these repetitions (None: 1 to the experiment's repetitions): tune's profiled
     # starts of its finalists, some of which left the race before its last round.
-    rounds: Sequence[int] | None = None
+    only_rounds: Sequence[int] | None = None
 
     def __post_init__(self) -> None:
         self.done: set[RunKey] = {
@@ -219,7 +219,7 @@ class Runner(Generic[LiveStack]):
 
     # -- sequential ----------------------------------------------------------------
     def _sequential(self) -> None:
-        for launch in plan_launches(self.experiment, self.rounds):
+        for launch in plan_launches(self.experiment, self.only_rounds):
             try:
                 self._measure_launch(launch)
             finally:
@@ -251,7 +251,7 @@ class Runner(Generic[LiveStack]):
         started = self.clock()
         pending = [
             launch
-            for launch in plan_launches(experiment, self.rounds)
+            for launch in plan_launches(experiment, self.only_rounds)
             if pending_workloads(experiment, launch, self.done)
         ]
         rounds = RoundsSoFar()
