@@ -82,3 +82,49 @@ def test_tune_keeps_its_ranking_through_ctrl_c_resumes_and_exports_the_winner(tm
     assert "recommended by servelab tune" in exported.stdout
     assert "booted" in exported.stdout or "checked:" in exported.stdout
     assert "workers = 2" in (out / "gunicorn.conf.py").read_text()
+
+
+def test_tune_profile_explains_the_recommended_against_the_runner_up(tmp_path):
+    """--profile: the race as without it, then the finalists' profiled starts; tune.md
+    ends with the Why part and tune-flame.svg is a differential flame graph."""
+    from servelab.host.profiler import profiler_problem
+
+    problem = profiler_problem()
+    if problem is not None:
+        pytest.skip(problem)
+    argv = [
+        sys.executable, "-m", "servelab", "tune", "--app", "sleepy", "--servers", "gunicorn",
+        "--worker-class", "sync", "--workers", "1,2", "--transport", "unix",
+        "--upstream-keepalive", "0", "-c", "8", "-d", "2", "--max-rounds", "3",
+        "--profile", "--results", str(tmp_path),
+    ]
+    env = {**os.environ, "SERVELAB_SLEEP_S": "0.01"}
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    result = tmp_path / "1-tune"
+    document = json.loads((result / "tune.json").read_text())
+    why = document["why"]
+    recommended = document["recommended"] or document["winner"]
+    assert why["explained"] == recommended and len(why["finalists"]) == 2
+    runner_up = why["finalists"][1]
+    assert why["profiled_starts"] == {recommended: 3, runner_up: 3}
+    assert why["against"][0]["candidate"] == runner_up
+    # The race's figures: its own rounds only, the profiled starts after them.
+    runs = [json.loads(line) for line in (result / "runs.jsonl").read_text().splitlines()]
+    profiled = [r for r in runs if r.get("profile")]
+    assert {r["repetition"] for r in profiled} == set(
+        range(document["rounds"] + 1, document["rounds"] + 4)
+    )
+    assert all(r["repetition"] <= document["rounds"] for r in runs if not r.get("profile"))
+
+    markdown = (result / "tune.md").read_text()
+    assert "## Why" in markdown
+    assert f"{recommended} vs {runner_up} (" in markdown
+    assert "Differential flame graph: tune-flame.svg" in markdown
+    assert "## Why" in done.stdout and "tune-flame.svg" in done.stdout
+    import xml.etree.ElementTree as ET
+
+    svg = ET.parse(result / "tune-flame.svg").getroot()
+    assert svg.tag == "{http://www.w3.org/2000/svg}svg"
+    assert len(svg.findall(".//{http://www.w3.org/2000/svg}rect")) > 1

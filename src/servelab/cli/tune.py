@@ -116,7 +116,13 @@ def tune(space_file: Path | None, user: UserInput, run: RunOptions, **given: Any
     """Find the best configuration of a space for your app: candidates raced round by
     round, each dropped once significantly worse than the leader, until one is left, the
     rest tie (--tie) or --budget (default 15 min) is spent. Writes tune.md, tune.json and
-    tune.png beside the result; `servelab export RESULT` deploys the recommended one."""
+    tune.png beside the result; `servelab export RESULT` deploys the recommended one.
+
+    With --profile the race is measured as without it; once it is over, the finalists
+    (the recommended candidate and up to two runners-up) get 3 more starts each with
+    py-spy, and tune.md ends with why the recommended one is ahead (CPU per request by
+    part and function, 95 % intervals), with tune-flame.svg beside it; this profiling is
+    not counted in --budget."""
     from servelab.tune.build import build_tune
 
     for label, value in (("--precision", run.precision_pct), ("--slices", run.slices),
@@ -157,3 +163,5 @@ def tune(space_file: Path | None, user: UserInput, run: RunOptions, **given: Any
     out.print(outcome.markdown if options.detail else outcome.summary, markup=False,
               highlight=False)
     out.print(f"result {outcome.label}; ranking: {outcome.path}", highlight=False)
+    if outcome.flame is not None:
+        out.print(f"differential flame graph: {outcome.flame}", highlight=False)

@@ -56,10 +56,12 @@ def run_experiment(
     driver: LoadDriver | None = None,
     listen_host: str = LOOPBACK,
     profiler: str | None = None,
+    rounds: Sequence[int] | None = None,
 ) -> list[RunRecord]:
     """Measure every (variant, workload, repetition) not in ``previous`` on this machine;
     store each result in ``store`` as soon as it is finished. ``profiler``: py-spy's path,
-    to profile every measured window (``--profile``)."""
+    to profile every measured window (``--profile``); ``rounds``: only these repetitions
+    (default: 1 to the experiment's)."""
     driver = driver or get_driver(experiment.driver, experiment.driver_options)
     driver.executable()  # a missing driver is an error before any stack starts
     if experiment.slices > 1:
@@ -87,5 +89,5 @@ def run_experiment(
             driver, cpu_plan, Groups(stack_group, driver_group), listen_host=listen_host,
             side=side, profiler=profiler, on_driver_note=events.on_driver,
         )
-        runner = Runner(experiment, store, executor, events, previous)
+        runner = Runner(experiment, store, executor, events, previous, only_rounds=rounds)
         return runner.run()

@@ -111,6 +111,9 @@ class Runner(Generic[LiveStack]):
     previous: Sequence[RunRecord] = ()  # runs already stored (resume)
     clock: Callable[[], float] = time.monotonic
     results: list[RunRecord] = field(default_factory=list)
+    # Only these repetitions (None: 1 to the experiment's repetitions): tune's profiled
+    # starts of its finalists, some of which left the race before its last round.
+    only_rounds: Sequence[int] | None = None
 
     def __post_init__(self) -> None:
         self.done: set[RunKey] = {
@@ -216,7 +219,7 @@ class Runner(Generic[LiveStack]):
 
     # -- sequential ----------------------------------------------------------------
     def _sequential(self) -> None:
-        for launch in plan_launches(self.experiment):
+        for launch in plan_launches(self.experiment, self.only_rounds):
             try:
                 self._measure_launch(launch)
             finally:
@@ -248,7 +251,7 @@ class Runner(Generic[LiveStack]):
         started = self.clock()
         pending = [
             launch
-            for launch in plan_launches(experiment)
+            for launch in plan_launches(experiment, self.only_rounds)
             if pending_workloads(experiment, launch, self.done)
         ]
         rounds = RoundsSoFar()

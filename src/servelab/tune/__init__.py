@@ -6,7 +6,8 @@ race (``servelab.tune.race``) measures round after round only the candidates not
 yet significantly worse than the leader, until one is left, the rest tie within
 ``tie_pct``, the rounds run out or the next round would overrun the budget.
 After every round tune.json and tune.md in the result's directory hold the
-ranking so far.
+ranking so far. With ``--profile`` the race's finalists are then profiled and tune.md
+ends with why the recommended one is ahead (``servelab.tune.why``).
 """
 
 from __future__ import annotations
@@ -26,7 +27,14 @@ from servelab.measuring.stopping import NextRound
 from servelab.prepare.building import experiment_from_dict
 from servelab.results.records import RunRecord
 from servelab.tune.objective import Objective
-from servelab.tune.race import RaceSettings, RaceState, Recommendation, race_state, recommend
+from servelab.tune.race import (
+    RaceSettings,
+    RaceState,
+    Recommendation,
+    finalists,
+    race_state,
+    recommend,
+)
 from servelab.tune.report import (
     TUNE_CHART,
     race_chart,
@@ -35,6 +43,16 @@ from servelab.tune.report import (
     write_tune_files,
 )
 from servelab.tune.space import Candidate, SubGrid, expand_space
+from servelab.tune.why import (
+    PROFILED_STARTS,
+    TUNE_FLAME,
+    TuneWhy,
+    not_profiled,
+    split_runs,
+    tune_why,
+    why_document,
+    why_markdown,
+)
 
 WORKLOAD = "tune"
 # A round's measuring per candidate when the user does not say: a warm-up of 1 s, then
@@ -100,11 +118,35 @@ class TuneProgress:
     seconds_per_start: float | None = None
     spent_s: float | None = None
     detail: bool = True  # a line per dropped candidate (-v); else one line a round
+    # --profile: the finalists profiled once the race is over (servelab.tune.why); why
+    # they were not, when asked and they could not be.
+    profile: bool = False
+    profile_note: str | None = None
+
+    def race_runs(self) -> list[RunRecord]:
+        """The race's runs: one workload, whatever its name (the user's request replaces
+        tune's own), without the finalists' profiled starts."""
+        return split_runs([r for r in self.runs if r.workload == self.workload])[0]
 
     def state(self) -> RaceState:
-        # One workload, whatever its name (the user's request replaces tune's own).
+        return race_state(self.race_runs(), self.names, self.spec.objective, self.spec.settings)
+
+    def finalists(self, state: RaceState, recommendation: Recommendation) -> tuple[str, ...]:
+        return finalists(state, recommendation, self.race_runs(), self.spec.objective)
+
+    def why(self, state: RaceState, recommendation: Recommendation) -> TuneWhy | None:
+        """The Why part from the profiled starts on disk; None when not asked for."""
         own = [r for r in self.runs if r.workload == self.workload]
-        return race_state(own, self.names, self.spec.objective, self.spec.settings)
+        profiled = split_runs(own)[1]
+        if not profiled:
+            return not_profiled(self.profile_note) if self.profile_note else None
+        from servelab.results.profiles import read_profiles
+
+        measured = {r.variant for r in profiled}
+        names = [n for n in self.finalists(state, recommendation) if n in measured]
+        path = Path(self.store.path) if self.store is not None else None
+        return tune_why(profiled, read_profiles(path, profiled), names,
+                        recommended=bool(names) and names[0] == recommendation.candidate)
 
     def write(self, *, chart: bool = True) -> tuple[RaceState, Recommendation]:
         """tune.json, tune.md (and with ``chart``, tune.png if matplotlib is installed)
@@ -116,28 +158,32 @@ class TuneProgress:
         )
         if self.store is not None:
             out_dir = Path(self.store.path)
-            write_tune_files(
-                out_dir,
-                tune_document(
-                    state, recommendation, self.spec.objective, self.spec.settings,
-                    candidates=self.names, stopped=self.stopped,
-                ),
-                self.markdown(state, recommendation),
+            why = self.why(state, recommendation)
+            document = tune_document(
+                state, recommendation, self.spec.objective, self.spec.settings,
+                candidates=self.names, stopped=self.stopped,
             )
+            if why is not None:
+                document["why"] = why_document(why)
+            if why is not None and why.flame_svg is not None:
+                (out_dir / TUNE_FLAME).write_text(why.flame_svg)
+            write_tune_files(out_dir, document, self.markdown(state, recommendation, why=why))
             png = chart and race_chart(
-                self.runs, state, self.spec.objective, recommendation.candidate
+                self.race_runs(), state, self.spec.objective, recommendation.candidate
             )
             if png:
                 (out_dir / TUNE_CHART).write_bytes(png)
         return state, recommendation
 
     def markdown(
-        self, state: RaceState, recommendation: Recommendation, *, dropped: bool = True
+        self, state: RaceState, recommendation: Recommendation, *, dropped: bool = True,
+        why: TuneWhy | None = None,
     ) -> str:
-        return ranking_markdown(
+        text = ranking_markdown(
             state, recommendation, self.spec.objective, candidates=len(self.names),
             stopped=self.stopped, dropped=dropped,
         )
+        return text + "\n".join(why_markdown(why)) + "\n" if why is not None else text
 
     def measure(
         self,
@@ -150,15 +196,46 @@ class TuneProgress:
         driver: Any = None,
         listen_host: str = LOOPBACK,
         measure_round: Callable[..., list[RunRecord]] = run_experiment,
+        profiler: str | None = None,
     ) -> list[RunRecord]:
-        """ExperimentSession's measuring step: rounds of the candidates still in."""
+        """ExperimentSession's measuring step: rounds of the candidates still in; then,
+        with ``profiler`` (py-spy's path: --profile), the finalists' profiled starts."""
         self.store = store
         self.workload = experiment.workloads[0].name
         self.runs = list(previous)
         events = events or RunnerEvents()
+        if self.profile and profiler is None:  # the session said what is missing
+            self.profile_note = "py-spy could not profile here (see the line above, or " \
+                "servelab doctor); the race is unaffected"
+
+        def measure_stacks(stacks: Experiment, **more: Any) -> list[RunRecord]:
+            """``stacks`` measured after every run so far (``more``: profiler, rounds)."""
+            return measure_round(
+                stacks, store, cpu_plan, events=events, previous=tuple(self.runs),
+                driver=driver, listen_host=listen_host, **more,
+            )
+
+        fresh = self._race(experiment, events, measure_stacks)
+        if profiler is not None:
+            fresh += self._profile_finalists(experiment, events, measure_stacks, profiler)
+        return fresh
+
+    def _race(
+        self,
+        experiment: Experiment,
+        events: RunnerEvents,
+        measure_stacks: Callable[..., list[RunRecord]],
+    ) -> list[RunRecord]:
+        """Rounds of the candidates still in, until the race is over or the budget would
+        be overrun."""
         stacks = {s.name: s for s in experiment.stacks}
         began, starts_measured = self.clock(), 0
         fresh: list[RunRecord] = []
+        if split_runs(self.runs)[1]:  # resumed while its finalists were being profiled
+            state, _ = self.write(chart=False)
+            if not state.over:
+                self.stopped = "the race had ended before its finalists were profiled"
+            return fresh
         while True:
             state, _ = self.write(chart=False)
             if state.over:
@@ -186,10 +263,7 @@ class TuneProgress:
             round_experiment = experiment.with_stacks([stacks[n] for n in alive]).model_copy(
                 update={"repetitions": number}
             )
-            measured = measure_round(
-                round_experiment, store, cpu_plan, events=events, previous=tuple(self.runs),
-                driver=driver, listen_host=listen_host,
-            )
+            measured = measure_stacks(round_experiment)
             if not measured:  # a round that measures nothing would repeat forever
                 raise RuntimeError(f"round {number} of the tune measured nothing")
             starts_measured += len(measured)
@@ -210,6 +284,42 @@ class TuneProgress:
                     + (f" and {len(out) - 3} more" if len(out) > 3 else "")
                 )
 
+    def _profile_finalists(
+        self,
+        experiment: Experiment,
+        events: RunnerEvents,
+        measure_stacks: Callable[..., list[RunRecord]],
+        profiler: str,
+    ) -> list[RunRecord]:
+        """The race is over: ``PROFILED_STARTS`` fresh starts of each finalist, each
+        measured window followed by a py-spy window (the race's ranking is not changed)."""
+        state, recommendation = self.write(chart=False)
+        names = self.finalists(state, recommendation)
+        if len(names) < 2:
+            self.profile_note = "the race left no runner-up to explain the result against"
+            self.write(chart=False)
+            return []
+        race, profiled = split_runs([r for r in self.runs if r.workload == self.workload])
+        first = min((r.repetition for r in profiled),
+                    default=max((r.repetition for r in race), default=0) + 1)
+        rounds = list(range(first, first + PROFILED_STARTS))
+        stacks = {s.name: s for s in experiment.stacks}
+        note = (f"profiling the {len(names)} finalists ({', '.join(names)}): "
+                f"{PROFILED_STARTS} fresh starts each, py-spy after each measured window")
+        self.say(note)
+        events.on_round(
+            NextRound((self.workload,), experiment.slices, 0.0,
+                      stacks=len(names) * PROFILED_STARTS, note="profiling the finalists"),
+            None,
+        )
+        profile_experiment = experiment.with_stacks([stacks[n] for n in names]).model_copy(
+            update={"repetitions": rounds[-1]}
+        )
+        measured = measure_stacks(profile_experiment, profiler=profiler, rounds=rounds)
+        self.runs.extend(measured)
+        self.write(chart=False)
+        return measured
+
 
 @dataclass(frozen=True)
 class TuneOutcome:
@@ -219,6 +329,7 @@ class TuneOutcome:
     label: str  # the result's label ("#12")
     path: Path  # tune.md
     summary: str = ""  # the ranking without the dropped candidates (the terminal's default)
+    flame: Path | None = None  # --profile: the differential flame graph beside tune.md
 
 
 def run_tune(
@@ -236,7 +347,8 @@ def run_tune(
 
     experiment = spec.experiment()
     progress = TuneProgress(spec, tuple(s.name for s in experiment.stacks), say=say,
-                            detail=getattr(options, "detail", True))
+                            detail=getattr(options, "detail", True),
+                            profile=getattr(options, "profile", False))
     try:
         store = api.run(experiment, options, console=console, out=quiet,
                         measure=progress.measure)
@@ -251,8 +363,11 @@ def run_tune(
         raise
     progress.runs = store.runs()
     state, recommendation = progress.write()
+    why = progress.why(state, recommendation)
+    flame = Path(store.path) / TUNE_FLAME
     return TuneOutcome(
-        state, recommendation, progress.markdown(state, recommendation), store.label,
+        state, recommendation, progress.markdown(state, recommendation, why=why), store.label,
         Path(store.path) / TUNE_MARKDOWN,
-        progress.markdown(state, recommendation, dropped=False),
+        progress.markdown(state, recommendation, dropped=False, why=why),
+        flame if why is not None and why.flame_svg is not None else None,
     )

@@ -410,3 +410,43 @@ def _indistinguishable(
     )
     return Recommendation(None, reason, winner.candidate,
                           undecided[0].candidate, names, more)
+
+
+# ``tune --profile`` profiles at most this many finalists (each costs fresh starts).
+MOST_FINALISTS = 3
+
+
+def finalists(
+    state: RaceState,
+    recommendation: Recommendation,
+    runs: Sequence[RunRecord],
+    objective: Objective,
+    *,
+    most: int = MOST_FINALISTS,
+) -> tuple[str, ...]:
+    """The candidates ``tune --profile`` profiles once the race is over, the one to
+    explain first: the recommended candidate (or, with none, the leader), then the
+    leader if it is not the recommended one, then the other candidates still in, best
+    first; ``most`` in all. When the race left only one in, its runner-up is the best of
+    the candidates dropped last (``runs``: the race's, to rank them), so that the
+    recommendation still has something to be explained against. Empty when nothing was
+    measured."""
+    first = recommendation.candidate or recommendation.winner or (
+        state.leader.candidate if state.leader is not None else None
+    )
+    if first is None:
+        return ()
+    chosen = [first]
+    for name in (recommendation.winner, *state.contenders):
+        if name is not None and name not in chosen and len(chosen) < most:
+            chosen.append(name)
+    if len(chosen) == 1 and state.dropped:
+        last = max(d.after_round for d in state.dropped)
+        by: dict[str, list[RunRecord]] = {}
+        for run in runs:
+            by.setdefault(run.variant, []).append(run)
+        closest = _ordered(
+            [d.candidate for d in state.dropped if d.after_round == last], by, objective
+        )
+        chosen += closest[: max(most - 1, 0)][:1]
+    return tuple(chosen)

@@ -96,6 +96,20 @@ def noisy(sd_start: float, effect: float = 0.0, seed: int = 0, quiet: str = ""):
     return level
 
 
+
+def test_only_the_rounds_asked_for_are_measured_gaps_before_them_stay_gaps():
+    """tune's profiled starts: repetitions 4 and 5 only, though 2 and 3 were never
+    measured (a finalist dropped from the race after its first round)."""
+    for slices in (None, 1):
+        exp = experiment(slices=slices, repetitions=5, workloads=("w1",))
+        kept = Runner(exp.model_copy(update={"repetitions": 1}), ListSink(),
+                      FakeExecutor()).run()
+        runs = Runner(exp, ListSink(), FakeExecutor(), previous=kept,
+                      only_rounds=[4, 5]).run()
+        assert sorted((r.variant, r.repetition) for r in runs) == [
+            ("base", 4), ("base", 5), ("var", 4), ("var", 5)
+        ]
+
 def test_a_clear_answer_stops_after_the_first_block():
     clock = FakeClock()
     executor = FakeExecutor(noisy(0.002, effect=0.2), clock=clock)
