@@ -87,6 +87,7 @@ class ExperimentSession:
         detail: bool = False,
         notes: tuple[str, ...] = (),
         profile: bool = False,
+        setup: Mapping[str, Any] | None = None,
     ) -> None:
         self.experiment = experiment
         self.cpu_plan = cpu_plan
@@ -102,10 +103,13 @@ class ExperimentSession:
         self.detail = detail
         self.notes = notes  # said once everything is checked, under the header line
         self.profile = profile  # --profile: py-spy samples every measured window
+        # Environment facts of what was set up around the stacks (the database, the apps'
+        # interpreters): servelab.api.Prepared.setup, recorded with the machine's.
+        self.setup = dict(setup or {})
 
     def _environment(self, driver: LoadDriver) -> dict[str, Any]:
         """The machine's facts, with the driver's version and where things run."""
-        environment = collect_environment()
+        environment = collect_environment(self.setup)
         environment["driver_version"] = driver.version()
         if self.cpu_plan.cpu_priority and quota_unavailable_reason() is not None:
             self.cpu_plan = replace(self.cpu_plan, cpu_priority=False)  # not root: say so

@@ -224,22 +224,25 @@ class TuneOutcome:
 def run_tune(
     spec: TuneSpec,
     options: Any,
+    user_app: Any = None,
     *,
     console: Any = None,
     quiet: Any = None,
     say: Callable[[str], None] = lambda note: None,
 ) -> TuneOutcome:
     """Race ``spec``'s candidates as ``options`` (RunOptions, without a budget: the race
-    keeps its own) say. Ctrl-C keeps what was measured and writes the ranking so far."""
+    keeps its own) say, with ``user_app`` (UserApp: the user's app and request; None: the
+    spec's own). Ctrl-C keeps what was measured and writes the ranking so far."""
     from servelab import api
+    from servelab.config.run import UserApp
     from servelab.tune.report import TUNE_MARKDOWN
 
     experiment = spec.experiment()
     progress = TuneProgress(spec, tuple(s.name for s in experiment.stacks), say=say,
                             detail=getattr(options, "detail", True))
     try:
-        store = api.run(experiment, options, console=console, out=quiet,
-                        measure=progress.measure)
+        store = api.run(experiment, options, user_app or UserApp(), console=console,
+                        out=quiet, measure=progress.measure)
     except BaseException:
         if progress.store is not None and progress.runs:
             try:  # no chart: drawing is not what an interrupted tune should wait for
