@@ -19,7 +19,7 @@ from typing import Any
 
 from servelab.config.experiment import Experiment
 from servelab.config.load import RequestSpec
-from servelab.config.run import LOOPBACK
+from servelab.config.run import LOOPBACK, UserApp
 from servelab.fronts.registry import DEFAULT_FRONT
 from servelab.measuring import RunnerEvents, run_experiment
 from servelab.measuring.stopping import NextRound
@@ -224,7 +224,7 @@ class TuneOutcome:
 def run_tune(
     spec: TuneSpec,
     options: Any,
-    user_app: Any = None,
+    user_app: UserApp | None = None,
     *,
     console: Any = None,
     quiet: Any = None,
@@ -234,7 +234,6 @@ def run_tune(
     keeps its own) say, with ``user_app`` (UserApp: the user's app and request; None: the
     spec's own). Ctrl-C keeps what was measured and writes the ranking so far."""
     from servelab import api
-    from servelab.config.run import UserApp
     from servelab.tune.report import TUNE_MARKDOWN
 
     experiment = spec.experiment()
