@@ -104,7 +104,8 @@ def check(
         raise SpecError("servelab check does not take --database, --db-latency or --db-jitter",
                         "leave them out")
     options = run
-    startup = UserApp(startup_timeout_s=user.startup_timeout_s)  # the Django app's check
+    # The Django app's start-up check waits as long as each version's (run_check).
+    startup = UserApp(startup_timeout_s=user.startup_timeout_s)
     # Side by side only where each version's stack gets CPUs of its own, as quick does.
     # Said under the session's first line, once the input is checked (one-line errors).
     in_turns = api.in_turns_because(check_experiment(spec, None), options)
