@@ -17,7 +17,7 @@ from servelab.errors import SpecError
 from servelab.fronts.registry import FRONTS
 from servelab.load.registry import DRIVER_NAMES, DRIVERS
 from servelab.prepare.building import default_slices
-from servelab.prepare.checks import Stage, blame_earlier, checked_stages
+from servelab.prepare.checks import DEFAULT_FIX, Stage, blame_earlier, checked_stages
 
 ACCESS_LOG = "access_log"  # the ProxySpec knob --access-log turns on
 
@@ -48,7 +48,7 @@ def run_option_stages(experiment: Experiment, options: RunOptions) -> list[Stage
         ), ORDER_SOURCE, lambda e: ORDER_FIX),
         (lambda e: with_stopping(
             e, options.precision_pct, options.budget_s, options.min_effect_pct
-        ), f"experiment {experiment.name}", lambda e: "correct that value"),
+        ), f"experiment {experiment.name}", lambda e: DEFAULT_FIX),
     )
     for step, source, fix in steps:
         before = stages[-1].experiment
