@@ -46,7 +46,7 @@ class Prepared:
 
     experiment: Experiment  # final: options applied, the user's app fitted, checked
     options: RunOptions  # how to run it
-    cpu_plan: CpuPlan  # where the stacks and the load driver run (checked)
+    cpu_plan: CpuPlan  # where the stacks and the load driver run (checked, as done here)
     app: AppSpec | None = None  # the user's app, its interpreter settled
     user: UserApp = field(default_factory=UserApp)  # its request, database, start-up wait
     database: DatabaseSpec | None = None  # the Django app's, started by ``started``
@@ -76,6 +76,16 @@ def cpu_plan_of(options: RunOptions) -> CpuPlan:
         options.stack_cpus, options.driver_cpus, pin=options.pin, quota=options.stack_cpu_quota,
         priority=options.cpu_priority,
     )
+
+
+def settled_priority(plan: CpuPlan) -> CpuPlan:
+    """``plan`` as this machine can honour it: no CPU priority where cgroups cannot give
+    it (not root), so the stored environment says what was done."""
+    from servelab.host.cgroups import quota_unavailable_reason
+
+    if plan.cpu_priority and quota_unavailable_reason() is not None:
+        return replace(plan, cpu_priority=False)
+    return plan
 
 
 def prepare(
@@ -134,7 +144,7 @@ def prepare(
     stages.append(Stage(final, f"experiment {final.name}"))
     final = checked_stages(stages)
     return Prepared(
-        final, how_to_run, cpu_plan, app, user_app, database,
+        final, how_to_run, settled_priority(cpu_plan), app, user_app, database,
         # checked: each variant's server is installed in its app's interpreter
         setup={"app_python": app_pythons(final)},
     )

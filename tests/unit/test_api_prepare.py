@@ -117,3 +117,13 @@ def test_run_hands_the_session_the_prepared_experiment_and_its_facts(
     (session,) = handed
     assert session.experiment.slices == 1 and not session.experiment.side_by_side
     assert list(session.setup) == ["app_python"]
+
+
+def test_the_cpu_plan_says_what_this_machine_can_do(monkeypatch: pytest.MonkeyPatch) -> None:
+    from servelab.host import cgroups
+
+    favoured = dataclasses.replace(UNPINNED, cpu_priority=True)
+    monkeypatch.setattr(cgroups, "quota_unavailable_reason", lambda: "not root")
+    assert not api.prepare(_experiment(), favoured).cpu_plan.cpu_priority
+    monkeypatch.setattr(cgroups, "quota_unavailable_reason", lambda: None)
+    assert api.prepare(_experiment(), favoured).cpu_plan.cpu_priority
