@@ -15,12 +15,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
-__all__ = ["Experiment", "RunOptions", "__version__", "measure", "run"]
+__all__ = ["Experiment", "RunOptions", "UserApp", "__version__", "measure", "run"]
 
 if TYPE_CHECKING:
     from servelab.api import measure, run
     from servelab.config.experiment import Experiment
-    from servelab.config.run import RunOptions
+    from servelab.config.run import RunOptions, UserApp
 
 # Imported on first use, so that `import servelab` (and the CLI's start) stays light.
 _LAZY = {
@@ -28,6 +28,7 @@ _LAZY = {
     "run": "servelab.api",
     "Experiment": "servelab.config.experiment",
     "RunOptions": "servelab.config.run",
+    "UserApp": "servelab.config.run",
 }
 
 

@@ -1,35 +1,73 @@
-"""The library's front door: run an experiment with ``RunOptions`` (what the CLI calls).
+"""The library's front door: run an experiment with ``RunOptions`` (how to run it) and
+``UserApp`` (the user's own app, request and database), as the CLI does. One chain, as
+hyperfine's main: ``prepare`` rewrites the experiment once, in one place (the run's
+options, the apps' interpreters, the user's app and request, the database), asks the
+plug-ins once at the end and returns a frozen ``Prepared`` (the final experiment and what
+the session needs, its environment facts included); ``started`` sets up what lives as
+long as the session (the Django app's database) and checks the app answers; the session
+measures.
 
     from servelab.api import run
-    from servelab.config.run import RunOptions
+    from servelab.config.run import RunOptions, UserApp
     from servelab.prepare.building import load_experiment_file
 
-    run(load_experiment_file(Path("exp.toml")), RunOptions(results_dir=Path("out")))
+    run(load_experiment_file(Path("exp.toml")), RunOptions(results_dir=Path("out")),
+        UserApp(app=AppSpec(ref="myapp.main:app")))
 """
 
 from __future__ import annotations
 
 import io
-from collections.abc import Callable
-from dataclasses import replace
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from rich.console import Console
 
-from servelab.apps.interpreter import app_pythons, with_app_pythons
+from servelab.config.database import DatabaseSpec
 from servelab.config.experiment import Experiment
-from servelab.config.run import RunOptions
+from servelab.config.run import RunOptions, UserApp
+from servelab.config.stack import AppSpec
 from servelab.errors import SpecError
 from servelab.host.cpus import CpuPlan, make_cpu_plan
-from servelab.host.environment import recorded
-from servelab.host.extras import require_extra
 from servelab.measuring.limits import check_fits_machine
-from servelab.prepare.checks import checked
-from servelab.prepare.run import apply_run_options
+from servelab.prepare.checks import Stage, blame_earlier, checked_stages
+from servelab.prepare.run import run_option_stages
 from servelab.report.base import ReportInput
 from servelab.report.exports import check_writable
 from servelab.results.store import ResultStore
 from servelab.studies import Study, StudyOptions
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """An experiment ready to measure, and what its session needs besides."""
+
+    experiment: Experiment  # final: options applied, the user's app fitted, checked
+    options: RunOptions  # how to run it
+    cpu_plan: CpuPlan  # where the stacks and the load driver run (checked, as done here)
+    app: AppSpec | None = None  # the user's app, its interpreter settled
+    user: UserApp = field(default_factory=UserApp)  # its request, database, start-up wait
+    database: DatabaseSpec | None = None  # the Django app's, started by ``started``
+    # Environment facts of what was set up around the stacks (host.environment.FACTS):
+    # the apps' interpreters, then the database; recorded with the machine's.
+    setup: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def uses_django(self) -> bool:
+        from servelab.apps.user import DJANGO_REFS
+
+        return any(s.app.ref in DJANGO_REFS for s in self.experiment.stacks)
+
+    @property
+    def needs_starting(self) -> bool:
+        """Something to start or check before measuring: a database, or an app (the
+        user's, or the Django app) whose answer is checked first."""
+        return (
+            self.app is not None or self.database is not None or self.user.request_given
+            or self.uses_django
+        )
 
 
 def cpu_plan_of(options: RunOptions) -> CpuPlan:
@@ -38,6 +76,110 @@ def cpu_plan_of(options: RunOptions) -> CpuPlan:
         options.stack_cpus, options.driver_cpus, pin=options.pin, quota=options.stack_cpu_quota,
         priority=options.cpu_priority,
     )
+
+
+def settled_priority(plan: CpuPlan) -> CpuPlan:
+    """``plan`` as this machine can honour it: no CPU priority where cgroups cannot give
+    it (not root), so the stored environment says what was done."""
+    from servelab.host.cgroups import quota_unavailable_reason
+
+    if plan.cpu_priority and quota_unavailable_reason() is not None:
+        return replace(plan, cpu_priority=False)
+    return plan
+
+
+def prepare(
+    experiment: Experiment,
+    how_to_run: RunOptions,
+    user_app: UserApp = UserApp(),  # noqa: B008 (frozen: one shared default is safe)
+    *,
+    say: Callable[[str], None] = lambda note: None,
+) -> Prepared:
+    """``experiment`` as it will be measured: ``how_to_run``'s order, slicing, stopping
+    and driver options applied, each app's interpreter settled (before its import), the
+    user's app, request and database fitted in; checked against its plug-ins once, at the
+    end (a problem is told as the step that brought it); refused when this machine cannot
+    hold it (unless ``allow_beyond_machine``) or a result file cannot be written. Notes
+    (the interpreters found, how the servers were fitted to the app) go to ``say``.
+    Starts nothing: ``started`` does."""
+    from servelab.apps.interpreter import app_pythons, with_app_pythons
+    from servelab.apps.user import DJANGO_REFS, UserRequest, database_spec, with_user_app
+    from servelab.host.extras import require_extra
+
+    stages = run_option_stages(experiment, how_to_run)
+    try:
+        check_writable(dict(how_to_run.result_files))  # before anything is measured
+        # Each app's interpreter settled (the app's own venv, or servelab's).
+        settled, app, notes = with_app_pythons(stages[-1].experiment, user_app.app)
+        for note in notes:
+            say(note)
+        if not how_to_run.allow_beyond_machine:  # before anything starts or is stored
+            check_fits_machine(settled)
+        database = database_spec(
+            settled.database, user_app.database, user_app.db_latency_ms, user_app.db_jitter_ms
+        )
+        cpu_plan = cpu_plan_of(how_to_run)
+        uses_django = (app is not None and app.ref in DJANGO_REFS) or any(
+            s.app.ref in DJANGO_REFS for s in settled.stacks
+        )
+        if uses_django:
+            require_extra("django", "the Django reference app")
+        if how_to_run.resume and uses_django:
+            raise SpecError(
+                "--resume cannot continue an experiment on the Django app: its database is "
+                "made anew, on a new port, for every servelab run",
+                "run it again without --resume",
+            )
+        final = settled
+        if app is not None or user_app.request_given:
+            final, notes = with_user_app(
+                settled, app, user_app.request or UserRequest(),
+                replace_workloads=user_app.replace_workloads,
+            )
+            for note in notes:
+                say(note)
+    except SpecError:
+        blame_earlier(stages)  # a problem the options' steps brought is told first
+        raise
+    stages.append(Stage(final, f"experiment {final.name}"))
+    final = checked_stages(stages)
+    return Prepared(
+        final, how_to_run, settled_priority(cpu_plan), app, user_app, database,
+        # checked: each variant's server is installed in its app's interpreter
+        setup={"app_python": app_pythons(final)},
+    )
+
+
+@contextmanager
+def started(prepared: Prepared, say: Callable[[str], None]) -> Iterator[Prepared]:
+    """``prepared`` with what lives as long as its session: the Django app's database
+    (the experiment's, else SQLite), pointed at and recorded in ``setup``; the app's
+    answer checked first (the preflight). The janitor runs for the whole block, so a
+    database outlives no killed servelab."""
+    if not prepared.needs_starting:
+        yield prepared
+        return
+    from servelab.apps.user import app_database, preflight
+    from servelab.host.procs import JANITOR
+
+    timeout_s = prepared.user.startup_timeout_s
+    with JANITOR.running():
+        database = prepared.database or prepared.experiment.database
+        if database is None and prepared.uses_django:
+            database = DatabaseSpec(kind="sqlite")
+        if database is None:
+            preflight(prepared.experiment, timeout_s=timeout_s)
+            yield prepared
+            return
+        with app_database(
+            prepared.experiment, database, say,
+            cpus=prepared.cpu_plan.driver,  # the stack's CPUs stay the stack's
+        ) as (with_db, described):
+            preflight(with_db, timeout_s=timeout_s)
+            yield replace(
+                prepared, experiment=with_db, database=database,
+                setup={**prepared.setup, "database": described},
+            )
 
 
 def in_turns_because(
@@ -85,16 +227,17 @@ def build_study(
 def run(
     experiment: Experiment,
     options: RunOptions = RunOptions(),  # noqa: B008 (frozen: one shared default is safe)
+    user_app: UserApp = UserApp(),  # noqa: B008
     *,
     console: Console | None = None,
     out: Console | None = None,
     measure: Callable[..., Any] | None = None,
 ) -> ResultStore:
-    """Measure ``experiment`` as ``options`` say, writing results after every run; with
-    the user's app, request or a database, prepared (and checked) first. Returns the
-    stored result. ``measure`` replaces the measuring step (``run_experiment``'s
-    signature): ``servelab tune`` races the variants with it."""
-    from servelab.apps.user import DJANGO_REFS, database_spec, prepared
+    """Measure ``experiment`` as ``options`` say, with ``user_app`` (the user's app,
+    request or database) fitted in, writing results after every run; prepared and checked
+    once before anything starts (``prepare``). Returns the stored result.
+    ``measure`` replaces the measuring step (``run_experiment``'s signature): ``servelab
+    tune`` races the variants with it."""
     from servelab.session import ExperimentSession
 
     console = console or Console(stderr=True, soft_wrap=True)
@@ -105,66 +248,22 @@ def run(
 
     # Checked against its plug-ins before anything starts, however it was built (a file,
     # a study, or a caller's own Experiment).
-    experiment = apply_run_options(checked(experiment, f"experiment {experiment.name}"), options)
-    check_writable(dict(options.result_files))  # before anything is measured
-    # Each app's interpreter settled (the app's own venv, or servelab's) before its import.
-    experiment, app, notes = with_app_pythons(experiment, options.app)
-    for note in notes:
-        say(note)
-    if not options.allow_beyond_machine:  # refused before anything starts or is stored
-        check_fits_machine(experiment)
-    db = database_spec(
-        experiment.database, options.database, options.db_latency_ms, options.db_jitter_ms
-    )
-    cpu_plan = cpu_plan_of(options)
-    request = options.request
-    uses_django = (app is not None and app.ref in DJANGO_REFS) or any(
-        s.app.ref in DJANGO_REFS for s in experiment.stacks
-    )
-    needs_preparing = (
-        app is not None or db is not None or (request is not None and request.given)
-        or uses_django
-    )
-    if uses_django:
-        require_extra("django", "the Django reference app")
-    if options.resume and uses_django:
-        raise SpecError(
-            "--resume cannot continue an experiment on the Django app: its database is "
-            "made anew, on a new port, for every servelab run",
-            "run it again without --resume",
-        )
-
-    def run_session(ready: Experiment) -> ResultStore:
-        # The experiment as it will be measured (the user's app fitted in), checked
-        # against its plug-ins once more: no path reaches the session unchecked.
-        ready = checked(ready, f"experiment {ready.name}")
-        with recorded("app_python", app_pythons(ready)):  # checked: servers installed there
-            return ExperimentSession(
-                ready, cpu_plan, options.results_dir, console=console, out=out,
-                resume=options.resume, force=options.allow_other_machine,
-                result_files=dict(options.result_files), listen_host=options.listen,
-                detail=options.detail, notes=options.notes, profile=options.profile,
-                **({"measure": measure} if measure is not None else {}),
-            ).run()
-
-    if not needs_preparing:
-        return run_session(experiment)
-    with prepared(
-        experiment,
-        app,
-        request,
-        replace_workloads=options.replace_workloads,
-        database=db,
-        startup_timeout_s=options.startup_timeout_s,
-        say=say,
-        database_cpus=cpu_plan.driver,  # the stack's CPUs stay the stack's
-    ) as ready:
-        return run_session(ready)
+    ready = prepare(experiment, options, user_app, say=say)
+    with started(ready, say) as running:
+        return ExperimentSession(
+            running.experiment, running.cpu_plan, options.results_dir, console=console,
+            out=out, resume=options.resume, force=options.allow_other_machine,
+            result_files=dict(options.result_files), listen_host=options.listen,
+            detail=options.detail, notes=options.notes, profile=options.profile,
+            setup=running.setup,
+            **({"measure": measure} if measure is not None else {}),
+        ).run()
 
 
 def measure(
     experiment: Experiment,
     options: RunOptions = RunOptions(),  # noqa: B008 (frozen: one shared default is safe)
+    user_app: UserApp = UserApp(),  # noqa: B008
     *,
     console: Console | None = None,
 ) -> ReportInput:
@@ -178,5 +277,5 @@ def measure(
         for variant in result.analysis.variants:
             print(variant.variant, variant.comparisons["rps"].verdict)
     """
-    store = run(experiment, options, console=console, out=Console(file=io.StringIO()))
+    store = run(experiment, options, user_app, console=console, out=Console(file=io.StringIO()))
     return ReportInput.from_store(store)

@@ -11,7 +11,6 @@ form.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,6 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from servelab.config.experiment import Experiment
 from servelab.config.load import Workload
 from servelab.errors import ServelabError
-from servelab.host.cgroups import quota_unavailable_reason
 from servelab.host.cpus import CpuPlan, plan_side_by_side
 from servelab.host.environment import collect_environment, machine_differences
 from servelab.host.procs import JANITOR
@@ -87,6 +85,7 @@ class ExperimentSession:
         detail: bool = False,
         notes: tuple[str, ...] = (),
         profile: bool = False,
+        setup: Mapping[str, Any] | None = None,
     ) -> None:
         self.experiment = experiment
         self.cpu_plan = cpu_plan
@@ -102,13 +101,14 @@ class ExperimentSession:
         self.detail = detail
         self.notes = notes  # said once everything is checked, under the header line
         self.profile = profile  # --profile: py-spy samples every measured window
+        # Environment facts of what was set up around the stacks (the database, the apps'
+        # interpreters): servelab.api.Prepared.setup, recorded with the machine's.
+        self.setup = dict(setup or {})
 
     def _environment(self, driver: LoadDriver) -> dict[str, Any]:
         """The machine's facts, with the driver's version and where things run."""
-        environment = collect_environment()
+        environment = collect_environment(self.setup)
         environment["driver_version"] = driver.version()
-        if self.cpu_plan.cpu_priority and quota_unavailable_reason() is not None:
-            self.cpu_plan = replace(self.cpu_plan, cpu_priority=False)  # not root: say so
         environment["cpu_plan"] = {
             "stack": self.cpu_plan.stack,
             "driver": self.cpu_plan.driver,

@@ -222,7 +222,12 @@ def with_app_pythons(
 
     if app is not None:
         app = settle(app)
-    stacks = [s.model_copy(update={"app": settle(s.app)}) for s in experiment.stacks]
+    stacks = [
+        s if settle(s.app) == s.app else s.model_copy(update={"app": settle(s.app)})
+        for s in experiment.stacks
+    ]
+    if all(new is old for new, old in zip(stacks, experiment.stacks, strict=True)):
+        return experiment, app, list(notes)  # every app's interpreter was settled already
     return experiment.with_stacks(stacks), app, list(notes)
 
 

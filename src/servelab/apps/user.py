@@ -25,7 +25,6 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from servelab.apps import ResolvedApp, resolve_app
-from servelab.apps.interpreter import check_app_servers
 from servelab.config.building import describe_validation_error
 from servelab.config.database import DatabaseSpec
 from servelab.config.experiment import Experiment
@@ -369,19 +368,19 @@ def app_database(
     say: Callable[[str], None],
     *,
     cpus: str | None = None,
-) -> Iterator[Experiment]:
-    """A populated database for the Django reference app, for the whole experiment.
+) -> Iterator[tuple[Experiment, str]]:
+    """A populated database for the Django reference app, for the whole experiment: the
+    experiment pointed at it, and what was used (the environment's "database" fact).
 
     ``postgresql`` starts servelab's own cluster (servelab.services.postgres), behind a
     slowed link (servelab.services.slowlink) when ``database`` asks for latency; ``sqlite``
     a file in a temp dir. Both are removed when the block ends, and registered
     with the janitor (which must be running) in case servelab is killed. What
-    was used is said, and recorded in the experiment's environment. ``cpus``
+    was used is said. ``cpus``
     pins PostgreSQL and its link: off the stack's CPUs, as the seed's database
     was on another machine.
     """
     from servelab.apps.django_app.populate import populate_database, sqlite_env
-    from servelab.host.environment import recorded
     from servelab.host.procs import JANITOR
 
     if not any(s.app.ref in DJANGO_REFS for s in experiment.stacks):
@@ -391,20 +390,16 @@ def app_database(
         )
     experiment = experiment.model_copy(update={"database": database})
     if database.kind == "postgresql":
-        with (
-            _postgresql(database, say, cpus) as (env, described),
-            recorded("database", described),
-        ):
-            yield with_app_env(experiment, env)
+        with _postgresql(database, say, cpus) as (env, described):
+            yield with_app_env(experiment, env), described
         return
     workdir = Path(tempfile.mkdtemp(prefix="servelab-sqlite-"))
     JANITOR.watch("path", workdir)
     try:
         env = sqlite_env(workdir / "bookshop.sqlite3")
         say(f"SQLite database {env['SERVELAB_DJANGO_SQLITE']}, populating it")
-        with recorded("database", "SQLite file"):
-            populate_database(env)
-            yield with_app_env(experiment, env)
+        populate_database(env)
+        yield with_app_env(experiment, env), "SQLite file"
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
         JANITOR.forget("path", workdir)
@@ -461,43 +456,3 @@ def _postgresql(
 
 def _on_cpus(cpus: str | None) -> str:
     return f", on CPU {cpus} (off the stack's CPUs)" if cpus else ""
-
-
-@contextmanager
-def prepared(
-    experiment: Experiment,
-    app_spec: AppSpec | None,
-    request: UserRequest | None,
-    *,
-    replace_workloads: bool,
-    database: DatabaseSpec | None,
-    startup_timeout_s: float,
-    say: Callable[[str], None],
-    database_cpus: str | None = None,
-) -> Iterator[Experiment]:
-    """The experiment to run, with the user's app, request and database, checked once.
-
-    ``database`` (None: the experiment's own, else SQLite for the Django app) is
-    recorded in the experiment. The janitor runs for the whole block, so a
-    database outlives no killed servelab.
-    """
-    from servelab.host.procs import JANITOR
-
-    if app_spec is not None or (request is not None and request.given):
-        experiment, notes = with_user_app(
-            experiment, app_spec, request or UserRequest(), replace_workloads=replace_workloads
-        )
-        for note in notes:
-            say(note)
-    check_app_servers(experiment.stacks)  # before the preflight launches one
-    with JANITOR.running():
-        database = database or experiment.database
-        if database is None and any(s.app.ref in DJANGO_REFS for s in experiment.stacks):
-            database = DatabaseSpec(kind="sqlite")
-        if database is None:
-            preflight(experiment, timeout_s=startup_timeout_s)
-            yield experiment
-            return
-        with app_database(experiment, database, say, cpus=database_cpus) as with_db:
-            preflight(with_db, timeout_s=startup_timeout_s)
-            yield with_db

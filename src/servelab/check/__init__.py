@@ -206,9 +206,11 @@ def run_check(
     *,
     say: Callable[[str], None],
     measure: Callable[[Experiment, RunOptions], Path],
+    startup_timeout_s: float = 30.0,
 ) -> CheckOutcome:
     """Measure both versions (``measure``: run the experiment, return its result dir) and
-    judge every threshold."""
+    judge every threshold. ``startup_timeout_s``: how long the start-up check waits for
+    each version's answer."""
     from servelab.apps.interpreter import with_app_python
     from servelab.check.versions import baseline_version
 
@@ -231,7 +233,7 @@ def run_check(
             options,
         )
         experiment = _fitted(experiment, say)
-        probe_both(experiment, options.startup_timeout_s)
+        probe_both(experiment, startup_timeout_s)
         result_dir = measure(experiment, options)
     from servelab.results.store import ResultStore
 

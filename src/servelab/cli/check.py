@@ -14,9 +14,9 @@ from rich.console import Console
 
 from servelab import api
 from servelab.analysis.thresholds import DEFAULT_THRESHOLDS, EXIT_INCONCLUSIVE, METRIC_NAMES
-from servelab.cli.options import UserInput, app_options, console, out, run_options
+from servelab.cli.options import app_options, console, out, run_options
 from servelab.config.experiment import Experiment
-from servelab.config.run import RunOptions
+from servelab.config.run import RunOptions, UserApp
 from servelab.config.stack import AppSpec
 from servelab.errors import SpecError
 from servelab.servers.registry import DEFAULT_SERVER, SERVER_KINDS
@@ -66,7 +66,7 @@ def check(
     workers: int,
     concurrency: int,
     duration: float | None,
-    user: UserInput,
+    user: UserApp,
     run: RunOptions,
 ) -> None:
     """Did the app get slower? Measure two versions of the app on the same stack (side by
@@ -103,7 +103,9 @@ def check(
     if user.database_given:
         raise SpecError("servelab check does not take --database, --db-latency or --db-jitter",
                         "leave them out")
-    options = replace(run, startup_timeout_s=user.startup_timeout_s)
+    options = run
+    # The Django app's start-up check waits as long as each version's (run_check).
+    startup = UserApp(startup_timeout_s=user.startup_timeout_s)
     # Side by side only where each version's stack gets CPUs of its own, as quick does.
     # Said under the session's first line, once the input is checked (one-line errors).
     in_turns = api.in_turns_because(check_experiment(spec, None), options)
@@ -113,11 +115,11 @@ def check(
     def measure(experiment: Experiment, run_options: RunOptions) -> Path:
         # Progress on stderr; stdout carries only the check's own table.
         quiet = Console(file=io.StringIO())
-        return api.run(experiment, run_options, console=console, out=quiet).path
+        return api.run(experiment, run_options, startup, console=console, out=quiet).path
 
     outcome = run_check(
         spec, options, say=lambda note: console.print(f"servelab: {note}", highlight=False),
-        measure=measure,
+        measure=measure, startup_timeout_s=user.startup_timeout_s,
     )
     flame = flame_path(outcome, summary_md, junit)
     out.print(summary_markdown(outcome, flame), markup=False, highlight=False)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,6 @@ import click
 
 from servelab import api
 from servelab.cli.options import (
-    UserInput,
     app_options,
     complete_study,
     console,
@@ -20,7 +20,7 @@ from servelab.cli.options import (
     parse_int_list,
     run_options,
 )
-from servelab.config.run import RunOptions
+from servelab.config.run import RunOptions, UserApp
 from servelab.errors import SpecError
 from servelab.host.netns import check_somaxconn
 from servelab.load.registry import DEFAULT_DRIVER, DRIVER_NAMES
@@ -67,7 +67,7 @@ def study(
     workers: str | None,
     threads: str | None,
     warmup: int | None,
-    user: UserInput,
+    user: UserApp,
     run: RunOptions,
     **options: Any,
 ) -> None:
@@ -77,7 +77,7 @@ def study(
     app = user.app
     # A study that serves the Django app itself takes the database options alone.
     database_given = user.database_given and not get_study(name).accepts_database
-    if app is None and (user.request.given or database_given):
+    if app is None and (user.request_given or database_given):
         raise SpecError(
             "--method, --path, --header, --body-file, --expect-status and --database "
             "(--db-latency, --db-jitter) need --app",
@@ -109,19 +109,18 @@ def study(
         **failure_study_options(**options),
     )
     check_options_apply(get_study(name), study_options)
-    run = user.applied_to(run, replace_workloads=True)
     experiment, run = api.build_study(get_study(name), study_options, run)
-    api.run(experiment, run, console=console, out=out)
+    api.run(experiment, run, replace(user, replace_workloads=True), console=console, out=out)
 
 
 @click.command()
 @click.argument("file", type=click.Path(path_type=Path))
 @app_options
 @run_options
-def run(file: Path, user: UserInput, run: RunOptions) -> None:
+def run(file: Path, user: UserApp, run: RunOptions) -> None:
     """Run the experiment described in the TOML file FILE; --app and the request
     options replace the file's app and requests."""
-    api.run(load_experiment_file(file), user.applied_to(run), console=console, out=out)
+    api.run(load_experiment_file(file), run, user, console=console, out=out)
 
 
 @click.command()

@@ -6,7 +6,6 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -15,7 +14,13 @@ from rich.console import Console
 
 from servelab.apps.user import Database, UserRequest, request_spec
 from servelab.config.load import RequestSpec
-from servelab.config.run import DEFAULT_RESULTS_DIR, LOOPBACK, RunOptions, parse_duration
+from servelab.config.run import (
+    DEFAULT_RESULTS_DIR,
+    LOOPBACK,
+    RunOptions,
+    UserApp,
+    parse_duration,
+)
 from servelab.config.stack import AppSpec
 from servelab.errors import SpecError
 from servelab.host.netns import check_somaxconn
@@ -431,33 +436,8 @@ _app_options = [
 ]
 
 
-@dataclass(frozen=True)
-class UserInput:
-    """What --app and its companion options asked for: the app (None: the study's or
-    file's own), the request, the database options and the start-up check's timeout."""
-
-    app: AppSpec | None
-    request: UserRequest
-    database: Database | None
-    db_latency: float | None
-    db_jitter: float | None
-    startup_timeout_s: float
-
-    @property
-    def database_given(self) -> bool:
-        return any(v is not None for v in (self.database, self.db_latency, self.db_jitter))
-
-    def applied_to(self, run: RunOptions, *, replace_workloads: bool = False) -> RunOptions:
-        """``run`` with the user's app, request and database options."""
-        return replace(
-            run, app=self.app, request=self.request, database=self.database,
-            db_latency_ms=self.db_latency, db_jitter_ms=self.db_jitter,
-            startup_timeout_s=self.startup_timeout_s, replace_workloads=replace_workloads,
-        )
-
-
 def app_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Add the --app options to a command, handed to it as one ``user`` (a UserInput)."""
+    """Add the --app options to a command, handed to it as one ``user`` (a UserApp)."""
 
     @functools.wraps(func)
     def with_user_input(
@@ -482,15 +462,15 @@ def app_options(func: Callable[..., Any]) -> Callable[..., Any]:
         request = UserRequest(method, req_path, tuple(headers), body_file, expect_status)
         if request.given:  # HTTP's rules for method, path and headers: before anything starts
             request_spec(RequestSpec(), request)
-        user = UserInput(
+        user = UserApp(
             app=(
                 AppSpec(ref=app_ref, app_dir=app_dir, python=app_python)
                 if app_ref is not None else None
             ),
             request=request,
             database=database,
-            db_latency=db_latency,
-            db_jitter=db_jitter,
+            db_latency_ms=db_latency,
+            db_jitter_ms=db_jitter,
             startup_timeout_s=startup_timeout,
         )
         return func(*args, user=user, **kwargs)

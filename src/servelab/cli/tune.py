@@ -12,14 +12,13 @@ import click
 from rich.console import Console
 
 from servelab.cli.options import (
-    UserInput,
     app_options,
     console,
     out,
     parse_int_list,
     run_options,
 )
-from servelab.config.run import RunOptions, parse_duration
+from servelab.config.run import RunOptions, UserApp, parse_duration
 from servelab.config.stack import ServerSpec
 from servelab.errors import SpecError
 from servelab.servers.registry import standalone_servers
@@ -112,7 +111,7 @@ def _zero_or_more(text: str | None, what: str) -> tuple[int, ...] | None:
               "are within this many percent of the leader (default 5).")
 @app_options
 @run_options
-def tune(space_file: Path | None, user: UserInput, run: RunOptions, **given: Any) -> None:
+def tune(space_file: Path | None, user: UserApp, run: RunOptions, **given: Any) -> None:
     """Find the best configuration of a space for your app: candidates raced round by
     round, each dropped once significantly worse than the leader, until one is left, the
     rest tie (--tie) or --budget (default 15 min) is spent. Writes tune.md, tune.json and
@@ -137,7 +136,7 @@ def tune(space_file: Path | None, user: UserInput, run: RunOptions, **given: Any
         budget = parse_duration(str(table.get("budget", DEFAULT_BUDGET)))
     spec, notes = build_tune(
         table, source=str(space_file or "the command line"), app=user.app,
-        request_given=user.request.given, budget_s=budget,
+        request_given=user.request_given, budget_s=budget,
         workers=parse_int_list(given["workers"], "workers"),
         threads=parse_int_list(given["threads"], "threads"),
         servers=_choices(given["servers"], standalone_servers(), "app server"),
@@ -157,8 +156,9 @@ def tune(space_file: Path | None, user: UserInput, run: RunOptions, **given: Any
         console.print(f"servelab: {note}", highlight=False)
     from servelab.tune import run_tune
 
-    options = replace(user.applied_to(run, replace_workloads=True), budget_s=None)
-    outcome = run_tune(spec, options, console=console, quiet=Console(file=io.StringIO()),
+    options = replace(run, budget_s=None)
+    outcome = run_tune(spec, options, replace(user, replace_workloads=True), console=console,
+                       quiet=Console(file=io.StringIO()),
                        say=lambda note: console.print(f"servelab: {note}", highlight=False))
     out.print(outcome.markdown if options.detail else outcome.summary, markup=False,
               highlight=False)

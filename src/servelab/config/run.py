@@ -1,6 +1,7 @@
-"""How to run an experiment: ``RunOptions``, built once (by the command line or a Python
-caller) and handed to ``servelab.api.run`` (which applies them to the experiment:
-servelab.prepare.run)."""
+"""How to run an experiment (``RunOptions``) and the user's own app, request and database
+(``UserApp``): two values, built once (by the command line or a Python caller) and handed
+to ``servelab.api.run``, which applies both to the experiment in one step
+(``servelab.api.prepare``)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,9 @@ LOOPBACK = "127.0.0.1"
 
 @dataclass(frozen=True)
 class RunOptions:
-    """Everything about a run that is not the experiment itself (cf. uvicorn's Config)."""
+    """How to run an experiment (cf. uvicorn's Config): where results go, CPUs, order and
+    stopping overrides, the terminal. What is measured (the user's app, request and
+    database) is ``UserApp``."""
 
     results_dir: Path = DEFAULT_RESULTS_DIR  # servelab.db and one directory per experiment
     # CPUs: taskset lists for the stack and the driver, pinning, a quota, cgroup priority.
@@ -45,14 +48,6 @@ class RunOptions:
     precision_pct: float | None = None
     budget_s: float | None = None
     min_effect_pct: float | None = None
-    # The user's app and request (None: the experiment's own), and the Django database.
-    app: AppSpec | None = None
-    request: UserRequest | None = None
-    replace_workloads: bool = False  # a study: the user's request replaces its workloads
-    database: Database | None = None
-    db_latency_ms: float | None = None
-    db_jitter_ms: float | None = None
-    startup_timeout_s: float = 30.0
     # Result files rewritten after every run: format ("json", "markdown", "csv") -> path
     # (servelab.report.exports; --export-json ...).
     result_files: tuple[tuple[str, Path], ...] = ()
@@ -70,6 +65,29 @@ class RunOptions:
     profile: bool = False
     # nginx logs every request's client address; each run counts them (--access-log).
     access_log: bool = False
+
+
+@dataclass(frozen=True)
+class UserApp:
+    """The user's own app, request and database (--app, --path..., --database): what is
+    measured in place of the experiment's own. The default changes nothing."""
+
+    app: AppSpec | None = None  # None: the experiment's own
+    request: UserRequest | None = None  # None: each workload's own
+    replace_workloads: bool = False  # a study: the user's request replaces its workloads
+    database: Database | None = None  # the Django app's database
+    db_latency_ms: float | None = None
+    db_jitter_ms: float | None = None
+    startup_timeout_s: float = 30.0  # the start-up check's wait for the app's answer
+
+    @property
+    def database_given(self) -> bool:
+        """--database, --db-latency or --db-jitter was given."""
+        return any(v is not None for v in (self.database, self.db_latency_ms, self.db_jitter_ms))
+
+    @property
+    def request_given(self) -> bool:
+        return self.request is not None and self.request.given
 
 
 def parse_duration(text: str) -> float:

@@ -11,8 +11,7 @@ import os
 import platform
 import resource
 import subprocess
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -67,28 +66,6 @@ def package_version(name: str) -> str | None:
         except metadata.PackageNotFoundError:
             continue
     return None
-
-
-# Facts about what servelab set up around the stacks for the experiment under way
-# (e.g. the Django app's database and the link to it); see ``recorded``.
-_SETUP: dict[str, Any] = {}
-
-
-@contextmanager
-def recorded(key: str, value: Any) -> Iterator[None]:
-    """Record ``key: value`` in every environment collected during the block.
-
-    For what is set up before an experiment's session starts and is not a fact
-    of the machine: ``servelab.apps.user.app_database`` records the database and
-    its link this way, so the stored result (and its report) says what was used.
-    """
-    if key not in FACT_BY_KEY:
-        raise KeyError(f"{key!r} is not a fact of the environment (declare it in FACTS)")
-    _SETUP[key] = value
-    try:
-        yield
-    finally:
-        _SETUP.pop(key, None)
 
 
 Row = tuple[str, str]  # (label, value) as reports show it
@@ -159,7 +136,7 @@ class Fact:
     key: str
     label: str  # in reports
     # None: set by the run (driver_version, cpu_plan: ``servelab.session``) or by the
-    # setup around it (database: ``recorded``).
+    # setup around it (database, app_python: ``servelab.api.Prepared.setup``).
     collect: Callable[[], Any] | None = None
     # Identifies the machine: results measured where it differs are not mixed (--resume
     # refuses, ``results compare`` says so).
@@ -212,9 +189,16 @@ FACTS: tuple[Fact, ...] = (
 FACT_BY_KEY = {fact.key: fact for fact in FACTS}
 
 
-def collect_environment() -> dict[str, Any]:
+def collect_environment(setup: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The machine's facts, with ``setup``: what was set up around the stacks for this
+    experiment (e.g. the Django app's database and the link to it), handed in by whoever
+    set it up (``servelab.api.Prepared.setup``). KeyError for a key no fact declares."""
+    setup = dict(setup or {})
+    for key in setup:
+        if key not in FACT_BY_KEY:
+            raise KeyError(f"{key!r} is not a fact of the environment (declare it in FACTS)")
     collected = {fact.key: fact.collect() for fact in FACTS if fact.collect is not None}
-    return {**collected, **_SETUP}
+    return {**collected, **setup}
 
 
 def machine_differences(first: Mapping[str, Any], second: Mapping[str, Any]) -> list[str]:

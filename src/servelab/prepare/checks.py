@@ -5,6 +5,7 @@ path that builds an experiment from user input ends here (``checked``)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from pydantic import ValidationError
 
@@ -140,8 +141,11 @@ def _driver_problem(experiment: Experiment) -> str | None:
     return None
 
 
+DEFAULT_FIX = "correct that value"
+
+
 def checked(
-    experiment: Experiment, source: str = "experiment", fix: str = "correct that value"
+    experiment: Experiment, source: str = "experiment", fix: str = DEFAULT_FIX
 ) -> Experiment:
     """``experiment``, checked against the plug-ins it names: SpecError
     ('source: where: what') with the first problem."""
@@ -149,6 +153,32 @@ def checked(
     if problems:
         raise SpecError(f"{source}: {first_of(problems)}", fix)
     return experiment
+
+
+@dataclass(frozen=True)
+class Stage:
+    """An experiment as one preparation step left it, and how a problem it brought is
+    told: 'source: where: what' (``checked``) and the fix."""
+
+    experiment: Experiment
+    source: str
+    fix: str = DEFAULT_FIX
+
+
+def checked_stages(stages: Sequence[Stage]) -> Experiment:
+    """The last stage's experiment, checked once against its plug-ins. When it has a
+    problem, the first stage that has one is blamed, in its own words: the message is
+    the one each step checking its own result would have given."""
+    if experiment_problems(stages[-1].experiment):
+        blame_earlier(stages)  # raises: the last one has a problem
+    return stages[-1].experiment
+
+
+def blame_earlier(stages: Sequence[Stage]) -> None:
+    """SpecError for the first of ``stages`` with a plug-in problem; only looked for once
+    a later one has a problem (or a step failed), so a good experiment is checked once."""
+    for stage in stages:
+        checked(stage.experiment, stage.source, stage.fix)
 
 
 def describe_stack(stack: StackSpec) -> str:

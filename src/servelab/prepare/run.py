@@ -1,8 +1,11 @@
 """A run's options applied to its experiment: the driver's options, the order, slices and
-side by side, the stopping rule; each change checked again, plug-ins included."""
+side by side, the stopping rule. Each step checks the shapes it changes; the plug-ins are
+asked once, of the result (``checks.checked_stages``), each problem told as the step that
+brought it."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import ValidationError
@@ -14,34 +17,66 @@ from servelab.errors import SpecError
 from servelab.fronts.registry import FRONTS
 from servelab.load.registry import DRIVER_NAMES, DRIVERS
 from servelab.prepare.building import default_slices
-from servelab.prepare.checks import checked
+from servelab.prepare.checks import DEFAULT_FIX, Stage, blame_earlier, checked_stages
 
 ACCESS_LOG = "access_log"  # the ProxySpec knob --access-log turns on
 
 
+Step = Callable[[Experiment], Experiment]
+ORDER_SOURCE = "--slices/--side-by-side"
+ORDER_FIX = "give fewer slices, a longer duration (oha, closed loads), or leave them out"
+
+
 def apply_run_options(experiment: Experiment, options: RunOptions) -> Experiment:
-    """``experiment`` with ``options``' order, slicing, stopping and driver options
-    (checked)."""
-    return with_stopping(
-        with_order(
-            with_access_log(
-                with_driver_options(experiment, options.driver_options), options.access_log
-            ),
-            options.order, options.order_seed, options.slices, options.side_by_side,
-        ),
-        options.precision_pct, options.budget_s, options.min_effect_pct,
+    """``experiment`` with ``options``' order, slicing, stopping and driver options,
+    checked against its plug-ins once."""
+    return checked_stages(run_option_stages(experiment, options))
+
+
+def run_option_stages(experiment: Experiment, options: RunOptions) -> list[Stage]:
+    """``experiment`` (first) and each change ``options`` make to it, in turn, with who
+    is blamed for a problem it brings; none checked against the plug-ins yet (a step
+    that fails blames an earlier stage's problem first, as checking each would)."""
+    stages = [Stage(experiment, f"experiment {experiment.name}")]
+    steps: tuple[tuple[Step, str, Callable[[Experiment], str]], ...] = (
+        (lambda e: with_driver_options(e, options.driver_options), "driver options",
+         lambda e: f"see --help for the {e.driver} options"),
+        (lambda e: with_access_log(e, options.access_log), "--access-log",
+         lambda e: _access_log_fix()),
+        (lambda e: with_order(
+            e, options.order, options.order_seed, options.slices, options.side_by_side
+        ), ORDER_SOURCE, lambda e: ORDER_FIX),
+        (lambda e: with_stopping(
+            e, options.precision_pct, options.budget_s, options.min_effect_pct
+        ), f"experiment {experiment.name}", lambda e: DEFAULT_FIX),
     )
+    for step, source, fix in steps:
+        before = stages[-1].experiment
+        try:
+            changed = step(before)
+        except SpecError:
+            blame_earlier(stages)
+            raise
+        if changed is not before:
+            stages.append(Stage(changed, source, fix(before)))
+    return stages
+
+
+def _access_log_fix() -> str:
+    logging = FRONTS.where(lambda front: ACCESS_LOG in front.own_knobs)
+    return f"leave out --access-log, or measure a stack with proxy kind {logging[0]!r}"
 
 
 def with_access_log(experiment: Experiment, access_log: bool) -> Experiment:
     """The experiment with the front's access log on in every stack whose front has one
-    (``--access-log``: nginx); a one-line error when none has."""
+    (``--access-log``: nginx); a one-line error when none has. Not yet asked of the
+    plug-ins (``apply_run_options``)."""
     if not access_log:
         return experiment
     logging = FRONTS.where(lambda front: ACCESS_LOG in front.own_knobs)
     data = experiment.model_dump()
     stacks = [s for s in (data["baseline"], *data["variants"]) if s["proxy"]["kind"] in logging]
-    fix = f"leave out --access-log, or measure a stack with proxy kind {logging[0]!r}"
+    fix = _access_log_fix()
     if not stacks:
         raise SpecError(
             f"--access-log is {' and '.join(logging)}'s: no variant of this experiment has "
@@ -50,11 +85,12 @@ def with_access_log(experiment: Experiment, access_log: bool) -> Experiment:
         )
     for stack in stacks:
         stack["proxy"][ACCESS_LOG] = True
-    return checked(Experiment.model_validate(data), "--access-log", fix)
+    return Experiment.model_validate(data)
 
 
 def with_driver_options(experiment: Experiment, options: dict[str, Any]) -> Experiment:
-    """The experiment with the driver options given on the command line added."""
+    """The experiment with the driver options given on the command line added (their
+    shapes are the driver's: ``apply_run_options`` asks it)."""
     if not options:
         return experiment
     if DRIVERS.cls(experiment.driver).options_model is None:
@@ -67,12 +103,9 @@ def with_driver_options(experiment: Experiment, options: dict[str, Any]) -> Expe
     merged = {**experiment.driver_options, **options}
     fix = f"see --help for the {experiment.driver} options"
     try:
-        changed = Experiment.model_validate(
-            {**experiment.model_dump(), "driver_options": merged}
-        )
+        return Experiment.model_validate({**experiment.model_dump(), "driver_options": merged})
     except ValidationError as exc:
         raise SpecError(f"driver options: {describe_validation_error(exc)}", fix) from None
-    return checked(changed, "driver options", fix)
 
 
 def with_order(
@@ -82,7 +115,8 @@ def with_order(
     slices: int | None = None,
     side_by_side: bool | None = None,
 ) -> Experiment:
-    """The experiment with the run-order options given (checked again)."""
+    """The experiment with the run-order options given (shapes checked; the driver is
+    asked by ``apply_run_options``)."""
     update: dict[str, object] = {}
     if side_by_side is not None and side_by_side != experiment.side_by_side:
         update["side_by_side"] = side_by_side
@@ -100,14 +134,10 @@ def with_order(
             update["stopping"] = None
     if not update:
         return experiment
-    fix = "give fewer slices, a longer duration (oha, closed loads), or leave them out"
     try:
-        changed = Experiment.model_validate({**experiment.model_dump(), **update})
+        return Experiment.model_validate({**experiment.model_dump(), **update})
     except ValidationError as exc:
-        raise SpecError(
-            f"--slices/--side-by-side: {describe_validation_error(exc)}", fix
-        ) from None
-    return checked(changed, "--slices/--side-by-side", fix)
+        raise SpecError(f"{ORDER_SOURCE}: {describe_validation_error(exc)}", ORDER_FIX) from None
 
 
 def with_stopping(

@@ -20,7 +20,7 @@ from typing import Any
 
 from servelab.config.experiment import Experiment
 from servelab.config.load import RequestSpec
-from servelab.config.run import LOOPBACK
+from servelab.config.run import LOOPBACK, UserApp
 from servelab.fronts.registry import DEFAULT_FRONT
 from servelab.measuring import RunnerEvents, run_experiment
 from servelab.measuring.stopping import NextRound
@@ -335,13 +335,15 @@ class TuneOutcome:
 def run_tune(
     spec: TuneSpec,
     options: Any,
+    user_app: UserApp | None = None,
     *,
     console: Any = None,
     quiet: Any = None,
     say: Callable[[str], None] = lambda note: None,
 ) -> TuneOutcome:
     """Race ``spec``'s candidates as ``options`` (RunOptions, without a budget: the race
-    keeps its own) say. Ctrl-C keeps what was measured and writes the ranking so far."""
+    keeps its own) say, with ``user_app`` (UserApp: the user's app and request; None: the
+    spec's own). Ctrl-C keeps what was measured and writes the ranking so far."""
     from servelab import api
     from servelab.tune.report import TUNE_MARKDOWN
 
@@ -350,8 +352,8 @@ def run_tune(
                             detail=getattr(options, "detail", True),
                             profile=getattr(options, "profile", False))
     try:
-        store = api.run(experiment, options, console=console, out=quiet,
-                        measure=progress.measure)
+        store = api.run(experiment, options, user_app or UserApp(), console=console,
+                        out=quiet, measure=progress.measure)
     except BaseException:
         if progress.store is not None and progress.runs:
             try:  # no chart: drawing is not what an interrupted tune should wait for

@@ -15,6 +15,7 @@ from servelab.apps.interpreter import (
     install_fix,
     python_facts,
     with_app_python,
+    with_app_pythons,
 )
 from servelab.config.stack import AppSpec, ServerSpec, StackSpec
 from servelab.errors import SpecError
@@ -88,6 +89,25 @@ def test_builtin_apps_run_with_servelabs_python(tmp_path: Path) -> None:
     with pytest.raises(SpecError, match="applies to your own app") as caught:
         find_app_python(AppSpec(ref="fastapi", python=tmp_path / "python"), {})
     assert "--app" in caught.value.fix
+
+
+def test_an_experiment_whose_interpreters_are_settled_is_not_copied(monkeypatch) -> None:
+    from servelab.config.experiment import Experiment
+
+    experiment = Experiment.model_validate({
+        "name": "t", "baseline": {}, "variants": [{"name": "v"}],
+        "workloads": [{"name": "w", "load": {"duration_s": 4}}],
+    })
+    same, app, notes = with_app_pythons(experiment, None)
+    assert same is experiment and app is None and notes == []
+    found = Path("/elsewhere/bin/python")
+    monkeypatch.setattr(
+        interp, "with_app_python",
+        lambda spec: (spec.model_copy(update={"python": found}), "app's Python: elsewhere"),
+    )
+    changed, _, notes = with_app_pythons(experiment, None)
+    assert [s.app.python for s in changed.stacks] == [found, found]
+    assert notes == ["app's Python: elsewhere"]  # said once for both
 
 
 def test_settled_app_says_which_python_and_why(tmp_path: Path) -> None:

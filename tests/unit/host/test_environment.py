@@ -8,15 +8,13 @@ from servelab.host.environment import (
     collect_environment,
     describe_environment,
     machine_differences,
-    recorded,
 )
 
 PLAN = {"stack": "0", "driver": "1", "stack_quota": None, "cpu_priority": False}
 
 
 def test_every_collected_or_recorded_key_is_a_fact_with_a_label() -> None:
-    with recorded("database", "SQLite file"):
-        environment = collect_environment()
+    environment = collect_environment({"database": "SQLite file"})
     assert list(environment) == [f.key for f in FACTS if f.collect is not None] + ["database"]
     labels = [FACT_BY_KEY[key].label for key in environment]
     assert all(labels) and len(set(labels)) == len(labels)
@@ -69,6 +67,11 @@ def test_only_the_machine_facts_are_compared() -> None:
 
 
 def test_only_declared_facts_can_be_recorded() -> None:
-    with pytest.raises(KeyError, match="not a fact"), recorded("colour", "blue"):
-        pass
-    assert "colour" not in collect_environment()
+    with pytest.raises(KeyError, match="'colour' is not a fact"):
+        collect_environment({"colour": "blue"})
+
+
+def test_the_setup_is_recorded_only_where_it_is_handed_in() -> None:
+    # No global: what was set up for one experiment is not in the next one's environment.
+    assert collect_environment({"database": "SQLite file"})["database"] == "SQLite file"
+    assert "database" not in collect_environment()

@@ -16,7 +16,7 @@ from servelab.config.stack import StackSpec
 from servelab.errors import SpecError
 from servelab.prepare.building import experiment_from_dict
 from servelab.prepare.checks import checked, experiment_problems, stack_problems
-from servelab.prepare.run import with_driver_options
+from servelab.prepare.run import apply_run_options
 
 WORKLOADS = [{"name": "w", "load": {"duration_s": 4}}]
 
@@ -80,7 +80,7 @@ def test_what_the_driver_cannot_do_is_refused(more: dict[str, Any], message: str
 def test_driver_options_from_the_command_line_are_checked_by_the_driver() -> None:
     experiment = experiment_from_dict(_raw({}, driver="locust"))
     with pytest.raises(SpecError, match=r"^driver options: locustfile: Input should be a valid"):
-        with_driver_options(experiment, {"locustfile": 3})
+        apply_run_options(experiment, RunOptions(driver_options={"locustfile": 3}))
 
 
 def test_a_callers_own_experiment_is_checked_before_anything_starts(tmp_path: Path) -> None:

@@ -12,7 +12,6 @@ from pydantic import ValidationError
 from servelab.apps.user import database_spec, describe_database
 from servelab.config.database import DatabaseSpec
 from servelab.errors import SpecError
-from servelab.host.environment import collect_environment, recorded
 from servelab.prepare.building import experiment_from_dict
 from servelab.services import slowlink
 from servelab.services.slowlink import (
@@ -180,15 +179,6 @@ def test_slow_link_describes_itself() -> None:
     netem = SlowLink("169.254.3.2", 4000, "netem", "(iproute2 6.1.0)", 30, 0)
     assert netem.describe() == "netem (iproute2 6.1.0), +30 ms latency per round trip"
     assert describe_database("15") == "PostgreSQL 15 on loopback, no added latency"
-
-
-def test_the_setup_is_recorded_in_the_environment_while_it_lasts() -> None:
-    with recorded("database", "PostgreSQL 15 behind toxiproxy"):
-        assert collect_environment()["database"] == "PostgreSQL 15 behind toxiproxy"
-    assert "database" not in collect_environment()
-
-
-# ---------------------------------------------------------------------- netem
 
 
 def test_netem_command_lines() -> None:
