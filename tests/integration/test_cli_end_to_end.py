@@ -97,7 +97,7 @@ def test_side_by_side_rounds_until_the_budget_and_the_answer_last(tmp_path):
 def test_ctrl_c_stops_everything_and_keeps_finished_runs(tmp_path):
     dirs_before = servelab_temp_dirs()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "servelab", "study", "quick", "-r", "3", "-d", "2",
+        [sys.executable, "-m", "servelab", "study", "quick", "-r", "3", "-d", "1",
          "--warmup", "20", "--results", str(tmp_path)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
         preexec_fn=with_default_sigint,

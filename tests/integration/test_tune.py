@@ -95,7 +95,7 @@ def test_tune_profile_explains_the_recommended_against_the_runner_up(tmp_path):
     argv = [
         sys.executable, "-m", "servelab", "tune", "--app", "sleepy", "--servers", "gunicorn",
         "--worker-class", "sync", "--workers", "1,2", "--transport", "unix",
-        "--upstream-keepalive", "0", "-c", "8", "-d", "2", "--max-rounds", "3",
+        "--upstream-keepalive", "0", "-c", "8", "-d", "1", "--max-rounds", "2",
         "--profile", "--results", str(tmp_path),
     ]
     env = {**os.environ, "SERVELAB_SLEEP_S": "0.01"}
