@@ -86,13 +86,16 @@ def experiment_from_dict(
     data["variants"] = variants
     if data.get("slices") is None:
         data["slices"] = default_slices(data)
+    return checked(validated(data, source, "correct that value"), source)
+
+
+def validated(data: dict[str, Any], source: str, fix: str) -> Experiment:
+    """The experiment ``data`` describes, its shapes checked; a bad value is one line
+    naming ``source`` (where the value came from) and ``fix``."""
     try:
-        experiment = Experiment.model_validate(data)
+        return Experiment.model_validate(data)
     except ValidationError as exc:
-        raise SpecError(
-            f"{source}: {describe_validation_error(exc)}", "correct that value"
-        ) from None
-    return checked(experiment, source)
+        raise SpecError(f"{source}: {describe_validation_error(exc)}", fix) from None
 
 
 def load_experiment_file(path: Path) -> Experiment:

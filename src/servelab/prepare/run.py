@@ -8,15 +8,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import ValidationError
-
-from servelab.config.building import describe_validation_error
 from servelab.config.experiment import Experiment, StoppingSpec
 from servelab.config.run import RunOptions
 from servelab.errors import SpecError
 from servelab.fronts.registry import FRONTS
 from servelab.load.registry import DRIVER_NAMES, DRIVERS
-from servelab.prepare.building import default_slices
+from servelab.prepare.building import default_slices, validated
 from servelab.prepare.checks import DEFAULT_FIX, Stage, blame_earlier, checked_stages
 
 ACCESS_LOG = "access_log"  # the ProxySpec knob --access-log turns on
@@ -102,10 +99,7 @@ def with_driver_options(experiment: Experiment, options: dict[str, Any]) -> Expe
         )
     merged = {**experiment.driver_options, **options}
     fix = f"see --help for the {experiment.driver} options"
-    try:
-        return Experiment.model_validate({**experiment.model_dump(), "driver_options": merged})
-    except ValidationError as exc:
-        raise SpecError(f"driver options: {describe_validation_error(exc)}", fix) from None
+    return validated({**experiment.model_dump(), "driver_options": merged}, "driver options", fix)
 
 
 def with_order(
@@ -134,10 +128,7 @@ def with_order(
             update["stopping"] = None
     if not update:
         return experiment
-    try:
-        return Experiment.model_validate({**experiment.model_dump(), **update})
-    except ValidationError as exc:
-        raise SpecError(f"{ORDER_SOURCE}: {describe_validation_error(exc)}", ORDER_FIX) from None
+    return validated({**experiment.model_dump(), **update}, ORDER_SOURCE, ORDER_FIX)
 
 
 def with_stopping(
