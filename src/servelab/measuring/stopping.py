@@ -10,14 +10,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from servelab.analysis.analyze import (
-    Clarity,
-    ExperimentAnalysis,
-    analyze,
-    answer_metric,
-    clarity,
-    slice_design,
-)
+from servelab.analysis.analyze import Clarity, ExperimentAnalysis, analyze, clarity
+from servelab.analysis.comparisons import slice_design
+from servelab.analysis.metrics import answer_metric
 from servelab.analysis.nested import starts_needed, variance_components
 from servelab.analysis.stats import EARLY_LEVEL, MIN_CLEAR_DF
 from servelab.analysis.thresholds import distance_to_decide, judge, parse_threshold
