@@ -228,6 +228,7 @@ class ExperimentSession:
                     events=events,
                     driver=driver,
                     previous=tuple(runs),
+                    so_far=so_far,
                     **({"listen_host": self.listen_host} if self.listen_host else {}),
                     **({"profiler": profiler} if profiler else {}),
                 )

@@ -13,7 +13,7 @@ for the last answer, which ``add`` forgets. Pure: the caller reads the run's pro
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from servelab.analysis.analyze import ExperimentAnalysis, analyze
 from servelab.analysis.profile import RunProfile, run_profile
@@ -55,6 +55,12 @@ class AnalysisSoFar:
     def profiles(self) -> tuple[RunProfile, ...]:
         """The profiled runs per request, in the order they came (``profile.run_profiles``)."""
         return tuple(self._profiles)
+
+    def holds(self, runs: Sequence[RunRecord]) -> bool:
+        """True when ``runs`` are exactly the runs added, in order (the same records)."""
+        return len(runs) == len(self._runs) and all(
+            mine is theirs for mine, theirs in zip(self._runs, runs, strict=True)
+        )
 
     def analysis(self, *, min_effect_pct: float = 0.0) -> ExperimentAnalysis:
         """``analyze`` of every run so far (asked again before another run comes: the same

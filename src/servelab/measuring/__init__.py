@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from servelab.analysis.so_far import AnalysisSoFar
 from servelab.config.experiment import Experiment
 from servelab.errors import SpecError
 from servelab.fronts.base import LOOPBACK
@@ -57,11 +58,13 @@ def run_experiment(
     listen_host: str = LOOPBACK,
     profiler: str | None = None,
     rounds: Sequence[int] | None = None,
+    so_far: AnalysisSoFar | None = None,
 ) -> list[RunRecord]:
     """Measure every (variant, workload, repetition) not in ``previous`` on this machine;
     store each result in ``store`` as soon as it is finished. ``profiler``: py-spy's path,
     to profile every measured window (``--profile``); ``rounds``: only these repetitions
-    (default: 1 to the experiment's)."""
+    (default: 1 to the experiment's); ``so_far``: the session's analysis as runs arrive,
+    which the stopping rule asks rather than analysing every run again."""
     driver = driver or get_driver(experiment.driver, experiment.driver_options)
     driver.executable()  # a missing driver is an error before any stack starts
     if experiment.slices > 1:
@@ -89,5 +92,7 @@ def run_experiment(
             driver, cpu_plan, Groups(stack_group, driver_group), listen_host=listen_host,
             side=side, profiler=profiler, on_driver_note=events.on_driver,
         )
-        runner = Runner(experiment, store, executor, events, previous, only_rounds=rounds)
+        runner = Runner(
+            experiment, store, executor, events, previous, only_rounds=rounds, so_far=so_far
+        )
         return runner.run()

@@ -148,7 +148,7 @@ def test_every_report_written_as_runs_come_is_the_report_from_scratch() -> None:
 
 
 def test_a_run_added_after_an_answer_is_in_the_next_answer() -> None:
-    runs, folded = measured()
+    runs, _ = measured()
     so_far = AnalysisSoFar(EXPERIMENT)
     for run in runs[:-1]:
         so_far.add(run)
