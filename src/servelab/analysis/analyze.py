@@ -11,7 +11,7 @@ Pure: no I/O. Warnings are values with a hint (hyperfine's idea), never prints.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from servelab.analysis.checks import experiment_warnings, variant_warnings
@@ -29,6 +29,7 @@ from servelab.analysis.stats import NOT_JUDGED, Comparison
 from servelab.analysis.validity import as_measured, not_judged_because
 from servelab.analysis.warnings import ResultWarning
 from servelab.config.experiment import Experiment
+from servelab.config.load import Workload
 from servelab.prepare.checks import describe_stack
 from servelab.results.records import RunRecord
 
@@ -63,6 +64,70 @@ class ExperimentAnalysis:
         return self.warnings + tuple(w for v in self.variants for w in v.warnings)
 
 
+@dataclass(frozen=True)
+class WorkloadAnalysis:
+    """One workload's part of an analysis: each variant summarised, with its warnings,
+    and compared with the baseline before the verdicts are judged as a family (the
+    variants' ``comparisons`` are left empty here; ``analyze`` fills them in)."""
+
+    variants: tuple[VariantAnalysis, ...]
+    compared: Mapping[str, Mapping[str, Comparison]]  # variant -> metric -> comparison
+
+
+def analyze_workload(
+    experiment: Experiment,
+    workload: Workload,
+    runs: Sequence[RunRecord],
+    *,
+    alpha: float,
+    min_effect_pct: float,
+    precision_pct: float,
+) -> WorkloadAnalysis:
+    """``workload``'s part of ``analyze`` from its runs (``experiment`` as measured)."""
+    compared: dict[str, dict[str, Comparison]] = {}
+    if any(r.variant == experiment.baseline.name for r in runs):
+        for stack in experiment.variants:
+            if not any(r.variant == stack.name for r in runs):
+                continue
+            found = {}
+            for metric in compared_metrics(experiment):
+                comparison = compare_variants(
+                    runs, experiment.baseline.name, stack.name, metric, alpha=alpha,
+                    min_effect_pct=min_effect_pct,
+                )
+                why = not_judged_because(experiment, workload, metric.key)
+                if why is not None:
+                    comparison = replace(
+                        comparison, verdict=NOT_JUDGED, reason=why, p_value=None
+                    )
+                found[metric.key] = comparison
+            compared[stack.name] = found
+    variants = []
+    for stack in experiment.stacks:
+        own = sorted((r for r in runs if r.variant == stack.name), key=lambda r: r.repetition)
+        if not own:
+            continue
+        metrics = summaries(own)
+        variants.append(
+            VariantAnalysis(
+                workload.name,
+                stack.name,
+                describe_stack(stack),
+                stack.name == experiment.baseline.name,
+                tuple(own),
+                metrics,
+                {},
+                tuple(variant_warnings(own, metrics, precision_pct, stack.name, workload.name)),
+            )
+        )
+    return WorkloadAnalysis(tuple(variants), compared)
+
+
+# How ``analyze`` gets each workload's part: ``analyze_workload``, or (a session's
+# analysis as runs arrive, ``so_far``) the part it already has for exactly those runs.
+WorkloadAnalyser = Callable[..., WorkloadAnalysis]
+
+
 def analyze(
     experiment: Experiment,
     runs: Sequence[RunRecord],
@@ -70,6 +135,7 @@ def analyze(
     alpha: float = 0.05,
     min_effect_pct: float = 0.0,
     precision_pct: float = DEFAULT_PRECISION_PCT,
+    by_workload: WorkloadAnalyser = analyze_workload,
 ) -> ExperimentAnalysis:
     """Every variant of every workload summarised and compared with the baseline.
 
@@ -80,27 +146,18 @@ def analyze(
     of experiments, however many questions they ask."""
     probed = list(runs)
     experiment, runs = as_measured(experiment, runs)
-    compared: dict[tuple[str, str], dict[str, Comparison]] = {}
-    for workload in experiment.workloads:
-        workload_runs = [r for r in runs if r.workload == workload.name]
-        if not any(r.variant == experiment.baseline.name for r in workload_runs):
-            continue
-        for stack in experiment.variants:
-            if not any(r.variant == stack.name for r in workload_runs):
-                continue
-            found = {}
-            for metric in compared_metrics(experiment):
-                comparison = compare_variants(
-                    workload_runs, experiment.baseline.name, stack.name, metric, alpha=alpha,
-                    min_effect_pct=min_effect_pct,
-                )
-                why = not_judged_because(experiment, workload, metric.key)
-                if why is not None:
-                    comparison = replace(
-                        comparison, verdict=NOT_JUDGED, reason=why, p_value=None
-                    )
-                found[metric.key] = comparison
-            compared[(workload.name, stack.name)] = found
+    parts = [
+        by_workload(
+            experiment, workload, [r for r in runs if r.workload == workload.name],
+            alpha=alpha, min_effect_pct=min_effect_pct, precision_pct=precision_pct,
+        )
+        for workload in experiment.workloads
+    ]
+    compared: dict[tuple[str, str], dict[str, Comparison]] = {
+        (workload.name, variant): dict(found)
+        for workload, part in zip(experiment.workloads, parts, strict=True)
+        for variant, found in part.compared.items()
+    }
     for metric in compared_metrics(experiment):
         keys = [key for key, found in compared.items() if metric.key in found]
         judged = judge_family(
@@ -109,30 +166,11 @@ def analyze(
         )
         for key, comparison in zip(keys, judged, strict=True):
             compared[key][metric.key] = comparison
-    variants = []
-    for workload in experiment.workloads:
-        for stack in experiment.stacks:
-            own = sorted(
-                (r for r in runs if r.variant == stack.name and r.workload == workload.name),
-                key=lambda r: r.repetition,
-            )
-            if not own:
-                continue
-            metrics = summaries(own)
-            variants.append(
-                VariantAnalysis(
-                    workload.name,
-                    stack.name,
-                    describe_stack(stack),
-                    stack.name == experiment.baseline.name,
-                    tuple(own),
-                    metrics,
-                    compared.get((workload.name, stack.name), {}),
-                    tuple(
-                        variant_warnings(own, metrics, precision_pct, stack.name, workload.name)
-                    ),
-                )
-            )
+    variants = [
+        replace(v, comparisons=compared.get((v.workload, v.variant), {}))
+        for part in parts
+        for v in part.variants
+    ]
     warnings = experiment_warnings(
         experiment, runs, [w for v in variants for w in v.warnings], probed
     )

@@ -7,9 +7,11 @@ from __future__ import annotations
 import math
 import random
 
+import pytest
 from support import FakeExecutor
 
-from servelab.analysis.analyze import analyze
+from servelab.analysis import so_far as so_far_module
+from servelab.analysis.analyze import analyze, analyze_workload
 from servelab.analysis.profile import run_profiles
 from servelab.analysis.so_far import AnalysisSoFar
 from servelab.measuring import Runner
@@ -157,3 +159,29 @@ def test_a_run_added_after_an_answer_is_in_the_next_answer() -> None:
     after = so_far.analysis()
     assert after == analyze(EXPERIMENT, runs) and after != before
     assert sum(len(v.runs) for v in after.variants) == len(runs)
+
+
+def test_only_the_workload_whose_runs_came_is_analysed_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    runs, _ = measured()
+    asked: list[str] = []
+
+    def counted(experiment, workload, workload_runs, **settings):
+        asked.append(workload.name)
+        return analyze_workload(experiment, workload, workload_runs, **settings)
+
+    monkeypatch.setattr(so_far_module, "analyze_workload", counted)
+    so_far = AnalysisSoFar(EXPERIMENT)
+    added = 0
+    for end in blocks(runs):
+        for run in runs[added:end]:
+            so_far.add(run)
+        asked.clear()
+        assert so_far.analysis() == analyze(EXPERIMENT, runs[:end])
+        came = {r.workload for r in runs[added:end]}
+        # The first time every workload; then only the one whose runs came.
+        assert asked == ([w.name for w in EXPERIMENT.workloads] if added == 0 else list(came))
+        added = end
+    so_far.analysis(min_effect_pct=1.0)  # other settings: parts of their own
+    assert len(asked) == len(EXPERIMENT.workloads) + 1
