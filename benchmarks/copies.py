@@ -126,7 +126,8 @@ def drive(argv: list[str]) -> Counter[str]:
         except AtTheDoor:
             return counts
         except SystemExit as exc:
-            raise SystemExit(f"servelab {' '.join(argv)} exited {exc.code} before measuring") from None
+            said = f"servelab {' '.join(argv)} exited {exc.code} before measuring"
+            raise SystemExit(said) from None
     raise SystemExit(f"servelab {' '.join(argv)} returned before measuring")
 
 
