@@ -18,7 +18,7 @@ measures.
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -28,7 +28,7 @@ from rich.console import Console
 from servelab.config.database import DatabaseSpec
 from servelab.config.experiment import Experiment
 from servelab.config.run import RunOptions, UserApp
-from servelab.config.stack import AppSpec
+from servelab.config.stack import AppSpec, StackSpec
 from servelab.errors import SpecError
 from servelab.host.cpus import CpuPlan, make_cpu_plan
 from servelab.measuring.limits import check_fits_machine
@@ -190,16 +190,21 @@ def in_turns_because(
     and sharing them adds a cost to every request that shrinks the differences of cheap
     requests (``measuring.fits_side_by_side``). None where it may be measured as it says
     (or ``--side-by-side``/``--in-turns`` decided)."""
-    from servelab.measuring import fits_side_by_side
-
     if options.side_by_side is not None or not experiment.side_by_side:
         return None
-    plan = cpu_plan or cpu_plan_of(options)
-    if fits_side_by_side(experiment, plan):
+    return sharing_note(experiment.stacks, cpu_plan or cpu_plan_of(options))
+
+
+def sharing_note(stacks: Sequence[StackSpec], plan: CpuPlan) -> str | None:
+    """Why ``stacks``, which would go side by side, are measured in turns on ``plan``'s
+    CPUs (``in_turns_because``); None where each gets CPUs of its own."""
+    from servelab.measuring import fits_side_by_side
+
+    if fits_side_by_side(stacks, plan):
         return None
     return (
         f"measuring in turns: the stack CPUs ({plan.stack or 'all'}) cannot give each of "
-        f"the {len(experiment.stacks)} stacks CPUs of its own, and sharing them side by "
+        f"the {len(stacks)} stacks CPUs of its own, and sharing them side by "
         "side would understate the differences of cheap requests (--side-by-side to share "
         "them anyway)"
     )
@@ -211,17 +216,22 @@ def build_study(
     options: RunOptions,
     cpu_plan: CpuPlan | None = None,
 ) -> tuple[Experiment, RunOptions]:
-    """``study``'s experiment for this machine: side by side only where each of its
-    stacks gets CPUs of its own (``in_turns_because``), else in turns; the options then
-    carry a note saying why, for the session to print."""
+    """``study``'s experiment for this machine, built once: side by side only where each
+    of its stacks gets CPUs of its own (``in_turns_because``, asked by the study of its
+    stacks before it builds: ``StudyOptions.fits_side_by_side``), else in turns; the
+    options then carry a note saying why, for the session to print."""
     if options.side_by_side is not None:
         return study.build(replace(study_options, side_by_side=options.side_by_side)), options
-    experiment = study.build(study_options)
-    note = in_turns_because(experiment, options, cpu_plan)
-    if note is None:
-        return experiment, options
-    in_turns = study.build(replace(study_options, side_by_side=False))
-    return in_turns, replace(options, notes=(*options.notes, note))
+    plan = cpu_plan or cpu_plan_of(options)
+    notes: list[str] = []
+
+    def fits(stacks: Sequence[StackSpec]) -> bool:
+        note = sharing_note(stacks, plan)
+        notes.extend([note] if note else [])
+        return note is None
+
+    experiment = study.build(replace(study_options, fits_side_by_side=fits))
+    return experiment, replace(options, notes=(*options.notes, *notes)) if notes else options
 
 
 def run(
