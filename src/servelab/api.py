@@ -94,6 +94,7 @@ def prepare(
     user_app: UserApp = UserApp(),  # noqa: B008 (frozen: one shared default is safe)
     *,
     say: Callable[[str], None] = lambda note: None,
+    fit: Callable[[Experiment], Experiment] | None = None,
 ) -> Prepared:
     """``experiment`` as it will be measured: ``how_to_run``'s order, slicing, stopping
     and driver options applied, each app's interpreter settled (before its import), the
@@ -101,7 +102,9 @@ def prepare(
     end (a problem is told as the step that brought it); refused when this machine cannot
     hold it (unless ``allow_beyond_machine``) or a result file cannot be written. Notes
     (the interpreters found, how the servers were fitted to the app) go to ``say``.
-    Starts nothing: ``started`` does."""
+    ``fit``: a caller's own fitting of the stacks to their apps, where the user's app is
+    fitted (``servelab check``: each version's server to its app). Starts nothing:
+    ``started`` does."""
     from servelab.apps.interpreter import app_pythons, with_app_pythons
     from servelab.apps.user import DJANGO_REFS, UserRequest, database_spec, with_user_app
     from servelab.host.extras import require_extra
@@ -138,6 +141,8 @@ def prepare(
             )
             for note in notes:
                 say(note)
+        if fit is not None:
+            final = fit(final)
     except SpecError:
         blame_earlier(stages)  # a problem the options' steps brought is told first
         raise
@@ -248,18 +253,37 @@ def run(
     once before anything starts (``prepare``). Returns the stored result.
     ``measure`` replaces the measuring step (``run_experiment``'s signature): ``servelab
     tune`` races the variants with it."""
-    from servelab.session import ExperimentSession
-
     console = console or Console(stderr=True, soft_wrap=True)
-    out = out or Console()
+    # Checked against its plug-ins before anything starts, however it was built (a file,
+    # a study, or a caller's own Experiment).
+    ready = prepare(experiment, options, user_app, say=saying(console))
+    return run_prepared(ready, console=console, out=out, measure=measure)
+
+
+def saying(console: Console) -> Callable[[str], None]:
+    """The notes of preparing and starting, as servelab's lines on ``console``."""
 
     def say(note: str) -> None:
         console.print(f"servelab: {note}", highlight=False)
 
-    # Checked against its plug-ins before anything starts, however it was built (a file,
-    # a study, or a caller's own Experiment).
-    ready = prepare(experiment, options, user_app, say=say)
-    with started(ready, say) as running:
+    return say
+
+
+def run_prepared(
+    ready: Prepared,
+    *,
+    console: Console | None = None,
+    out: Console | None = None,
+    measure: Callable[..., Any] | None = None,
+) -> ResultStore:
+    """Measure what ``prepare`` made ready (``run`` after its preparation): what lives
+    as long as the session started (``started``), then the session."""
+    from servelab.session import ExperimentSession
+
+    console = console or Console(stderr=True, soft_wrap=True)
+    out = out or Console()
+    options = ready.options
+    with started(ready, saying(console)) as running:
         return ExperimentSession(
             running.experiment, running.cpu_plan, options.results_dir, console=console,
             out=out, resume=options.resume, force=options.allow_other_machine,
