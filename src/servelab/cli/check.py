@@ -14,7 +14,9 @@ from rich.console import Console
 
 from servelab import api
 from servelab.analysis.thresholds import DEFAULT_THRESHOLDS, EXIT_INCONCLUSIVE, METRIC_NAMES
-from servelab.cli.options import app_options, console, out, run_options
+from servelab.cli.how_to_run import run_options
+from servelab.cli.options import console, out
+from servelab.cli.user_app import app_options
 from servelab.config.run import RunOptions, UserApp
 from servelab.config.stack import AppSpec
 from servelab.errors import SpecError
