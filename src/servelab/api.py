@@ -31,6 +31,7 @@ from servelab.config.run import RunOptions, UserApp
 from servelab.config.stack import AppSpec, StackSpec
 from servelab.errors import SpecError
 from servelab.host.cpus import CpuPlan, make_cpu_plan
+from servelab.measuring import Measure
 from servelab.measuring.limits import check_fits_machine
 from servelab.prepare.checks import Stage, blame_earlier, checked_stages
 from servelab.prepare.run import run_option_stages
@@ -246,7 +247,7 @@ def run(
     *,
     console: Console | None = None,
     out: Console | None = None,
-    measure: Callable[..., Any] | None = None,
+    measure: Measure | None = None,
 ) -> ResultStore:
     """Measure ``experiment`` as ``options`` say, with ``user_app`` (the user's app,
     request or database) fitted in, writing results after every run; prepared and checked
@@ -274,7 +275,7 @@ def run_prepared(
     *,
     console: Console | None = None,
     out: Console | None = None,
-    measure: Callable[..., Any] | None = None,
+    measure: Measure | None = None,
 ) -> ResultStore:
     """Measure what ``prepare`` made ready (``run`` after its preparation): what lives
     as long as the session started (``started``), then the session."""

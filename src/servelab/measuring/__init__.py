@@ -4,6 +4,7 @@ that does the work on this machine, and stop rules passed in as policies."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 from servelab.config.experiment import Experiment
 from servelab.config.stack import StackSpec
@@ -20,6 +21,7 @@ from servelab.results.records import RunRecord
 
 __all__ = [
     "Launch",
+    "Measure",
     "Runner",
     "RunnerEvents",
     "fits_side_by_side",
@@ -46,6 +48,25 @@ def fits_side_by_side(stacks: Sequence[StackSpec], cpu_plan: CpuPlan) -> bool:
     (docs/statistics.md)."""
     side = plan_side_by_side(cpu_plan, len(stacks), side_by_side_stack_size(stacks))
     return side.own_stack_cpus
+
+
+class Measure(Protocol):
+    """The measuring step a session calls (``run_experiment``; ``servelab tune`` races
+    the candidates with its own; tests hand in a runner with a fake executor): measure
+    what ``previous`` lacks, each finished run into ``store`` at once."""
+
+    def __call__(
+        self,
+        experiment: Experiment,
+        store: RunSink,
+        cpu_plan: CpuPlan,
+        *,
+        events: RunnerEvents | None = None,
+        previous: Sequence[RunRecord] = (),
+        driver: LoadDriver | None = None,
+        listen_host: str = LOOPBACK,
+        profiler: str | None = None,
+    ) -> list[RunRecord]: ...
 
 
 def run_experiment(
