@@ -56,7 +56,7 @@ class Prepared:
 
     @property
     def uses_django(self) -> bool:
-        from servelab.apps.user import DJANGO_REFS
+        from servelab.prepare.user_app import DJANGO_REFS
 
         return any(s.app.ref in DJANGO_REFS for s in self.experiment.stacks)
 
@@ -103,8 +103,8 @@ def prepare(
     (the interpreters found, how the servers were fitted to the app) go to ``say``.
     Starts nothing: ``started`` does."""
     from servelab.apps.interpreter import app_pythons, with_app_pythons
-    from servelab.apps.user import DJANGO_REFS, UserRequest, database_spec, with_user_app
     from servelab.host.extras import require_extra
+    from servelab.prepare.user_app import DJANGO_REFS, UserRequest, database_spec, with_user_app
 
     stages = run_option_stages(experiment, how_to_run)
     try:
@@ -159,8 +159,8 @@ def started(prepared: Prepared, say: Callable[[str], None]) -> Iterator[Prepared
     if not prepared.needs_starting:
         yield prepared
         return
-    from servelab.apps.user import app_database, preflight
     from servelab.host.procs import JANITOR
+    from servelab.prepare.user_app import app_database, preflight
 
     timeout_s = prepared.user.startup_timeout_s
     with JANITOR.running():

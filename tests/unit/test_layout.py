@@ -34,7 +34,7 @@ EXCEPTIONS = {
     ("fronts/apache.py", "uwsgi"): "the uwsgi protocol (mod_proxy_uwsgi)",
     ("servers/mod_wsgi.py", "apache"): "mod_wsgi runs inside Apache (inside_front)",
     ("host/procs.py", "ab"): "open(..., 'ab'): a file mode",
-    ("launch/templates/__init__.py", "nginx"): "the Jinja filter quoting nginx strings",
+    ("host/templates/__init__.py", "nginx"): "the Jinja filter quoting nginx strings",
 }
 
 
@@ -236,7 +236,7 @@ def test_the_floor_graph_sees_imports_inside_functions() -> None:
     edges = floor_edges()
     # config/experiment.py imports prepare.building inside Experiment.from_toml.
     assert any(w.startswith("config/experiment.py:") for w in edges[("config", "prepare")])
-    # config/run.py's import of apps.user is for the type checker only: no edge.
+    # config/run.py's import of prepare.user_app is for the type checker only: no edge.
     assert ("config", "apps") not in edges
     # ``from servelab import api`` is an import of the module api.
     assert ("cli", "api") in edges

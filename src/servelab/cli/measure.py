@@ -72,7 +72,7 @@ def study(
     **options: Any,
 ) -> None:
     """Run the ready-made study NAME (see `servelab studies`); with --app, on your app."""
-    from servelab.apps.user import check_study_accepts_app
+    from servelab.prepare.user_app import check_study_accepts_app
 
     app = user.app
     # A study that serves the Django app itself takes the database options alone.

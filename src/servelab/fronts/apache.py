@@ -50,7 +50,7 @@ from servelab.fronts.base import (
 from servelab.host.doctor import Check
 from servelab.host.environment import program_version
 from servelab.host.paths import find_program
-from servelab.launch.templates import render
+from servelab.host.templates import render
 from servelab.observe.attribution import SERIOUS_LEVELS
 from servelab.servers import mod_wsgi
 

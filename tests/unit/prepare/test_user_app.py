@@ -7,7 +7,10 @@ from pathlib import Path
 import pytest
 
 from servelab.apps import ResolvedApp
-from servelab.apps.user import (
+from servelab.config.load import RequestSpec
+from servelab.config.stack import AppSpec, StackSpec
+from servelab.errors import SpecError
+from servelab.prepare.user_app import (
     UserRequest,
     check_study_accepts_app,
     fit_stack,
@@ -15,9 +18,6 @@ from servelab.apps.user import (
     with_app_env,
     with_user_app,
 )
-from servelab.config.load import RequestSpec
-from servelab.config.stack import AppSpec, StackSpec
-from servelab.errors import SpecError
 from servelab.studies import StudyOptions, get_study
 
 
