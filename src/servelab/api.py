@@ -50,7 +50,7 @@ class Prepared:
     app: AppSpec | None = None  # the user's app, its interpreter settled
     user: UserApp = field(default_factory=UserApp)  # its request, database, start-up wait
     database: DatabaseSpec | None = None  # the Django app's, started by ``started``
-    # Environment facts of what was set up around the stacks (host.environment.FACTS):
+    # Environment facts of what was set up around the stacks (prepare.environment.FACTS):
     # the apps' interpreters, then the database; recorded with the machine's.
     setup: Mapping[str, Any] = field(default_factory=dict)
 

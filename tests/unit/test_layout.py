@@ -259,7 +259,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
         "observe", "services",
     )),
     ("plug-ins", (
-        "apps", "servers", "fronts", "load", "host.doctor", "host.environment", "host.extras",
+        "apps", "servers", "fronts", "load", "host.doctor", "prepare.environment", "host.extras",
     )),
     # asks the plug-ins, once: checks, building from user input, launching a stack
     ("preparation", ("prepare", "launch", "apps.user")),
