@@ -7,12 +7,16 @@ the session needs, its environment facts included); ``started`` sets up what liv
 long as the session (the Django app's database) and checks the app answers; the session
 measures.
 
-    from servelab.api import run
+    from servelab.api import load_experiment, run
     from servelab.config.run import RunOptions, UserApp
-    from servelab.prepare.building import load_experiment_file
 
-    run(load_experiment_file(Path("exp.toml")), RunOptions(results_dir=Path("out")),
+    run(load_experiment("exp.toml"), RunOptions(results_dir=Path("out")),
         UserApp(app=AppSpec(ref="myapp.main:app")))
+
+``load_experiment`` (``servelab.load_experiment``) reads an experiment file and checks it
+whole at load, the plug-ins' rules included; ``Experiment.from_toml`` checks its shapes
+only, and ``prepare`` checks the rest of whatever it is given, once, before anything
+starts.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from servelab.config.stack import AppSpec
 from servelab.errors import SpecError
 from servelab.host.cpus import CpuPlan, make_cpu_plan
 from servelab.measuring.limits import check_fits_machine
+from servelab.prepare.building import load_experiment as load_experiment  # the front door
 from servelab.prepare.checks import Stage, blame_earlier, checked_stages
 from servelab.prepare.run import run_option_stages
 from servelab.report.base import ReportInput
@@ -273,7 +278,7 @@ def measure(
     (default: stderr); nothing is printed to stdout.
 
         import servelab
-        result = servelab.measure(servelab.Experiment.from_toml("exp.toml"))
+        result = servelab.measure(servelab.load_experiment("exp.toml"))
         for variant in result.analysis.variants:
             print(variant.variant, variant.comparisons["rps"].verdict)
     """

@@ -117,10 +117,10 @@ def test_a_request_mix_becomes_oha_url_file_and_other_drivers_refuse(tmp_path: P
 
 
 def test_the_django_example_file_is_valid() -> None:
-    from servelab.prepare.building import load_experiment_file
+    from servelab.prepare.building import load_experiment
 
     path = Path(__file__).resolve().parents[3] / "examples" / "django-mix.toml"
-    experiment = load_experiment_file(path)
+    experiment = load_experiment(path)
     (workload,) = experiment.workloads
     assert [m.weight for m in workload.request.mix] == [3, 1]
     assert workload.request.path == "/books/?min=1000&max=2000"
