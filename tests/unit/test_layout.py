@@ -357,3 +357,28 @@ def test_the_model_loads_no_plug_in() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
     )
     assert done.stdout.strip() == "['servelab.fronts', 'servelab.load', 'servelab.servers']"
+
+
+def test_from_toml_loads_no_plug_in(tmp_path: Path) -> None:
+    """Reading an experiment file checks shapes only: the server, front and driver it
+    names are asked in servelab.prepare. (Without ``slices``, the file's driver is asked
+    whether it can measure in slices, to choose them: ``config.building.default_slices``.)"""
+    path = tmp_path / "exp.toml"
+    path.write_text(
+        "slices = 1\ndriver = 'locust'\n[baseline.server]\nkind = 'uwsgi'\nthreads = 3\n"
+        "[baseline.proxy]\nkind = 'apache'\n[[workloads]]\nname = 'w'\n"
+        "load = { duration_s = 2 }\n"
+    )
+    code = (
+        "import sys\n"
+        "from servelab.config.experiment import Experiment\n"
+        f"Experiment.from_toml({str(path)!r})\n"
+        "print(sorted(m for m in sys.modules if m.startswith('servelab.') and "
+        "m.split('.')[1] in ('servers', 'fronts', 'load', 'prepare') "
+        "and not m.endswith('.registry')))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(SRC.parent)}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    )
+    assert done.stdout.strip() == "['servelab.fronts', 'servelab.load', 'servelab.servers']"
