@@ -339,15 +339,11 @@ def test_each_package_stands_on_one_floor() -> None:
     assert {p: f for p, f in floors.items() if len(f) > 1} == {}
 
 
-def test_the_model_loads_no_plug_in() -> None:
-    """Building and validating a model (config alone) imports no server, front or driver
-    module: the plug-ins are asked in servelab.prepare."""
-    code = (
+def _plug_ins_loaded_by(code: str) -> str:
+    """The server, front, driver and prepare modules loaded once ``code`` has run in a
+    fresh interpreter (their packages and registries left out)."""
+    code += (
         "import sys\n"
-        "from servelab.config.experiment import Experiment\n"
-        "Experiment.model_validate({'name': 'x', 'baseline': {'server': {'kind': 'uwsgi', "
-        "'threads': 3}, 'proxy': {'kind': 'apache'}}, 'driver': 'locust', "
-        "'workloads': [{'name': 'w', 'load': {'duration_s': 2}}]})\n"
         "print(sorted(m for m in sys.modules if m.startswith('servelab.') and "
         "m.split('.')[1] in ('servers', 'fronts', 'load', 'prepare') "
         "and not m.endswith('.registry')))\n"
@@ -356,7 +352,19 @@ def test_the_model_loads_no_plug_in() -> None:
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
     )
-    assert done.stdout.strip() == "['servelab.fronts', 'servelab.load', 'servelab.servers']"
+    return done.stdout.strip()
+
+
+def test_the_model_loads_no_plug_in() -> None:
+    """Building and validating a model (config alone) imports no server, front or driver
+    module: the plug-ins are asked in servelab.prepare."""
+    code = (
+        "from servelab.config.experiment import Experiment\n"
+        "Experiment.model_validate({'name': 'x', 'baseline': {'server': {'kind': 'uwsgi', "
+        "'threads': 3}, 'proxy': {'kind': 'apache'}}, 'driver': 'locust', "
+        "'workloads': [{'name': 'w', 'load': {'duration_s': 2}}]})\n"
+    )
+    assert _plug_ins_loaded_by(code) == "['servelab.fronts', 'servelab.load', 'servelab.servers']"
 
 
 def test_from_toml_loads_no_plug_in(tmp_path: Path) -> None:
@@ -370,15 +378,7 @@ def test_from_toml_loads_no_plug_in(tmp_path: Path) -> None:
         "load = { duration_s = 2 }\n"
     )
     code = (
-        "import sys\n"
         "from servelab.config.experiment import Experiment\n"
         f"Experiment.from_toml({str(path)!r})\n"
-        "print(sorted(m for m in sys.modules if m.startswith('servelab.') and "
-        "m.split('.')[1] in ('servers', 'fronts', 'load', 'prepare') "
-        "and not m.endswith('.registry')))\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(SRC.parent)}
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
-    )
-    assert done.stdout.strip() == "['servelab.fronts', 'servelab.load', 'servelab.servers']"
+    assert _plug_ins_loaded_by(code) == "['servelab.fronts', 'servelab.load', 'servelab.servers']"
