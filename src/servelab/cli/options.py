@@ -12,7 +12,6 @@ from typing import Any, TypeVar
 import click
 from rich.console import Console
 
-from servelab.apps.user import Database, UserRequest, request_spec
 from servelab.config.load import RequestSpec
 from servelab.config.run import (
     DEFAULT_RESULTS_DIR,
@@ -24,6 +23,7 @@ from servelab.config.run import (
 from servelab.config.stack import AppSpec
 from servelab.errors import SpecError
 from servelab.host.netns import check_somaxconn
+from servelab.prepare.user_app import Database, UserRequest, request_spec
 from servelab.report.exports import EXPORT_FORMATS
 
 console = Console(stderr=True, soft_wrap=True)  # an error stays one line, however long
