@@ -7,12 +7,16 @@ the session needs, its environment facts included); ``started`` sets up what liv
 long as the session (the Django app's database) and checks the app answers; the session
 measures.
 
-    from servelab.api import run
+    from servelab.api import load_experiment, run
     from servelab.config.run import RunOptions, UserApp
-    from servelab.prepare.building import load_experiment_file
 
-    run(load_experiment_file(Path("exp.toml")), RunOptions(results_dir=Path("out")),
+    run(load_experiment("exp.toml"), RunOptions(results_dir=Path("out")),
         UserApp(app=AppSpec(ref="myapp.main:app")))
+
+``load_experiment`` (``servelab.load_experiment``) reads an experiment file and checks it
+whole at load, the plug-ins' rules included; ``Experiment.from_toml`` checks its shapes
+only, and ``prepare`` checks the rest of whatever it is given, once, before anything
+starts.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from servelab.errors import SpecError
 from servelab.host.cpus import CpuPlan, make_cpu_plan
 from servelab.measuring import Measure
 from servelab.measuring.limits import check_fits_machine
+from servelab.prepare.building import load_experiment as load_experiment  # the front door
 from servelab.prepare.checks import Stage, blame_earlier, checked_stages
 from servelab.prepare.run import run_option_stages
 from servelab.report.base import ReportInput
@@ -51,13 +56,13 @@ class Prepared:
     app: AppSpec | None = None  # the user's app, its interpreter settled
     user: UserApp = field(default_factory=UserApp)  # its request, database, start-up wait
     database: DatabaseSpec | None = None  # the Django app's, started by ``started``
-    # Environment facts of what was set up around the stacks (host.environment.FACTS):
+    # Environment facts of what was set up around the stacks (prepare.environment.FACTS):
     # the apps' interpreters, then the database; recorded with the machine's.
     setup: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def uses_django(self) -> bool:
-        from servelab.apps.user import DJANGO_REFS
+        from servelab.prepare.user_app import DJANGO_REFS
 
         return any(s.app.ref in DJANGO_REFS for s in self.experiment.stacks)
 
@@ -107,8 +112,8 @@ def prepare(
     fitted (``servelab check``: each version's server to its app). Starts nothing:
     ``started`` does."""
     from servelab.apps.interpreter import app_pythons, with_app_pythons
-    from servelab.apps.user import DJANGO_REFS, UserRequest, database_spec, with_user_app
     from servelab.host.extras import require_extra
+    from servelab.prepare.user_app import DJANGO_REFS, UserRequest, database_spec, with_user_app
 
     stages = run_option_stages(experiment, how_to_run)
     try:
@@ -165,8 +170,8 @@ def started(prepared: Prepared, say: Callable[[str], None]) -> Iterator[Prepared
     if not prepared.needs_starting:
         yield prepared
         return
-    from servelab.apps.user import app_database, preflight
     from servelab.host.procs import JANITOR
+    from servelab.prepare.user_app import app_database, preflight
 
     timeout_s = prepared.user.startup_timeout_s
     with JANITOR.running():
@@ -308,7 +313,7 @@ def measure(
     (default: stderr); nothing is printed to stdout.
 
         import servelab
-        result = servelab.measure(servelab.Experiment.from_toml("exp.toml"))
+        result = servelab.measure(servelab.load_experiment("exp.toml"))
         for variant in result.analysis.variants:
             print(variant.variant, variant.comparisons["rps"].verdict)
     """

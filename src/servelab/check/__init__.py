@@ -30,11 +30,11 @@ from servelab.analysis.thresholds import (
     parse_threshold,
 )
 from servelab.apps import BUILTIN_APPS
-from servelab.apps.user import UserRequest
 from servelab.config.experiment import Experiment
 from servelab.config.run import RunOptions, UserApp
 from servelab.config.stack import AppSpec
 from servelab.errors import SpecError, StackStartError
+from servelab.prepare.user_app import UserRequest
 from servelab.results.records import RunRecord
 from servelab.studies.seeds import SEED_ITEM_BODY
 
@@ -109,9 +109,9 @@ def check_experiment(
 ) -> Experiment:
     """Both versions on one stack, side by side or in turns, with the thresholds as
     stopping rule."""
-    from servelab.apps.user import request_spec
     from servelab.config.load import RequestSpec
     from servelab.prepare.building import experiment_from_dict
+    from servelab.prepare.user_app import request_spec
     from servelab.studies.seeds import SEED_PROXY, SEED_SERVER
 
     ref = check.app.ref.strip()
@@ -151,8 +151,8 @@ def check_experiment(
 def probe_both(experiment: Experiment, timeout_s: float) -> None:
     """Launch each version and send the request: SpecError (exit 2) when the two answer
     it differently, before anything is measured."""
-    from servelab.apps.user import answered_status
     from servelab.launch import launch_stack
+    from servelab.prepare.user_app import answered_status
 
     request = experiment.workloads[0].request
     answers: dict[str, int | None] = {}
@@ -277,7 +277,7 @@ def why_candidate(
 
 def _fitted(experiment: Experiment, say: Callable[[str], None]) -> Experiment:
     """Each stack's server fitted to its app (gunicorn's worker class to WSGI/ASGI)."""
-    from servelab.apps.user import fit_stack, resolve_user_app
+    from servelab.prepare.user_app import fit_stack, resolve_user_app
 
     stacks = []
     for stack in experiment.stacks:

@@ -10,11 +10,11 @@ from typing import Any
 
 import click
 
-from servelab.apps.user import Database, UserRequest, request_spec
 from servelab.config.load import RequestSpec
 from servelab.config.run import UserApp
 from servelab.config.stack import AppSpec
 from servelab.errors import SpecError
+from servelab.prepare.user_app import Database, UserRequest, request_spec
 
 _app_options = [
     click.option(
