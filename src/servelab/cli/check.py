@@ -117,7 +117,7 @@ def check(
         return api.run_prepared(ready, console=console, out=quiet).path
 
     outcome = run_check(
-        spec, options, say=lambda note: console.print(f"servelab: {note}", highlight=False),
+        spec, options, say=api.saying(console),
         measure=measure, startup_timeout_s=user.startup_timeout_s,
     )
     flame = flame_path(outcome, summary_md, junit)
