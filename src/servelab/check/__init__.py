@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from servelab.analysis.thresholds import (
     DEFAULT_THRESHOLDS,
@@ -31,13 +31,15 @@ from servelab.analysis.thresholds import (
 )
 from servelab.apps import BUILTIN_APPS
 from servelab.config.experiment import Experiment
-from servelab.config.run import RunOptions
+from servelab.config.run import RunOptions, UserApp
 from servelab.config.stack import AppSpec
 from servelab.errors import SpecError, StackStartError
-from servelab.prepare.run import apply_run_options
 from servelab.prepare.user_app import UserRequest
 from servelab.results.records import RunRecord
 from servelab.studies.seeds import SEED_ITEM_BODY
+
+if TYPE_CHECKING:
+    from servelab.api import Prepared
 
 BASELINE, CANDIDATE = "baseline", "candidate"
 DEFAULT_BUDGET_S = 180.0
@@ -205,12 +207,13 @@ def run_check(
     options: RunOptions,
     *,
     say: Callable[[str], None],
-    measure: Callable[[Experiment, RunOptions], Path],
+    measure: Callable[[Prepared], Path],
     startup_timeout_s: float = 30.0,
 ) -> CheckOutcome:
-    """Measure both versions (``measure``: run the experiment, return its result dir) and
-    judge every threshold. ``startup_timeout_s``: how long the start-up check waits for
-    each version's answer."""
+    """Measure both versions (``measure``: run the prepared experiment, return its result
+    dir) and judge every threshold. ``startup_timeout_s``: how long the start-up check
+    waits for each version's answer."""
+    from servelab import api
     from servelab.apps.interpreter import with_app_python
     from servelab.check.versions import baseline_version
 
@@ -228,13 +231,15 @@ def run_check(
         say(note)
     check = replace(check, app=app)
     with baseline_version(check.app, check.baseline_dir, check.baseline_ref) as (where, label):
-        experiment = apply_run_options(
+        # The run's options applied and everything checked once (api.prepare), each
+        # version's server fitted to its app there, before either version starts.
+        ready = api.prepare(
             check_experiment(check, where, side_by_side=options.side_by_side is not False),
-            options,
+            options, UserApp(startup_timeout_s=startup_timeout_s), say=say,
+            fit=lambda experiment: _fitted(experiment, say),
         )
-        experiment = _fitted(experiment, say)
-        probe_both(experiment, startup_timeout_s)
-        result_dir = measure(experiment, options)
+        probe_both(ready.experiment, startup_timeout_s)
+        result_dir = measure(ready)
     from servelab.results.store import ResultStore
 
     store = ResultStore.open(result_dir)

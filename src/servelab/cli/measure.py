@@ -10,16 +10,16 @@ from typing import Any
 import click
 
 from servelab import api
+from servelab.cli.how_to_run import run_options
 from servelab.cli.options import (
-    app_options,
     complete_study,
     console,
     failure_options,
     failure_study_options,
     out,
     parse_int_list,
-    run_options,
 )
+from servelab.cli.user_app import app_options
 from servelab.config.run import RunOptions, UserApp
 from servelab.errors import SpecError
 from servelab.host.netns import check_somaxconn
