@@ -142,11 +142,12 @@ _run_options = [
     click.option(
         "--profile",
         is_flag=True,
-        help="Sample the app server's processes (master and workers) with py-spy in every "
-        "run, every variant alike, while the same load drives the stack again right after "
-        "each measured window (the figures stay unprofiled; measuring takes longer); the "
-        "report says where the CPU per request went and what changed against the baseline "
-        "(flame graphs in the HTML report).",
+        help="Sample the app server's processes (master and workers) with py-spy, every "
+        "variant alike, while the same load drives the stack again right after each "
+        "measured window (the figures stay unprofiled; measuring takes longer): every run "
+        "of study, run and check; tune's finalists, in starts of their own after the race. "
+        "The report says where the CPU per request went and what changed against the "
+        "baseline (flame graphs in the HTML report).",
     ),
     # The Locust driver's own options (stored as the experiment's driver_options).
     click.option(
