@@ -23,10 +23,10 @@ from pathlib import Path
 
 from servelab.errors import ServelabError
 from servelab.host.cpus import default_cpu_plan
-from servelab.host.environment import collect_environment
 from servelab.host.procs import JANITOR
 from servelab.measuring import RunnerEvents, run_experiment
 from servelab.observe.attribution import describe_counts
+from servelab.prepare.environment import collect_environment
 from servelab.results.records import RunRecord
 from servelab.results.store import ResultStore
 from servelab.studies import StudyOptions

@@ -27,11 +27,11 @@ from typing import Any
 from servelab.analysis.analyze import VariantAnalysis, analyze
 from servelab.config.experiment import Experiment
 from servelab.host.cpus import CpuPlan, default_cpu_plan
-from servelab.host.environment import collect_environment
 from servelab.host.procs import JANITOR
 from servelab.measuring import run_experiment
 from servelab.prepare.building import experiment_from_dict
 from servelab.prepare.checks import describe_stack
+from servelab.prepare.environment import collect_environment
 from servelab.results.records import RunRecord
 from servelab.results.store import ResultStore
 from servelab.studies.seeds import SEED_ITEM_BODY, SEED_PROXY, SEED_SERVER

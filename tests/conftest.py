@@ -13,8 +13,8 @@ import psutil
 import pytest
 
 from servelab.host.procs import ManagedProcess, group_members
+from servelab.host.running import RunningStack
 from servelab.launch import OWNER_ENV
-from servelab.launch.running import RunningStack
 
 GONE_WITHIN_S = 3.0
 

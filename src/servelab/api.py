@@ -7,18 +7,22 @@ the session needs, its environment facts included); ``started`` sets up what liv
 long as the session (the Django app's database) and checks the app answers; the session
 measures.
 
-    from servelab.api import run
+    from servelab.api import load_experiment, run
     from servelab.config.run import RunOptions, UserApp
-    from servelab.prepare.building import load_experiment_file
 
-    run(load_experiment_file(Path("exp.toml")), RunOptions(results_dir=Path("out")),
+    run(load_experiment("exp.toml"), RunOptions(results_dir=Path("out")),
         UserApp(app=AppSpec(ref="myapp.main:app")))
+
+``load_experiment`` (``servelab.load_experiment``) reads an experiment file and checks it
+whole at load, the plug-ins' rules included; ``Experiment.from_toml`` checks its shapes
+only, and ``prepare`` checks the rest of whatever it is given, once, before anything
+starts.
 """
 
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -28,10 +32,12 @@ from rich.console import Console
 from servelab.config.database import DatabaseSpec
 from servelab.config.experiment import Experiment
 from servelab.config.run import RunOptions, UserApp
-from servelab.config.stack import AppSpec
+from servelab.config.stack import AppSpec, StackSpec
 from servelab.errors import SpecError
 from servelab.host.cpus import CpuPlan, make_cpu_plan
+from servelab.measuring import Measure
 from servelab.measuring.limits import check_fits_machine
+from servelab.prepare.building import load_experiment as load_experiment  # the front door
 from servelab.prepare.checks import Stage, blame_earlier, checked_stages
 from servelab.prepare.run import run_option_stages
 from servelab.report.base import ReportInput
@@ -50,13 +56,13 @@ class Prepared:
     app: AppSpec | None = None  # the user's app, its interpreter settled
     user: UserApp = field(default_factory=UserApp)  # its request, database, start-up wait
     database: DatabaseSpec | None = None  # the Django app's, started by ``started``
-    # Environment facts of what was set up around the stacks (host.environment.FACTS):
+    # Environment facts of what was set up around the stacks (prepare.environment.FACTS):
     # the apps' interpreters, then the database; recorded with the machine's.
     setup: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def uses_django(self) -> bool:
-        from servelab.apps.user import DJANGO_REFS
+        from servelab.prepare.user_app import DJANGO_REFS
 
         return any(s.app.ref in DJANGO_REFS for s in self.experiment.stacks)
 
@@ -94,6 +100,7 @@ def prepare(
     user_app: UserApp = UserApp(),  # noqa: B008 (frozen: one shared default is safe)
     *,
     say: Callable[[str], None] = lambda note: None,
+    fit: Callable[[Experiment], Experiment] | None = None,
 ) -> Prepared:
     """``experiment`` as it will be measured: ``how_to_run``'s order, slicing, stopping
     and driver options applied, each app's interpreter settled (before its import), the
@@ -101,10 +108,12 @@ def prepare(
     end (a problem is told as the step that brought it); refused when this machine cannot
     hold it (unless ``allow_beyond_machine``) or a result file cannot be written. Notes
     (the interpreters found, how the servers were fitted to the app) go to ``say``.
-    Starts nothing: ``started`` does."""
+    ``fit``: a caller's own fitting of the stacks to their apps, where the user's app is
+    fitted (``servelab check``: each version's server to its app). Starts nothing:
+    ``started`` does."""
     from servelab.apps.interpreter import app_pythons, with_app_pythons
-    from servelab.apps.user import DJANGO_REFS, UserRequest, database_spec, with_user_app
     from servelab.host.extras import require_extra
+    from servelab.prepare.user_app import DJANGO_REFS, UserRequest, database_spec, with_user_app
 
     stages = run_option_stages(experiment, how_to_run)
     try:
@@ -138,6 +147,8 @@ def prepare(
             )
             for note in notes:
                 say(note)
+        if fit is not None:
+            final = fit(final)
     except SpecError:
         blame_earlier(stages)  # a problem the options' steps brought is told first
         raise
@@ -159,8 +170,8 @@ def started(prepared: Prepared, say: Callable[[str], None]) -> Iterator[Prepared
     if not prepared.needs_starting:
         yield prepared
         return
-    from servelab.apps.user import app_database, preflight
     from servelab.host.procs import JANITOR
+    from servelab.prepare.user_app import app_database, preflight
 
     timeout_s = prepared.user.startup_timeout_s
     with JANITOR.running():
@@ -190,16 +201,21 @@ def in_turns_because(
     and sharing them adds a cost to every request that shrinks the differences of cheap
     requests (``measuring.fits_side_by_side``). None where it may be measured as it says
     (or ``--side-by-side``/``--in-turns`` decided)."""
-    from servelab.measuring import fits_side_by_side
-
     if options.side_by_side is not None or not experiment.side_by_side:
         return None
-    plan = cpu_plan or cpu_plan_of(options)
-    if fits_side_by_side(experiment, plan):
+    return sharing_note(experiment.stacks, cpu_plan or cpu_plan_of(options))
+
+
+def sharing_note(stacks: Sequence[StackSpec], plan: CpuPlan) -> str | None:
+    """Why ``stacks``, which would go side by side, are measured in turns on ``plan``'s
+    CPUs (``in_turns_because``); None where each gets CPUs of its own."""
+    from servelab.measuring import fits_side_by_side
+
+    if fits_side_by_side(stacks, plan):
         return None
     return (
         f"measuring in turns: the stack CPUs ({plan.stack or 'all'}) cannot give each of "
-        f"the {len(experiment.stacks)} stacks CPUs of its own, and sharing them side by "
+        f"the {len(stacks)} stacks CPUs of its own, and sharing them side by "
         "side would understate the differences of cheap requests (--side-by-side to share "
         "them anyway)"
     )
@@ -211,17 +227,22 @@ def build_study(
     options: RunOptions,
     cpu_plan: CpuPlan | None = None,
 ) -> tuple[Experiment, RunOptions]:
-    """``study``'s experiment for this machine: side by side only where each of its
-    stacks gets CPUs of its own (``in_turns_because``), else in turns; the options then
-    carry a note saying why, for the session to print."""
+    """``study``'s experiment for this machine, built once: side by side only where each
+    of its stacks gets CPUs of its own (``in_turns_because``, asked by the study of its
+    stacks before it builds: ``StudyOptions.fits_side_by_side``), else in turns; the
+    options then carry a note saying why, for the session to print."""
     if options.side_by_side is not None:
         return study.build(replace(study_options, side_by_side=options.side_by_side)), options
-    experiment = study.build(study_options)
-    note = in_turns_because(experiment, options, cpu_plan)
-    if note is None:
-        return experiment, options
-    in_turns = study.build(replace(study_options, side_by_side=False))
-    return in_turns, replace(options, notes=(*options.notes, note))
+    plan = cpu_plan or cpu_plan_of(options)
+    notes: list[str] = []
+
+    def fits(stacks: Sequence[StackSpec]) -> bool:
+        note = sharing_note(stacks, plan)
+        notes.extend([note] if note else [])
+        return note is None
+
+    experiment = study.build(replace(study_options, fits_side_by_side=fits))
+    return experiment, replace(options, notes=(*options.notes, *notes)) if notes else options
 
 
 def run(
@@ -231,25 +252,44 @@ def run(
     *,
     console: Console | None = None,
     out: Console | None = None,
-    measure: Callable[..., Any] | None = None,
+    measure: Measure | None = None,
 ) -> ResultStore:
     """Measure ``experiment`` as ``options`` say, with ``user_app`` (the user's app,
     request or database) fitted in, writing results after every run; prepared and checked
     once before anything starts (``prepare``). Returns the stored result.
     ``measure`` replaces the measuring step (``run_experiment``'s signature): ``servelab
     tune`` races the variants with it."""
-    from servelab.session import ExperimentSession
-
     console = console or Console(stderr=True, soft_wrap=True)
-    out = out or Console()
+    # Checked against its plug-ins before anything starts, however it was built (a file,
+    # a study, or a caller's own Experiment).
+    ready = prepare(experiment, options, user_app, say=saying(console))
+    return run_prepared(ready, console=console, out=out, measure=measure)
+
+
+def saying(console: Console) -> Callable[[str], None]:
+    """The notes of preparing and starting, as servelab's lines on ``console``."""
 
     def say(note: str) -> None:
         console.print(f"servelab: {note}", highlight=False)
 
-    # Checked against its plug-ins before anything starts, however it was built (a file,
-    # a study, or a caller's own Experiment).
-    ready = prepare(experiment, options, user_app, say=say)
-    with started(ready, say) as running:
+    return say
+
+
+def run_prepared(
+    ready: Prepared,
+    *,
+    console: Console | None = None,
+    out: Console | None = None,
+    measure: Measure | None = None,
+) -> ResultStore:
+    """Measure what ``prepare`` made ready (``run`` after its preparation): what lives
+    as long as the session started (``started``), then the session."""
+    from servelab.session import ExperimentSession
+
+    console = console or Console(stderr=True, soft_wrap=True)
+    out = out or Console()
+    options = ready.options
+    with started(ready, saying(console)) as running:
         return ExperimentSession(
             running.experiment, running.cpu_plan, options.results_dir, console=console,
             out=out, resume=options.resume, force=options.allow_other_machine,
@@ -273,7 +313,7 @@ def measure(
     (default: stderr); nothing is printed to stdout.
 
         import servelab
-        result = servelab.measure(servelab.Experiment.from_toml("exp.toml"))
+        result = servelab.measure(servelab.load_experiment("exp.toml"))
         for variant in result.analysis.variants:
             print(variant.variant, variant.comparisons["rps"].verdict)
     """

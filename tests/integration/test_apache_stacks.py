@@ -28,8 +28,8 @@ from servelab.config.load import RequestSpec
 from servelab.config.stack import AppSpec, ProxySpec, ServerSpec, StackSpec
 from servelab.errors import MissingToolError, SpecError
 from servelab.fronts import apache
+from servelab.host.running import RunningStack
 from servelab.launch import launch_stack
-from servelab.launch.running import RunningStack
 from servelab.observe.attribution import LogCursor
 from servelab.observe.metrics import ProcessSampler
 

@@ -18,14 +18,26 @@ from servelab.errors import LoadDriverError
 from servelab.host.paths import find_program
 from servelab.host.procs import ManagedProcess, free_port, group_members
 from servelab.load.base import LoadDriver, run_load
-from servelab.load.registry import get_driver
+from servelab.load.registry import DRIVER_NAMES, get_driver
 
 pytestmark = pytest.mark.integration
 
 DRIVERS = ("oha", "ab", "wrk")
+# Registered drivers with integration tests of their own (Locust starts workers and a
+# master, and is driven through studies there).
+TESTED_ELSEWHERE = {"locust": "test_locust.py"}
 READY_WITHIN_S = 10.0
 # The status_counts key each driver uses for a 200 answer.
 OK_KEY = {"oha": "200", "ab": "2xx", "wrk": "2xx/3xx"}
+
+
+def test_every_registered_driver_is_tested_here_or_in_its_own_file():
+    """A driver added to load/registry.py and forgotten here fails (CONTRIBUTING)."""
+    untested = set(DRIVER_NAMES) - set(DRIVERS) - TESTED_ELSEWHERE.keys()
+    assert not untested, f"add {sorted(untested)} to DRIVERS and OK_KEY in this file"
+    assert set(OK_KEY) == set(DRIVERS), "every driver in DRIVERS needs its OK_KEY"
+    here = Path(__file__).parent
+    assert all((here / name).is_file() for name in TESTED_ELSEWHERE.values())
 
 NGINX_CONF = """\
 {user}

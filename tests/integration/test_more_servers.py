@@ -22,8 +22,8 @@ from servelab.config.load import RequestSpec
 from servelab.config.stack import AppSpec, ProxySpec, ServerSpec, StackSpec
 from servelab.errors import SpecError
 from servelab.host.procs import group_members
+from servelab.host.running import RunningStack
 from servelab.launch import launch_stack
-from servelab.launch.running import RunningStack
 
 pytestmark = [
     pytest.mark.integration,

@@ -17,7 +17,6 @@ import pytest
 from support import owned_by
 
 from servelab.apps.django_app.populate import populate_database
-from servelab.apps.user import app_database
 from servelab.config.database import DatabaseSpec
 from servelab.config.experiment import Experiment
 from servelab.config.load import RequestSpec, Workload
@@ -25,6 +24,7 @@ from servelab.config.stack import AppSpec, StackSpec
 from servelab.host.netns import servelab_namespaces
 from servelab.host.procs import JANITOR, group_members
 from servelab.launch import launch_stack
+from servelab.prepare.user_app import app_database
 from servelab.services import postgres, slowlink
 
 pytestmark = pytest.mark.integration

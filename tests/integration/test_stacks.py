@@ -28,9 +28,9 @@ from servelab.config.stack import AppSpec, ProxySpec, ServerSpec, StackSpec
 from servelab.errors import SpecError, StackStartError
 from servelab.fronts import nginx
 from servelab.host.procs import ManagedProcess
+from servelab.host.readiness import wait_listening, wait_ready
+from servelab.host.running import RunningStack
 from servelab.launch import launch_stack
-from servelab.launch.readiness import wait_listening, wait_ready
-from servelab.launch.running import RunningStack
 
 pytestmark = [
     pytest.mark.integration,

@@ -85,3 +85,20 @@ def test_check_in_turns_takes_as_long_a_round_as_side_by_side():
     assert 2 * IN_TURNS_DURATION_S == SIDE_BY_SIDE_DURATION_S
     given = CheckSpec(app=AppSpec(ref="fastapi"), duration_s=4.0)
     assert durations(build(given, None, side_by_side=False)) == {4.0}
+
+
+@pytest.mark.parametrize("cpus", [2, 16])
+def test_quick_is_built_once_whichever_way_it_goes(cpus, monkeypatch):
+    """The choice is made of quick's stacks before it is built (it once built side by side,
+    then again in turns on small machines)."""
+    import servelab.studies.seeds as seeds
+
+    built = []
+    real = seeds.experiment_from_dict
+    monkeypatch.setattr(
+        seeds, "experiment_from_dict", lambda data, **kw: built.append(data) or real(data, **kw)
+    )
+    quick = get_study("quick")
+    experiment, options = build_study(quick, StudyOptions(), RunOptions(), machine(cpus))
+    assert len(built) == 1
+    assert experiment.side_by_side is (cpus == 16) and len(options.notes) == (cpus == 2)

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from servelab.analysis.thresholds import (
     DEFAULT_THRESHOLDS,
@@ -30,14 +30,16 @@ from servelab.analysis.thresholds import (
     parse_threshold,
 )
 from servelab.apps import BUILTIN_APPS
-from servelab.apps.user import UserRequest
 from servelab.config.experiment import Experiment
-from servelab.config.run import RunOptions
+from servelab.config.run import RunOptions, UserApp
 from servelab.config.stack import AppSpec
 from servelab.errors import SpecError, StackStartError
-from servelab.prepare.run import apply_run_options
+from servelab.prepare.user_app import UserRequest
 from servelab.results.records import RunRecord
 from servelab.studies.seeds import SEED_ITEM_BODY
+
+if TYPE_CHECKING:
+    from servelab.api import Prepared
 
 BASELINE, CANDIDATE = "baseline", "candidate"
 DEFAULT_BUDGET_S = 180.0
@@ -107,9 +109,9 @@ def check_experiment(
 ) -> Experiment:
     """Both versions on one stack, side by side or in turns, with the thresholds as
     stopping rule."""
-    from servelab.apps.user import request_spec
     from servelab.config.load import RequestSpec
     from servelab.prepare.building import experiment_from_dict
+    from servelab.prepare.user_app import request_spec
     from servelab.studies.seeds import SEED_PROXY, SEED_SERVER
 
     ref = check.app.ref.strip()
@@ -149,8 +151,8 @@ def check_experiment(
 def probe_both(experiment: Experiment, timeout_s: float) -> None:
     """Launch each version and send the request: SpecError (exit 2) when the two answer
     it differently, before anything is measured."""
-    from servelab.apps.user import answered_status
     from servelab.launch import launch_stack
+    from servelab.prepare.user_app import answered_status
 
     request = experiment.workloads[0].request
     answers: dict[str, int | None] = {}
@@ -205,12 +207,13 @@ def run_check(
     options: RunOptions,
     *,
     say: Callable[[str], None],
-    measure: Callable[[Experiment, RunOptions], Path],
+    measure: Callable[[Prepared], Path],
     startup_timeout_s: float = 30.0,
 ) -> CheckOutcome:
-    """Measure both versions (``measure``: run the experiment, return its result dir) and
-    judge every threshold. ``startup_timeout_s``: how long the start-up check waits for
-    each version's answer."""
+    """Measure both versions (``measure``: run the prepared experiment, return its result
+    dir) and judge every threshold. ``startup_timeout_s``: how long the start-up check
+    waits for each version's answer."""
+    from servelab import api
     from servelab.apps.interpreter import with_app_python
     from servelab.check.versions import baseline_version
 
@@ -228,13 +231,15 @@ def run_check(
         say(note)
     check = replace(check, app=app)
     with baseline_version(check.app, check.baseline_dir, check.baseline_ref) as (where, label):
-        experiment = apply_run_options(
+        # The run's options applied and everything checked once (api.prepare), each
+        # version's server fitted to its app there, before either version starts.
+        ready = api.prepare(
             check_experiment(check, where, side_by_side=options.side_by_side is not False),
-            options,
+            options, UserApp(startup_timeout_s=startup_timeout_s), say=say,
+            fit=lambda experiment: _fitted(experiment, say),
         )
-        experiment = _fitted(experiment, say)
-        probe_both(experiment, startup_timeout_s)
-        result_dir = measure(experiment, options)
+        probe_both(ready.experiment, startup_timeout_s)
+        result_dir = measure(ready)
     from servelab.results.store import ResultStore
 
     store = ResultStore.open(result_dir)
@@ -272,7 +277,7 @@ def why_candidate(
 
 def _fitted(experiment: Experiment, say: Callable[[str], None]) -> Experiment:
     """Each stack's server fitted to its app (gunicorn's worker class to WSGI/ASGI)."""
-    from servelab.apps.user import fit_stack, resolve_user_app
+    from servelab.prepare.user_app import fit_stack, resolve_user_app
 
     stacks = []
     for stack in experiment.stacks:

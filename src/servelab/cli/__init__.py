@@ -1,6 +1,8 @@
 """Command line: parses options and calls the library. No measuring logic here.
 
-One module per group of commands (measure.py, stored.py), options in options.py.
+One module per group of commands (measure.py, stored.py); the measuring options in
+how_to_run.py (RunOptions) and user_app.py (UserApp), the consoles and the small shared
+options in options.py.
 """
 
 from __future__ import annotations

@@ -14,8 +14,9 @@ from rich.console import Console
 
 from servelab import api
 from servelab.analysis.thresholds import DEFAULT_THRESHOLDS, EXIT_INCONCLUSIVE, METRIC_NAMES
-from servelab.cli.options import app_options, console, out, run_options
-from servelab.config.experiment import Experiment
+from servelab.cli.how_to_run import run_options
+from servelab.cli.options import console, out
+from servelab.cli.user_app import app_options
 from servelab.config.run import RunOptions, UserApp
 from servelab.config.stack import AppSpec
 from servelab.errors import SpecError
@@ -104,21 +105,19 @@ def check(
         raise SpecError("servelab check does not take --database, --db-latency or --db-jitter",
                         "leave them out")
     options = run
-    # The Django app's start-up check waits as long as each version's (run_check).
-    startup = UserApp(startup_timeout_s=user.startup_timeout_s)
     # Side by side only where each version's stack gets CPUs of its own, as quick does.
     # Said under the session's first line, once the input is checked (one-line errors).
     in_turns = api.in_turns_because(check_experiment(spec, None), options)
     if in_turns:
         options = replace(options, side_by_side=False, notes=(*options.notes, in_turns))
 
-    def measure(experiment: Experiment, run_options: RunOptions) -> Path:
+    def measure(ready: api.Prepared) -> Path:
         # Progress on stderr; stdout carries only the check's own table.
         quiet = Console(file=io.StringIO())
-        return api.run(experiment, run_options, startup, console=console, out=quiet).path
+        return api.run_prepared(ready, console=console, out=quiet).path
 
     outcome = run_check(
-        spec, options, say=lambda note: console.print(f"servelab: {note}", highlight=False),
+        spec, options, say=api.saying(console),
         measure=measure, startup_timeout_s=user.startup_timeout_s,
     )
     flame = flame_path(outcome, summary_md, junit)

@@ -10,21 +10,21 @@ from typing import Any
 import click
 
 from servelab import api
+from servelab.cli.how_to_run import run_options
 from servelab.cli.options import (
-    app_options,
     complete_study,
     console,
     failure_options,
     failure_study_options,
     out,
     parse_int_list,
-    run_options,
 )
+from servelab.cli.user_app import app_options
 from servelab.config.run import RunOptions, UserApp
 from servelab.errors import SpecError
 from servelab.host.netns import check_somaxconn
 from servelab.load.registry import DEFAULT_DRIVER, DRIVER_NAMES
-from servelab.prepare.building import load_experiment_file
+from servelab.prepare.building import load_experiment
 from servelab.servers.registry import DEFAULT_SERVER, standalone_servers
 from servelab.studies import StudyOptions, all_studies, check_options_apply, get_study
 
@@ -72,7 +72,7 @@ def study(
     **options: Any,
 ) -> None:
     """Run the ready-made study NAME (see `servelab studies`); with --app, on your app."""
-    from servelab.apps.user import check_study_accepts_app
+    from servelab.prepare.user_app import check_study_accepts_app
 
     app = user.app
     # A study that serves the Django app itself takes the database options alone.
@@ -120,7 +120,7 @@ def study(
 def run(file: Path, user: UserApp, run: RunOptions) -> None:
     """Run the experiment described in the TOML file FILE; --app and the request
     options replace the file's app and requests."""
-    api.run(load_experiment_file(file), run, user, console=console, out=out)
+    api.run(load_experiment(file), run, user, console=console, out=out)
 
 
 @click.command()

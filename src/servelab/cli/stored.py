@@ -114,7 +114,7 @@ def results_compare(
     from servelab.analysis.metrics import METRIC_BY_KEY, answer_metric
     from servelab.analysis.thresholds import EXIT_FAIL, EXIT_INCONCLUSIVE
     from servelab.analysis.validity import as_measured
-    from servelab.host.environment import machine_differences
+    from servelab.prepare.environment import machine_differences
     from servelab.results.store import resolve_result
 
     a, b = resolve_result(first, results_dir), resolve_result(second, results_dir)

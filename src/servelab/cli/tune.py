@@ -11,13 +11,9 @@ from typing import Any, get_args
 import click
 from rich.console import Console
 
-from servelab.cli.options import (
-    app_options,
-    console,
-    out,
-    parse_int_list,
-    run_options,
-)
+from servelab.cli.how_to_run import run_options
+from servelab.cli.options import console, out, parse_int_list
+from servelab.cli.user_app import app_options
 from servelab.config.run import RunOptions, UserApp, parse_duration
 from servelab.config.stack import ServerSpec
 from servelab.errors import SpecError

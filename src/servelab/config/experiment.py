@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from servelab.config.base import (
     Model,
@@ -126,6 +126,9 @@ class Experiment(Model):
     # the stacks sharing the stack CPUs (duet benchmarking): the machine's moments then
     # fall on every variant alike. Figures are each stack's share; ratios compare.
     side_by_side: bool = False
+    # The file it was read from (``from_toml``): what a problem found in it later, by
+    # servelab.prepare, is told under. Not a field: neither stored nor hashed.
+    _read_from: str | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _check(self) -> Experiment:
@@ -153,10 +156,27 @@ class Experiment(Model):
 
     @classmethod
     def from_toml(cls, path: str | Path) -> Experiment:
-        """An experiment file, checked (SpecError naming the problem and the fix)."""
-        from servelab.prepare.building import load_experiment_file  # the floor above
+        """The experiment file at ``path``, its shapes checked: what the model can check
+        on its own (the file read as UTF-8 TOML, variants merged onto the baseline, the
+        grid expanded, the slices chosen, every value's type and range, names known to
+        the registries, unique names); SpecError naming the problem and the fix.
 
-        return load_experiment_file(Path(path))
+        What the plug-ins say of its values (a knob a server does not have, a protocol
+        no front speaks, whether the driver can slice, its options) is checked above, by
+        servelab.prepare: ``servelab.load_experiment(path)`` checks both at load, and
+        ``servelab.run``/``measure`` check whatever they are given once, before anything
+        starts, with the same one line."""
+        from servelab.config.building import read_experiment_file  # builds on this module
+
+        experiment = read_experiment_file(Path(path))
+        experiment._read_from = str(Path(path))
+        return experiment
+
+    @property
+    def source(self) -> str:
+        """What a problem with this experiment is told under: the file it was read from,
+        else its name."""
+        return self._read_from or f"experiment {self.name}"
 
     def with_stacks(self, stacks: Sequence[StackSpec]) -> Experiment:
         """This experiment with ``stacks`` (baseline first), unvalidated like model_copy."""

@@ -14,7 +14,7 @@ from servelab.config.stack import AppSpec
 from servelab.errors import SpecError
 
 if TYPE_CHECKING:
-    from servelab.apps.user import Database, UserRequest
+    from servelab.prepare.user_app import Database, UserRequest
 
 DEFAULT_RESULTS_DIR = Path("servelab-results")
 LOOPBACK = "127.0.0.1"

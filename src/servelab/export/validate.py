@@ -33,7 +33,7 @@ from servelab.export.deploy import APP_PORT, README, DeployLayout
 from servelab.fronts.base import Front
 from servelab.fronts.registry import get_front
 from servelab.host.procs import OWNER_ENV, ManagedProcess, free_port
-from servelab.launch.readiness import wait_listening, wait_ready
+from servelab.host.readiness import wait_listening, wait_ready
 from servelab.servers.base import AppServer
 
 CHECK_ROOT_MODE = 0o711

@@ -48,9 +48,9 @@ from servelab.fronts.base import (
     host_port,
 )
 from servelab.host.doctor import Check
-from servelab.host.environment import program_version
+from servelab.host.facts import program_version
 from servelab.host.paths import find_program
-from servelab.launch.templates import render
+from servelab.host.templates import render
 from servelab.observe.attribution import SERIOUS_LEVELS
 from servelab.servers import mod_wsgi
 

@@ -27,9 +27,9 @@ from servelab.fronts.base import (
     host_port,
 )
 from servelab.host.doctor import SETUP_FIX, Check, check_program
-from servelab.host.environment import program_version
+from servelab.host.facts import program_version
 from servelab.host.paths import require_program
-from servelab.launch.templates import render
+from servelab.host.templates import render
 from servelab.observe.attribution import ACCESS_LOG_NAME, classify_by_rules
 
 CONF_NAME = "nginx.conf"

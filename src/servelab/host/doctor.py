@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from servelab.host.environment import package_version, program_version
+from servelab.host.facts import package_version, program_version
 from servelab.host.paths import find_program
 
 SETUP_FIX = "run `make setup` in the servelab checkout"

@@ -29,8 +29,8 @@ from servelab.fronts.registry import get_front
 from servelab.host.cgroups import CpuGroup
 from servelab.host.netns import Placement, place_stack
 from servelab.host.procs import JANITOR, OWNER_ENV, ManagedProcess, free_port
-from servelab.launch.readiness import wait_listening, wait_ready
-from servelab.launch.running import RunningStack
+from servelab.host.readiness import wait_listening, wait_ready
+from servelab.host.running import RunningStack
 from servelab.servers.base import AppServer, Listen
 from servelab.servers.registry import get_server
 

@@ -4,9 +4,11 @@ that does the work on this machine, and stop rules passed in as policies."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 from servelab.analysis.so_far import AnalysisSoFar
 from servelab.config.experiment import Experiment
+from servelab.config.stack import StackSpec
 from servelab.errors import SpecError
 from servelab.fronts.base import LOOPBACK
 from servelab.host.cgroups import cpu_group, joined
@@ -20,6 +22,7 @@ from servelab.results.records import RunRecord
 
 __all__ = [
     "Launch",
+    "Measure",
     "Runner",
     "RunnerEvents",
     "fits_side_by_side",
@@ -30,21 +33,41 @@ __all__ = [
 ]
 
 
-def side_by_side_stack_size(experiment: Experiment) -> int:
+def side_by_side_stack_size(experiment: Experiment | Sequence[StackSpec]) -> int:
     """CPUs a stack gets side by side where the machine has enough: as many as the widest
-    stack has app workers (what it would use deployed)."""
-    return max(stack.server.workers for stack in experiment.stacks)
+    stack (of ``experiment``, or these stacks) has app workers (what it would use
+    deployed)."""
+    stacks = experiment.stacks if isinstance(experiment, Experiment) else experiment
+    return max(stack.server.workers for stack in stacks)
 
 
-def fits_side_by_side(experiment: Experiment, cpu_plan: CpuPlan) -> bool:
-    """True where ``cpu_plan`` gives each of the experiment's stacks CPUs of its own side
-    by side. Sharing CPUs, the stacks' switches and caches add a cost to every request that
-    no stack alone pays: on this project's 2-CPU VM side by side read the cheap endpoints'
-    differences about half the size each stack alone serves (docs/statistics.md)."""
-    side = plan_side_by_side(
-        cpu_plan, len(experiment.stacks), side_by_side_stack_size(experiment)
-    )
+def fits_side_by_side(stacks: Sequence[StackSpec], cpu_plan: CpuPlan) -> bool:
+    """True where ``cpu_plan`` gives each of ``stacks`` (an experiment's) CPUs of its own
+    side by side. Sharing CPUs, the stacks' switches and caches add a cost to every request
+    that no stack alone pays: on this project's 2-CPU VM side by side read the cheap
+    endpoints' differences about half the size each stack alone serves
+    (docs/statistics.md)."""
+    side = plan_side_by_side(cpu_plan, len(stacks), side_by_side_stack_size(stacks))
     return side.own_stack_cpus
+
+
+class Measure(Protocol):
+    """The measuring step a session calls (``run_experiment``; ``servelab tune`` races
+    the candidates with its own; tests hand in a runner with a fake executor): measure
+    what ``previous`` lacks, each finished run into ``store`` at once."""
+
+    def __call__(
+        self,
+        experiment: Experiment,
+        store: RunSink,
+        cpu_plan: CpuPlan,
+        *,
+        events: RunnerEvents | None = None,
+        previous: Sequence[RunRecord] = (),
+        driver: LoadDriver | None = None,
+        listen_host: str = LOOPBACK,
+        profiler: str | None = None,
+    ) -> list[RunRecord]: ...
 
 
 def run_experiment(

@@ -24,8 +24,8 @@ from servelab.fronts.base import LOOPBACK
 from servelab.host.cgroups import CpuGroup
 from servelab.host.cpus import CpuPlan, SideBySidePlan, parse_cpu_list
 from servelab.host.procs import JANITOR
+from servelab.host.running import RunningStack
 from servelab.launch import launch_stack
-from servelab.launch.running import RunningStack
 from servelab.load.base import LoadDriver, run_load
 from servelab.observe.metrics import ProcessSampler
 from servelab.observe.neighbours import NeighbourMeter, cpu_speed

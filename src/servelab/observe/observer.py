@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from servelab.launch.running import RunningStack
+from servelab.host.running import RunningStack
 from servelab.observe.acceptq import AcceptQueueSampler
 from servelab.observe.attribution import ACCESS_LOG_NAME, LogCursor, LogEvents
 

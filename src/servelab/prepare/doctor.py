@@ -17,8 +17,8 @@ from servelab.host.doctor import (
     package_check,
     profiler_check,
 )
-from servelab.host.environment import read_sysctl
 from servelab.host.extras import extra_checks
+from servelab.host.facts import read_sysctl
 from servelab.host.netns import unavailable_reason
 from servelab.host.paths import toxiproxy_server
 from servelab.load.registry import DRIVER_NAMES, get_driver

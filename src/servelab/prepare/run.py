@@ -8,12 +8,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from servelab.config.building import default_slices, validated
 from servelab.config.experiment import Experiment, StoppingSpec
 from servelab.config.run import RunOptions
 from servelab.errors import SpecError
 from servelab.fronts.registry import FRONTS
 from servelab.load.registry import DRIVER_NAMES, DRIVERS
-from servelab.prepare.building import default_slices, validated
 from servelab.prepare.checks import DEFAULT_FIX, Stage, blame_earlier, checked_stages
 
 ACCESS_LOG = "access_log"  # the ProxySpec knob --access-log turns on
@@ -34,7 +34,7 @@ def run_option_stages(experiment: Experiment, options: RunOptions) -> list[Stage
     """``experiment`` (first) and each change ``options`` make to it, in turn, with who
     is blamed for a problem it brings; none checked against the plug-ins yet (a step
     that fails blames an earlier stage's problem first, as checking each would)."""
-    stages = [Stage(experiment, f"experiment {experiment.name}")]
+    stages = [Stage(experiment, experiment.source)]
     steps: tuple[tuple[Step, str, Callable[[Experiment], str]], ...] = (
         (lambda e: with_driver_options(e, options.driver_options), "driver options",
          lambda e: f"see --help for the {e.driver} options"),

@@ -22,7 +22,7 @@ from servelab.analysis.so_far import AnalysisSoFar
 from servelab.config.experiment import Experiment
 from servelab.config.stack import StackSpec
 from servelab.errors import ServelabError
-from servelab.host.environment import describe_environment
+from servelab.prepare.environment import describe_environment
 from servelab.results.records import RunRecord
 
 # File names inside a report directory, shared by the renderers that link to each other.

@@ -19,7 +19,7 @@ from servelab.apps import ResolvedApp
 from servelab.config.stack import ServerSpec, StackSpec
 from servelab.errors import ServelabError, SpecError
 from servelab.host.doctor import Check, package_check
-from servelab.host.environment import package_version
+from servelab.host.facts import package_version
 from servelab.servers.registry import SERVERS
 
 CHECK_TIMEOUT_S = 60.0  # a server's own check of its exported config may import the app

@@ -11,7 +11,7 @@ from pathlib import Path
 from servelab.apps import ResolvedApp
 from servelab.config.stack import ServerSpec, StackSpec
 from servelab.errors import SpecError
-from servelab.launch.templates import render
+from servelab.host.templates import render
 from servelab.servers.base import (
     AppServer,
     Command,

@@ -17,7 +17,7 @@ from servelab.config.stack import ServerSpec, StackSpec
 from servelab.errors import MissingToolError, StackStartError
 from servelab.fronts.registry import get_front
 from servelab.host.doctor import Check
-from servelab.host.environment import package_version
+from servelab.host.facts import package_version
 from servelab.servers.base import AppServer, Command, DeployTarget, Listen, ServerDeploy
 
 SCRIPT_NAME = "app.wsgi"

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from servelab.config.experiment import Experiment
+from servelab.config.stack import StackSpec
 from servelab.errors import SpecError
 
 
@@ -29,8 +30,14 @@ class StudyOptions:
     netns: str | None = None  # "auto" | "require" | "off" (see spec.NetworkSpec)
     timeout_s: float | None = None  # the load driver's per-request timeout
     # How the study's stacks are measured: True side by side, False in turns, None the
-    # study's own choice (the CLI decides it from the CPU plan: measuring.fits_side_by_side).
+    # study's own choice.
     side_by_side: bool | None = None
+    # Where that choice is side by side: whether these stacks (the study's, before it is
+    # built) get CPUs of their own on this machine; asked once, and in turns where not
+    # (api.build_study gives it: measuring.fits_side_by_side). None: side by side.
+    fits_side_by_side: Callable[[Sequence[StackSpec]], bool] | None = field(
+        default=None, compare=False
+    )
 
 
 @dataclass(frozen=True)

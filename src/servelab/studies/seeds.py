@@ -13,7 +13,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from pydantic import ValidationError
+
+from servelab.config.building import deep_merge
 from servelab.config.experiment import Experiment
+from servelab.config.stack import StackSpec
 from servelab.errors import SpecError
 from servelab.load.registry import DEFAULT_DRIVER, capabilities
 from servelab.prepare.building import experiment_from_dict
@@ -118,6 +122,27 @@ def _sliceable(options: StudyOptions) -> bool:
     )
 
 
+def _side_by_side(
+    options: StudyOptions, baseline: dict[str, Any], variants: list[dict[str, Any]]
+) -> bool:
+    """Whether a study whose own choice is side by side goes so: as asked, else where its
+    stacks (``baseline`` and the ``variants`` merged onto it) get CPUs of their own
+    (``options.fits_side_by_side``, asked once, before the build). A study that cannot be
+    measured in slices is not asked (it goes in turns whatever it says)."""
+    if options.side_by_side is not None:
+        return options.side_by_side
+    if options.fits_side_by_side is None or not _sliceable(options):
+        return True
+    try:
+        stacks = [
+            StackSpec.model_validate(stack)
+            for stack in (baseline, *(deep_merge(baseline, v) for v in variants))
+        ]
+    except ValidationError:
+        return True  # the experiment's own validation says what is wrong, as it would
+    return options.fits_side_by_side(stacks)
+
+
 def port_vs_socket(options: StudyOptions) -> Experiment:
     return _experiment(
         "port-vs-socket",
@@ -177,31 +202,31 @@ def gunicorn_vs_uvicorn(options: StudyOptions) -> Experiment:
     )
 
 
-# quick's measuring. Side by side (where each stack gets CPUs of its own: the CLI decides,
-# measuring.fits_side_by_side), each round starts the three stacks afresh and measures them
-# at the same moments of the machine, 2 passes of 3 s per endpoint. Else in turns: every
-# round's stacks alive at once, each driven alone for 1 s slices in rotation, 2 passes
-# (sharing one CPU, side by side read the cheap requests' differences about half their
-# size: docs/statistics.md). Rounds are added until every requests/s comparison is within
-# ±5 % or clear of zero, within a budget that keeps the whole study under 3 minutes.
+# quick's measuring. Side by side (where each stack gets CPUs of its own: asked of its
+# stacks before it is built, StudyOptions.fits_side_by_side), each round starts the three
+# stacks afresh and measures them at the same moments of the machine, 2 passes of 3 s per
+# endpoint. Else in turns: every round's stacks alive at once, each driven alone for 1 s
+# slices in rotation, 2 passes (sharing one CPU, side by side read the cheap requests'
+# differences about half their size: docs/statistics.md). Rounds are added until every
+# requests/s comparison is within ±5 % or clear of zero, within a budget that keeps the
+# whole study under 3 minutes.
 QUICK_STOPPING = {"precision_pct": 5.0, "budget_s": 160.0}
 QUICK_DURATION_S = 6.0  # side by side: each stack gets a third of the stack CPUs
 QUICK_IN_TURNS_DURATION_S = 2.0  # in turns: each stack gets all of them
 
 
 def quick(options: StudyOptions) -> Experiment:
-    side_by_side = options.side_by_side is not False
+    baseline = {"name": "nginx-tcp", "server": SEED_SERVER, "proxy": SEED_PROXY}
+    variants: list[dict[str, Any]] = [
+        {"name": "nginx-unix", "proxy": {"transport": "unix"}},
+        {"name": "nginx-unix-keepalive", "proxy": {"transport": "unix", "upstream_keepalive": 8}},
+    ]
+    side_by_side = _side_by_side(options, baseline, variants)
     return _experiment(
         "quick",
         options,
-        baseline={"name": "nginx-tcp", "server": SEED_SERVER, "proxy": SEED_PROXY},
-        variants=[
-            {"name": "nginx-unix", "proxy": {"transport": "unix"}},
-            {
-                "name": "nginx-unix-keepalive",
-                "proxy": {"transport": "unix", "upstream_keepalive": 8},
-            },
-        ],
+        baseline=baseline,
+        variants=variants,
         workloads=seed_workloads(
             options,
             default_requests=None,

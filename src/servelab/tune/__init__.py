@@ -18,12 +18,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+
 from servelab.analysis.so_far import AnalysisSoFar
 from servelab.config.experiment import Experiment
 from servelab.config.load import RequestSpec
-from servelab.config.run import LOOPBACK, UserApp
+from servelab.config.run import LOOPBACK, RunOptions, UserApp
 from servelab.fronts.registry import DEFAULT_FRONT
+from servelab.host.cpus import CpuPlan
+from servelab.load.base import LoadDriver
 from servelab.measuring import RunnerEvents, run_experiment
+from servelab.measuring.runner import RunSink
 from servelab.measuring.stopping import NextRound
 from servelab.prepare.building import experiment_from_dict
 from servelab.results.records import RunRecord
@@ -189,12 +194,12 @@ class TuneProgress:
     def measure(
         self,
         experiment: Experiment,
-        store: Any,
-        cpu_plan: Any,
+        store: RunSink,
+        cpu_plan: CpuPlan,
         *,
         events: RunnerEvents | None = None,
         previous: Sequence[RunRecord] = (),
-        driver: Any = None,
+        driver: LoadDriver | None = None,
         listen_host: str = LOOPBACK,
         measure_round: Callable[..., list[RunRecord]] = run_experiment,
         profiler: str | None = None,
@@ -338,11 +343,11 @@ class TuneOutcome:
 
 def run_tune(
     spec: TuneSpec,
-    options: Any,
+    options: RunOptions,
     user_app: UserApp | None = None,
     *,
-    console: Any = None,
-    quiet: Any = None,
+    console: Console | None = None,
+    quiet: Console | None = None,
     say: Callable[[str], None] = lambda note: None,
 ) -> TuneOutcome:
     """Race ``spec``'s candidates as ``options`` (RunOptions, without a budget: the race
@@ -353,8 +358,7 @@ def run_tune(
 
     experiment = spec.experiment()
     progress = TuneProgress(spec, tuple(s.name for s in experiment.stacks), say=say,
-                            detail=getattr(options, "detail", True),
-                            profile=getattr(options, "profile", False))
+                            detail=options.detail, profile=options.profile)
     try:
         store = api.run(experiment, options, user_app or UserApp(), console=console,
                         out=quiet, measure=progress.measure)

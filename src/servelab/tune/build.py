@@ -34,7 +34,7 @@ def app_interface(app: AppSpec | None) -> tuple[str, AppSpec | None, list[str]]:
     if app is None:
         return "asgi", None, []  # the built-in FastAPI seed app
     from servelab.apps.interpreter import with_app_python
-    from servelab.apps.user import resolve_user_app
+    from servelab.prepare.user_app import resolve_user_app
 
     settled, note = with_app_python(app)
     return resolve_user_app(settled).interface, settled, [note] if note else []

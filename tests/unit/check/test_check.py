@@ -156,3 +156,36 @@ def test_a_crossed_check_draws_the_candidates_differential_flame_graph(tmp_path)
     assert svg is not None and svg.startswith("<svg") and "slow_path" in svg
     assert why_candidate(runs, tmp_path, draw=False) == (lines, None)
     assert why_candidate(runs[:2], tmp_path, draw=True) == ([], None)  # baseline only
+
+
+def test_the_run_options_are_applied_once_before_either_version_starts(monkeypatch, tmp_path):
+    """run_check prepares the experiment (api.prepare: the run's options, the versions'
+    servers fitted, checked) and measures that; it once applied the options itself and
+    api.run applied them again."""
+    import servelab.check as check
+    import servelab.prepare.run as run_steps
+    from servelab.check import run_check
+    from servelab.config.run import RunOptions
+
+    applied, probed = [], []
+    real = run_steps.with_stopping
+    monkeypatch.setattr(
+        run_steps, "with_stopping", lambda e, *a: applied.append(a) or real(e, *a)
+    )
+    monkeypatch.setattr(check, "probe_both", lambda e, timeout_s: probed.append(e))
+
+    class Measured(Exception):
+        pass
+
+    def measure(ready):
+        raise Measured(ready)
+
+    options = RunOptions(precision_pct=3.0, side_by_side=False, results_dir=tmp_path)
+    with pytest.raises(Measured) as stopped:
+        run_check(CheckSpec(app=AppSpec(ref="fastapi")), options, say=lambda note: None,
+                  measure=measure)
+    ready = stopped.value.args[0]
+    assert len(applied) == 1
+    assert probed == [ready.experiment]
+    assert ready.experiment.stopping.precision_pct == 3.0 and not ready.experiment.side_by_side
+    assert ready.options is options

@@ -7,7 +7,7 @@ import pytest
 from servelab.config.building import expand_grid
 from servelab.config.load import LoadSpec
 from servelab.errors import SpecError
-from servelab.prepare.building import experiment_from_dict, load_experiment_file
+from servelab.prepare.building import experiment_from_dict, load_experiment
 
 MINIMAL = {
     "name": "t",
@@ -99,7 +99,7 @@ request = { method = "POST", path = "/sync/items/", body = '{"name": "x", "price
 load = { concurrency = 10, requests = 100 }
 """
     )
-    exp = load_experiment_file(path)
+    exp = load_experiment(path)
     assert exp.name == "exp"
     assert exp.repetitions == 2 and exp.driver == "ab"
     assert exp.variants[0].proxy.upstream_keepalive == 8
@@ -108,8 +108,8 @@ load = { concurrency = 10, requests = 100 }
 
 def test_toml_errors_are_spec_errors(tmp_path: Path):
     with pytest.raises(SpecError, match="does not exist"):
-        load_experiment_file(tmp_path / "missing.toml")
+        load_experiment(tmp_path / "missing.toml")
     bad = tmp_path / "bad.toml"
     bad.write_text("repetitions = = 3")
     with pytest.raises(SpecError, match="not valid TOML"):
-        load_experiment_file(bad)
+        load_experiment(bad)

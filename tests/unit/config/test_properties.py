@@ -16,7 +16,7 @@ from servelab.config.experiment import Experiment
 from servelab.config.run import parse_duration
 from servelab.errors import ServelabError
 from servelab.export.deploy import check_listen
-from servelab.prepare.building import experiment_from_dict, load_experiment_file
+from servelab.prepare.building import experiment_from_dict, load_experiment
 
 # Names an experiment file uses, so generated tables reach the validators, not only the
 # "unknown key" check.
@@ -65,7 +65,7 @@ def test_any_experiment_file_loads_or_is_refused_by_servelab(tmp_path: Path, raw
     path = tmp_path / "experiment.toml"
     path.write_bytes(raw)
     try:
-        load_experiment_file(path)
+        load_experiment(path)
     except ServelabError as exc:
         assert "\n" not in exc.one_line()
 
@@ -97,4 +97,4 @@ def test_generated_toml_round_trips_through_the_loader(tmp_path: Path) -> None:
     path = tmp_path / "ok.toml"
     path.write_text('[baseline]\n[[workloads]]\nname = "w"\nload = { duration_s = 2 }\n')
     assert tomllib.loads(path.read_text())["workloads"][0]["name"] == "w"
-    assert load_experiment_file(path).workloads[0].name == "w"
+    assert load_experiment(path).workloads[0].name == "w"

@@ -11,7 +11,7 @@ import pytest
 from servelab.config.stack import ProxySpec
 from servelab.errors import StackStartError
 from servelab.fronts import nginx
-from servelab.launch.templates import nginx_quote
+from servelab.host.templates import nginx_quote
 
 needs_nginx = pytest.mark.skipif(shutil.which("nginx") is None, reason="nginx is not installed")
 

@@ -9,10 +9,10 @@ import sys
 import pytest
 from pydantic import ValidationError
 
-from servelab.apps.user import database_spec, describe_database
 from servelab.config.database import DatabaseSpec
 from servelab.errors import SpecError
 from servelab.prepare.building import experiment_from_dict
+from servelab.prepare.user_app import database_spec, describe_database
 from servelab.services import slowlink
 from servelab.services.slowlink import (
     SlowLink,

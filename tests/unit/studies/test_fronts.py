@@ -84,10 +84,10 @@ def test_no_ab_section_for_other_drivers():
 def test_the_apache_mpms_example_file_is_valid():
     from pathlib import Path
 
-    from servelab.prepare.building import load_experiment_file
+    from servelab.prepare.building import load_experiment
 
     path = Path(__file__).resolve().parents[3] / "examples" / "apache-mpms.toml"
-    exp = load_experiment_file(path)
+    exp = load_experiment(path)
     assert [s.proxy.apache_mpm for s in exp.stacks] == [
         "event", "worker", "prefork", "event", "event",
     ]

@@ -2,7 +2,7 @@
 
 import pytest
 
-from servelab.host.environment import (
+from servelab.prepare.environment import (
     FACT_BY_KEY,
     FACTS,
     collect_environment,

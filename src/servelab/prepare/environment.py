@@ -2,7 +2,9 @@
 
 Each fact is declared once, in ``FACTS``: its key in the stored environment, how it
 is collected, its label in reports and how it is shown there, and whether it
-identifies the machine (results from different machines are not mixed).
+identifies the machine (results from different machines are not mixed). The versions
+come from every front and app server (their registries), so the record stands above the
+plug-ins; what it reads from the machine itself is servelab.host.facts.
 """
 
 from __future__ import annotations
@@ -10,63 +12,13 @@ from __future__ import annotations
 import os
 import platform
 import resource
-import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from importlib import metadata
-from pathlib import Path
 from typing import Any
 
 from servelab.fronts.registry import PROCESS_FRONTS, get_front
-from servelab.host.paths import find_program
+from servelab.host.facts import cpu_model, package_version, read_sysctl
 from servelab.servers.registry import SERVER_KINDS, get_server
-
-
-def read_sysctl(name: str) -> str | None:
-    try:
-        return Path("/proc/sys", *name.split(".")).read_text().strip()
-    except OSError:
-        return None
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def program_version(argv: list[str]) -> str | None:
-    """First line a program prints about its version (stdout or stderr), or None."""
-    if find_program(argv[0]) is None:
-        return None
-    try:
-        done = subprocess.run(
-            [find_program(argv[0]) or argv[0], *argv[1:]],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    text = (done.stdout or done.stderr).strip()
-    return text.splitlines()[0] if text else None
-
-
-def package_version(name: str) -> str | None:
-    """The installed version of distribution ``name`` ("a|b": of the first of either that
-    is installed), or None."""
-    for one in name.split("|"):
-        try:
-            return metadata.version(one)
-        except metadata.PackageNotFoundError:
-            continue
-    return None
-
 
 Row = tuple[str, str]  # (label, value) as reports show it
 

@@ -7,7 +7,10 @@ from pathlib import Path
 import pytest
 
 from servelab.apps import ResolvedApp
-from servelab.apps.user import (
+from servelab.config.load import RequestSpec
+from servelab.config.stack import AppSpec, StackSpec
+from servelab.errors import SpecError
+from servelab.prepare.user_app import (
     UserRequest,
     check_study_accepts_app,
     fit_stack,
@@ -15,9 +18,6 @@ from servelab.apps.user import (
     with_app_env,
     with_user_app,
 )
-from servelab.config.load import RequestSpec
-from servelab.config.stack import AppSpec, StackSpec
-from servelab.errors import SpecError
 from servelab.studies import StudyOptions, get_study
 
 
@@ -117,10 +117,10 @@ def test_a_request_mix_becomes_oha_url_file_and_other_drivers_refuse(tmp_path: P
 
 
 def test_the_django_example_file_is_valid() -> None:
-    from servelab.prepare.building import load_experiment_file
+    from servelab.prepare.building import load_experiment
 
     path = Path(__file__).resolve().parents[3] / "examples" / "django-mix.toml"
-    experiment = load_experiment_file(path)
+    experiment = load_experiment(path)
     (workload,) = experiment.workloads
     assert [m.weight for m in workload.request.mix] == [3, 1]
     assert workload.request.path == "/books/?min=1000&max=2000"

@@ -22,7 +22,7 @@ def nginx_quote(value: object) -> str:
 @cache
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.PackageLoader("servelab.launch", "templates"),
+        loader=jinja2.PackageLoader("servelab.host", "templates"),
         undefined=jinja2.StrictUndefined,
         autoescape=False,  # config files, not HTML
         trim_blocks=True,
