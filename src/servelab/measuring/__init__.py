@@ -54,7 +54,8 @@ def fits_side_by_side(stacks: Sequence[StackSpec], cpu_plan: CpuPlan) -> bool:
 class Measure(Protocol):
     """The measuring step a session calls (``run_experiment``; ``servelab tune`` races
     the candidates with its own; tests hand in a runner with a fake executor): measure
-    what ``previous`` lacks, each finished run into ``store`` at once."""
+    what ``previous`` lacks, each finished run into ``store`` at once; ``so_far``: the
+    session's analysis as runs arrive, for its stopping rule to ask."""
 
     def __call__(
         self,
@@ -67,6 +68,7 @@ class Measure(Protocol):
         driver: LoadDriver | None = None,
         listen_host: str = LOOPBACK,
         profiler: str | None = None,
+        so_far: AnalysisSoFar | None = None,
     ) -> list[RunRecord]: ...
 
 
