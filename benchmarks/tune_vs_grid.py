@@ -34,7 +34,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from servelab.analysis.analyze import METRIC_BY_KEY, compare_variants
+from servelab.analysis.comparisons import compare_variants
+from servelab.analysis.metrics import METRIC_BY_KEY
 from servelab.results.store import resolve_result
 
 HERE = Path(__file__).resolve().parent

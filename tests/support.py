@@ -416,7 +416,8 @@ def simulated_study(
     (variant, comparison of the answer's metric) at the moment measuring stopped."""
     import math
 
-    from servelab.analysis.analyze import analyze, answer_metric
+    from servelab.analysis.analyze import analyze
+    from servelab.analysis.metrics import answer_metric
     from servelab.measuring import Runner
 
     starts: dict[int, float] = {}

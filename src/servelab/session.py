@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from servelab.analysis.so_far import AnalysisSoFar
 from servelab.config.experiment import Experiment
 from servelab.config.load import Workload
 from servelab.errors import ServelabError
@@ -184,6 +185,17 @@ class ExperimentSession:
             self.console.print(f"resuming: {len(runs)} runs already stored are kept")
         live = LiveProgress(experiment, self.console, total, done=len(runs), detail=self.detail)
         unwritten: list[RunRecord] = []  # kept in the store, not yet in report.md
+        # Each run's own figures worked out once, as it comes (its profile read from disk
+        # and parsed); the analysis across runs from them at each report.
+        so_far = AnalysisSoFar(experiment)
+
+        def keep(run: RunRecord) -> None:
+            so_far.add(run, read_profiles(store.path, [run]).get(
+                (run.variant, run.workload, run.repetition)
+            ))
+
+        for run in runs:  # resumed: those already stored
+            keep(run)
 
         def write_reports() -> None:
             """report.md and the --export-* files from every run so far. The runs of a
@@ -192,16 +204,15 @@ class ExperimentSession:
             if not unwritten:
                 return
             unwritten.clear()
-            so_far = ReportInput.build(
-                experiment, environment, runs, profiles=read_profiles(store.path, runs)
-            )
+            report = ReportInput.so_far(so_far, environment)
             (store.path / MARKDOWN_FILE).write_text(
-                render_markdown(report_sections(so_far, with_files=False))
+                render_markdown(report_sections(report, with_files=False))
             )
-            write_result_files(self.result_files, so_far)
+            write_result_files(self.result_files, report)
 
         def on_result(result: RunRecord) -> None:
             runs.append(result)  # the store already holds it (ResultStore.add)
+            keep(result)
             unwritten.append(result)
             live.show(result)
 
@@ -217,6 +228,7 @@ class ExperimentSession:
                     events=events,
                     driver=driver,
                     previous=tuple(runs),
+                    so_far=so_far,
                     **({"listen_host": self.listen_host} if self.listen_host else {}),
                     **({"profiler": profiler} if profiler else {}),
                 )
@@ -233,9 +245,9 @@ class ExperimentSession:
                     self.console.print(f"{len(runs)} of {planned} runs kept in {store.label}")
         store.mark_finished()
         # The live report once more, now with what the stopping rule said; the answer last.
-        sections = live_sections(
-            experiment, environment, runs, outlook=outlook_lines(live.outlook),
-            profiles=read_profiles(store.path, runs),
+        sections = report_sections(
+            ReportInput.so_far(so_far, environment), with_files=False,
+            outlook=outlook_lines(live.outlook),
         )
         (store.path / MARKDOWN_FILE).write_text(render_markdown(sections))
         self.out.print(render_terminal(sections, detail=self.detail))

@@ -21,8 +21,10 @@ from servelab.session import ExperimentSession
 
 
 def fake_measure(level):
-    def measure(experiment, store, cpu_plan, *, events, driver, previous):
-        return Runner(experiment, store, FakeExecutor(level), events, previous).run()
+    def measure(experiment, store, cpu_plan, *, events, driver, previous, so_far):
+        return Runner(
+            experiment, store, FakeExecutor(level), events, previous, so_far=so_far
+        ).run()
 
     return measure
 
@@ -82,7 +84,7 @@ def _session(tmp_path: Path, measure) -> ExperimentSession:
 
 
 def test_an_experiment_refused_before_its_first_run_stores_nothing(tmp_path: Path):
-    def refused(experiment, store, cpu_plan, *, events, driver, previous):
+    def refused(experiment, store, cpu_plan, *, events, driver, previous, **_):
         assert store.path.is_dir()  # created, then taken back
         raise StackStartError("the app answered HTTP 404, expected 200")
 
@@ -93,7 +95,7 @@ def test_an_experiment_refused_before_its_first_run_stores_nothing(tmp_path: Pat
 
 
 def test_runs_measured_before_a_failure_are_kept(tmp_path: Path):
-    def one_then_fail(experiment, store, cpu_plan, *, events, driver, previous):
+    def one_then_fail(experiment, store, cpu_plan, *, events, driver, previous, **_):
         run = fake_run("base", "w", 1, experiment="refused")
         store.add(run)  # as the runner does: stored, then announced
         events.on_result(run)
@@ -155,7 +157,7 @@ def test_a_results_directory_copied_elsewhere_resumes_there_with_the_original_go
     unfinished experiment, and writes its runs and report under the copy."""
     import shutil
 
-    def one_then_fail(experiment, store, cpu_plan, *, events, driver, previous):
+    def one_then_fail(experiment, store, cpu_plan, *, events, driver, previous, **_):
         run = fake_run("base", "w", 1, experiment="refused")
         store.add(run)
         events.on_result(run)
@@ -168,7 +170,7 @@ def test_a_results_directory_copied_elsewhere_resumes_there_with_the_original_go
     shutil.rmtree(old)
     seen = []
 
-    def the_rest(experiment, store, cpu_plan, *, events, driver, previous):
+    def the_rest(experiment, store, cpu_plan, *, events, driver, previous, **_):
         seen.append((store.path, len(previous)))
         run = fake_run("base", "w", 2, experiment="refused")
         store.add(run)

@@ -10,7 +10,7 @@ blocked on a lock or queue (``WAITING``) are left out first. A function's figure
 its self time (the stacks where it is the innermost frame), so functions add up too.
 Against the baseline, each part and function is compared over starts as the answer's
 metric is (paired by round when both were measured in the same rounds: see
-``analysis.analyze.compare_round_values``); the total's difference less the lines shown
+``analysis.comparisons.compare_round_values``); the total's difference less the lines shown
 is "unexplained". The inclusive view (``covering``) names functions with their callees
 instead, picked so that no stack counts twice.
 
@@ -32,12 +32,13 @@ explanation says so past ``WAITED``.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from servelab.analysis.analyze import compare_round_values
+from servelab.analysis.comparisons import compare_round_values
 from servelab.analysis.stats import Comparison
 from servelab.results.records import ProcessUsage, RunRecord
 
@@ -79,6 +80,10 @@ def parse_folded(text: str) -> dict[Stack, float]:
     return dict(stacks)
 
 
+# A frame's function and a stack's names depend on the text alone: worked out once per
+# distinct frame and stack (a report explains the same stacks again after every block;
+# the regex was most of its time: benchmarks/analysis_cost.py).
+@functools.lru_cache(maxsize=1 << 16)
 def frame_function(frame: str) -> str:
     """A frame without its line number: ``handle (app.py:12)`` -> ``handle (app.py)``."""
     return _LINE_NUMBER.sub(r" (\1)", frame)
@@ -328,6 +333,7 @@ def explain(
     )
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _names_on(stack: Stack) -> frozenset[str]:
     """The functions a stack's CPU counts for inclusively: each frame once (recursion is
     not counted twice), a part's synthetic frame by ``leaf_name``; not the part itself."""

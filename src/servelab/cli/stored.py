@@ -110,12 +110,8 @@ def results_compare(
     as_json: bool, fail_on: str | None,
 ) -> None:
     """Compare each variant of SECOND against the same variant of FIRST."""
-    from servelab.analysis.analyze import (
-        METRIC_BY_KEY,
-        answer_metric,
-        compare_results,
-        verdict_line,
-    )
+    from servelab.analysis.comparisons import compare_results, verdict_line
+    from servelab.analysis.metrics import METRIC_BY_KEY, answer_metric
     from servelab.analysis.thresholds import EXIT_FAIL, EXIT_INCONCLUSIVE
     from servelab.analysis.validity import as_measured
     from servelab.prepare.environment import machine_differences

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-# The names users write, and the metric each means (servelab.analysis.analyze.METRICS).
+# The names users write, and the metric each means (servelab.analysis.metrics.METRICS).
 METRIC_NAMES: dict[str, str] = {
     "rps": "rps",
     "ok_rps": "ok_rps",
@@ -33,7 +33,7 @@ class Threshold:
     for a relative metric; else its count) is beyond ``limit`` in the direction ``op``."""
 
     text: str  # as the user wrote it, normalised: "rps < -5%"
-    metric: str  # a key of analysis.analyze.METRICS
+    metric: str  # a key of analysis.metrics.METRICS
     op: Literal["<", ">"]
     limit: float
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from servelab.analysis.analyze import VariantAnalysis, answer_metric
+from servelab.analysis.analyze import VariantAnalysis
+from servelab.analysis.metrics import answer_metric
 from servelab.config.stack import StackSpec
 from servelab.errors import ServelabError
 from servelab.report.base import ReportInput, failure_breakdown

@@ -28,11 +28,9 @@ from typing import Any, TypedDict
 
 import jinja2
 
-from servelab.analysis.analyze import (
-    VariantAnalysis,
-    answer_metric,
-    compare_variants,
-)
+from servelab.analysis.analyze import VariantAnalysis
+from servelab.analysis.comparisons import compare_variants
+from servelab.analysis.metrics import answer_metric
 from servelab.apps import BUILTIN_APPS, resolve_app
 from servelab.config.stack import StackSpec
 from servelab.errors import SpecError

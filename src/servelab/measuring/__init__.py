@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from servelab.analysis.so_far import AnalysisSoFar
 from servelab.config.experiment import Experiment
 from servelab.config.stack import StackSpec
 from servelab.errors import SpecError
@@ -53,7 +54,8 @@ def fits_side_by_side(stacks: Sequence[StackSpec], cpu_plan: CpuPlan) -> bool:
 class Measure(Protocol):
     """The measuring step a session calls (``run_experiment``; ``servelab tune`` races
     the candidates with its own; tests hand in a runner with a fake executor): measure
-    what ``previous`` lacks, each finished run into ``store`` at once."""
+    what ``previous`` lacks, each finished run into ``store`` at once; ``so_far``: the
+    session's analysis as runs arrive, for its stopping rule to ask."""
 
     def __call__(
         self,
@@ -66,6 +68,7 @@ class Measure(Protocol):
         driver: LoadDriver | None = None,
         listen_host: str = LOOPBACK,
         profiler: str | None = None,
+        so_far: AnalysisSoFar | None = None,
     ) -> list[RunRecord]: ...
 
 
@@ -80,11 +83,13 @@ def run_experiment(
     listen_host: str = LOOPBACK,
     profiler: str | None = None,
     rounds: Sequence[int] | None = None,
+    so_far: AnalysisSoFar | None = None,
 ) -> list[RunRecord]:
     """Measure every (variant, workload, repetition) not in ``previous`` on this machine;
     store each result in ``store`` as soon as it is finished. ``profiler``: py-spy's path,
     to profile every measured window (``--profile``); ``rounds``: only these repetitions
-    (default: 1 to the experiment's)."""
+    (default: 1 to the experiment's); ``so_far``: the session's analysis as runs arrive,
+    which the stopping rule asks rather than analysing every run again."""
     driver = driver or get_driver(experiment.driver, experiment.driver_options)
     driver.executable()  # a missing driver is an error before any stack starts
     if experiment.slices > 1:
@@ -112,5 +117,7 @@ def run_experiment(
             driver, cpu_plan, Groups(stack_group, driver_group), listen_host=listen_host,
             side=side, profiler=profiler, on_driver_note=events.on_driver,
         )
-        runner = Runner(experiment, store, executor, events, previous, only_rounds=rounds)
+        runner = Runner(
+            experiment, store, executor, events, previous, only_rounds=rounds, so_far=so_far
+        )
         return runner.run()

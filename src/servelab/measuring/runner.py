@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Generic, Protocol
 
+from servelab.analysis.so_far import AnalysisSoFar
 from servelab.analysis.validity import BUSY_SHARE
 from servelab.config.experiment import Experiment
 from servelab.config.load import Workload
@@ -114,6 +115,8 @@ class Runner(Generic[LiveStack]):
     # Only these repetitions (None: 1 to the experiment's repetitions): tune's profiled
     # starts of its finalists, some of which left the race before its last round.
     only_rounds: Sequence[int] | None = None
+    # The session's analysis of the runs as they arrive, which the stopping rule asks.
+    so_far: AnalysisSoFar | None = None
 
     def __post_init__(self) -> None:
         self.done: set[RunKey] = {
@@ -259,7 +262,7 @@ class Runner(Generic[LiveStack]):
             self._measure_block(block, experiment.workloads, experiment.slices, rng, rounds)
         if experiment.stopping is None:
             return
-        rule = PrecisionRule(experiment)
+        rule = PrecisionRule(experiment, self.so_far)
         while True:
             plan = rule.next_round(self.all_runs, self.clock() - started, rounds)
             self.events.on_round(plan, rule.outlook)

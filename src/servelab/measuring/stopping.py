@@ -10,15 +10,11 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from servelab.analysis.analyze import (
-    Clarity,
-    ExperimentAnalysis,
-    analyze,
-    answer_metric,
-    clarity,
-    slice_design,
-)
+from servelab.analysis.analyze import Clarity, ExperimentAnalysis, analyze, clarity
+from servelab.analysis.comparisons import slice_design
+from servelab.analysis.metrics import answer_metric
 from servelab.analysis.nested import starts_needed, variance_components
+from servelab.analysis.so_far import AnalysisSoFar
 from servelab.analysis.stats import EARLY_LEVEL, MIN_CLEAR_DF
 from servelab.analysis.thresholds import distance_to_decide, judge, parse_threshold
 from servelab.analysis.validity import as_measured, threshold_comparison
@@ -134,15 +130,22 @@ class PrecisionRule:
     the budget, or the starts reach their maximum. Passes per start double (up to
     4x) while a start's slices are noisier than the starts are different."""
 
-    def __init__(self, experiment: Experiment) -> None:
+    def __init__(self, experiment: Experiment, so_far: AnalysisSoFar | None = None) -> None:
         assert experiment.stopping is not None
         self.experiment = experiment
+        # The session's analysis as runs arrive: asked instead of analysing again when it
+        # holds the very runs the rule is deciding on (the report then asks it too).
+        self.so_far = so_far
         self.stopping = experiment.stopping
         self.passes = experiment.slices
         self.outlook: Outlook | None = None
 
     def _assess(self, runs: Sequence[RunRecord]) -> list[Clarity]:
-        analysis = analyze(self.experiment, runs, min_effect_pct=self.stopping.min_effect_pct)
+        min_effect = self.stopping.min_effect_pct
+        if self.so_far is not None and self.so_far.holds(runs):
+            analysis = self.so_far.analysis(min_effect_pct=min_effect)
+        else:
+            analysis = analyze(self.experiment, runs, min_effect_pct=min_effect)
         if self.stopping.thresholds:
             return threshold_clarity(analysis, self.stopping.thresholds)
         return clarity(analysis, self.stopping.precision_pct, self.stopping.min_effect_pct)

@@ -9,14 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from servelab.analysis.analyze import (
-    METRIC_BY_KEY,
-    ExperimentAnalysis,
-    Metric,
-    answer_metric,
-    clarity,
-    compare_variants,
-)
+from servelab.analysis.analyze import ExperimentAnalysis, clarity
+from servelab.analysis.comparisons import compare_variants
+from servelab.analysis.metrics import METRIC_BY_KEY, Metric, answer_metric
 from servelab.analysis.stats import MIN_CLEAR_DF, Comparison
 from servelab.analysis.validity import latency_judged, not_judged_because
 from servelab.analysis.warnings import ResultWarning, WarningKind
@@ -103,7 +98,7 @@ class Answer:
 
     @property
     def tests(self) -> tuple[str, ...]:
-        """The tests the comparisons actually used (analysis.analyze.compare_variants)."""
+        """The tests the comparisons actually used (analysis.comparisons.compare_variants)."""
         return tuple(sorted({line.test for w in self.workloads for line in w.lines}))
 
 

@@ -15,7 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
-from servelab.analysis.analyze import ExperimentAnalysis, analyze, answer_metric
+from servelab.analysis.analyze import ExperimentAnalysis, analyze
+from servelab.analysis.metrics import answer_metric
+from servelab.analysis.profile import RunProfile, run_profiles
+from servelab.analysis.so_far import AnalysisSoFar
 from servelab.config.experiment import Experiment
 from servelab.config.stack import StackSpec
 from servelab.errors import ServelabError
@@ -83,6 +86,14 @@ def log_breakdown(runs: Sequence[RunRecord]) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
+def _check_some(runs: Sequence[RunRecord], source: str) -> None:
+    if not runs:
+        raise ServelabError(
+            f"{source} has no finished run to report on",
+            "let the experiment finish at least one run (servelab run --resume)",
+        )
+
+
 @dataclass(frozen=True)
 class ReportInput:
     """One stored result, analysed; what every renderer reads."""
@@ -94,6 +105,8 @@ class ReportInput:
     # Folded stacks of the profiled runs (--profile): (variant, workload, repetition) ->
     # their text (servelab.results.profiles); empty without profiles.
     profiles: Mapping[tuple[str, str, int], str] = field(default_factory=dict)
+    # Those runs per request (analysis.profile.run_profiles of the texts above).
+    run_profiles: tuple[RunProfile, ...] = ()
 
     @classmethod
     def build(
@@ -106,15 +119,33 @@ class ReportInput:
         min_effect_pct: float = 0.0,
         profiles: Mapping[tuple[str, str, int], str] | None = None,
     ) -> ReportInput:
-        if not runs:
-            raise ServelabError(
-                f"{source} has no finished run to report on",
-                "let the experiment finish at least one run (servelab run --resume)",
-            )
+        """``runs`` analysed from scratch (a stored result)."""
+        _check_some(runs, source)
         analysis = analyze(experiment, runs, min_effect_pct=min_effect_pct)
+        folded = dict(profiles or {})
         # The design the runs answer in (side by side turned in turns: analysis.validity).
         return cls(
-            analysis.experiment, dict(environment), tuple(runs), analysis, dict(profiles or {})
+            analysis.experiment, dict(environment), tuple(runs), analysis, folded,
+            tuple(run_profiles(runs, folded)),
+        )
+
+    @classmethod
+    def so_far(
+        cls,
+        so_far: AnalysisSoFar,
+        environment: Mapping[str, Any],
+        *,
+        source: str = "the result",
+        min_effect_pct: float = 0.0,
+    ) -> ReportInput:
+        """A measuring session's runs so far, from what it kept as they came (the same
+        report as ``build`` of those runs)."""
+        runs = so_far.runs
+        _check_some(runs, source)
+        analysis = so_far.analysis(min_effect_pct=min_effect_pct)
+        return cls(
+            analysis.experiment, dict(environment), runs, analysis, so_far.folded,
+            so_far.profiles,
         )
 
     @classmethod

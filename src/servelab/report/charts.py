@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import matplotlib
 from matplotlib.figure import Figure
 
-from servelab.analysis.analyze import answer_metric
+from servelab.analysis.metrics import answer_metric
 from servelab.report.base import failure_breakdown, log_breakdown, stack_knobs
 
 if TYPE_CHECKING:

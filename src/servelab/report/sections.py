@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from servelab.analysis.analyze import answer_metric
+from servelab.analysis.metrics import answer_metric
 from servelab.config.experiment import Experiment
 from servelab.report import machines, memory, names, timing, why
 from servelab.report.answer import Answer, answer_intro, build_answer
@@ -264,16 +264,17 @@ def report_sections(
     experiment, runs, analysis = report.experiment, report.runs, report.analysis
     answer = build_answer(analysis)
     profiles = why.run_profiles(report)
+    explained = why.explained(report, profiles)
     sections: list[Section] = [
         TitleSection(experiment.name, experiment_line(report)),
         AnswerSection(
-            answer, answer_intro(answer), tuple(outlook), tuple(why.answer_lines(report, profiles))
+            answer, answer_intro(answer), tuple(outlook), tuple(why.answer_lines(explained))
         ),
         glance_section(report),
     ]
     if profiles:
         sections.append(WhySection(
-            tuple(why.why_text(report, profiles)), tuple(why.profile_notes(report)),
+            tuple(why.why_text(explained, profiles)), tuple(why.profile_notes(report)),
             tuple(why.flame_graphs(report, profiles)) if with_files else (),
         ))
     if with_files:

@@ -12,12 +12,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, NamedTuple
 
-from servelab.analysis.analyze import (
-    METRIC_BY_KEY,
-    ExperimentAnalysis,
-    summary_line,
-    verdict_line,
-)
+from servelab.analysis.analyze import ExperimentAnalysis
+from servelab.analysis.comparisons import verdict_line
+from servelab.analysis.metrics import METRIC_BY_KEY, summary_line
 from servelab.analysis.stats import percent_change, summarize
 from servelab.config.experiment import Experiment
 from servelab.observe.attribution import failure_events

@@ -11,13 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from servelab.analysis.profile import (
+    Explanation,
     RunProfile,
     answer_line,
     explain_all,
     mean_stacks,
     why_lines,
 )
-from servelab.analysis.profile import run_profiles as profiles_of
 from servelab.report.base import ReportInput
 from servelab.report.flames import flame_svg, speedscope_json
 from servelab.results.profiles import folded_text
@@ -54,22 +54,28 @@ class FlameGraph:
 
 def run_profiles(report: ReportInput) -> list[RunProfile]:
     """Every run of ``report`` whose profile is on disk, per request."""
-    return profiles_of(report.runs, report.profiles)
+    return list(report.run_profiles)
 
 
-def why_text(report: ReportInput, profiles: Sequence[RunProfile]) -> list[str]:
+def explained(report: ReportInput, profiles: Sequence[RunProfile]) -> list[Explanation]:
+    """Each variant against the baseline, per workload (for ``why_text`` and
+    ``answer_lines``: worked out once per report)."""
+    return explain_all(profiles, report.experiment.baseline.name)
+
+
+def why_text(explanations: Sequence[Explanation], profiles: Sequence[RunProfile]) -> list[str]:
     """Each variant's explanation against the baseline, a few lines each."""
     lines: list[str] = []
-    for explanation in explain_all(profiles, report.experiment.baseline.name):
+    for explanation in explanations:
         lines += why_lines(explanation)
     if not lines and profiles:
         lines.append("Profiled, but the baseline and a variant are not both profiled yet.")
     return lines
 
 
-def answer_lines(report: ReportInput, profiles: Sequence[RunProfile]) -> list[str]:
+def answer_lines(explanations: Sequence[Explanation]) -> list[str]:
     """One line per variant and workload for under the answer."""
-    return [answer_line(e) for e in explain_all(profiles, report.experiment.baseline.name)]
+    return [answer_line(e) for e in explanations]
 
 
 def profile_notes(report: ReportInput) -> list[str]:

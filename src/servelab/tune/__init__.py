@@ -20,6 +20,7 @@ from typing import Any
 
 from rich.console import Console
 
+from servelab.analysis.so_far import AnalysisSoFar
 from servelab.config.experiment import Experiment
 from servelab.config.load import RequestSpec
 from servelab.config.run import LOOPBACK, RunOptions, UserApp
@@ -202,9 +203,12 @@ class TuneProgress:
         listen_host: str = LOOPBACK,
         measure_round: Callable[..., list[RunRecord]] = run_experiment,
         profiler: str | None = None,
+        so_far: AnalysisSoFar | None = None,
     ) -> list[RunRecord]:
         """ExperimentSession's measuring step: rounds of the candidates still in; then,
-        with ``profiler`` (py-spy's path: --profile), the finalists' profiled starts."""
+        with ``profiler`` (py-spy's path: --profile), the finalists' profiled starts.
+        ``so_far`` (the session's analysis) is not asked: each round of the race is an
+        experiment of its own, with its own rule."""
         self.store = store
         self.workload = experiment.workloads[0].name
         self.runs = list(previous)

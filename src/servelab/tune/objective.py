@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from servelab.analysis.analyze import METRIC_BY_KEY, Metric
+from servelab.analysis.metrics import METRIC_BY_KEY, Metric
 from servelab.errors import SpecError
 from servelab.results.records import RunRecord
 

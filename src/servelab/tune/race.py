@@ -21,7 +21,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from servelab.analysis.analyze import compare_rounds, compare_variants
+from servelab.analysis.comparisons import compare_rounds, compare_variants
 from servelab.analysis.family import judge_family
 from servelab.analysis.nested import starts_needed
 from servelab.analysis.stats import Comparison, confidence_interval

@@ -149,7 +149,7 @@ def test_bad_durations(text):
 
 
 def test_uneven_workers_are_shown():
-    from servelab.analysis.analyze import worker_split
+    from servelab.analysis.checks import worker_split
     from servelab.results.records import ProcessUsage
 
     exp, runs = measured(0.0)

@@ -106,7 +106,8 @@ def test_paired_test_edge_cases():
 def test_rounds_are_paired_from_three_matching_rounds_only():
     from support import seed_run as run
 
-    from servelab.analysis.analyze import METRIC_BY_KEY, compare_rounds
+    from servelab.analysis.comparisons import compare_rounds
+    from servelab.analysis.metrics import METRIC_BY_KEY
 
     rps = METRIC_BY_KEY["rps"]
     base = [run("tcp", n, r, 50.0) for n, r in ((1, 100.0), (2, 110.0), (3, 120.0))]

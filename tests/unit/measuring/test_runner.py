@@ -167,7 +167,8 @@ def test_a_stack_that_leaves_its_cpu_idle_turns_side_by_side_into_turns():
     """Side by side, each stack is first driven alone for a moment: one that keeps only
     half its CPU busy (it waits) makes the rest of the experiment measured in turns,
     said as a note, and the analysis compares requests/s of the runs measured so."""
-    from servelab.analysis.analyze import analyze, answer_metric
+    from servelab.analysis.analyze import analyze
+    from servelab.analysis.metrics import answer_metric
     from servelab.analysis.warnings import WarningKind
 
     notes: list[str] = []

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from servelab.analysis.analyze import METRIC_BY_KEY
+from servelab.analysis.metrics import METRIC_BY_KEY
 from servelab.analysis.stats import Comparison
 from servelab.report import answer
 from servelab.report.answer import AnswerLine, _held_back, _winner

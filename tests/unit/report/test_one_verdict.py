@@ -15,7 +15,8 @@ import pytest
 from rich.console import Console
 from support import FakeExecutor, ListSink
 
-from servelab.analysis.analyze import analyze, answer_metric, comparisons_document
+from servelab.analysis.analyze import analyze, comparisons_document
+from servelab.analysis.metrics import answer_metric
 from servelab.export.choose import judge
 from servelab.measuring import Runner
 from servelab.prepare.building import experiment_from_dict
