@@ -26,7 +26,13 @@ from servelab.host.cpus import CpuPlan, plan_side_by_side
 from servelab.host.procs import JANITOR
 from servelab.load.base import LoadDriver, check_driver_can
 from servelab.load.registry import get_driver
-from servelab.measuring import Launch, RunnerEvents, run_experiment, side_by_side_stack_size
+from servelab.measuring import (
+    Launch,
+    Measure,
+    RunnerEvents,
+    run_experiment,
+    side_by_side_stack_size,
+)
 from servelab.measuring.stopping import NextRound, Outlook
 from servelab.prepare.environment import collect_environment, machine_differences
 from servelab.report.base import MARKDOWN_FILE, ReportInput
@@ -80,7 +86,7 @@ class ExperimentSession:
         out: Console,
         resume: bool = False,
         force: bool = False,
-        measure: Callable[..., list[RunRecord]] = run_experiment,
+        measure: Measure = run_experiment,
         result_files: Mapping[str, Path] | None = None,
         listen_host: str | None = None,
         detail: bool = False,
