@@ -30,7 +30,7 @@ class Registry(Generic[T]):
             raise SpecError(
                 f"unknown {self.what} {name!r}", f"choose one of {', '.join(self.names)}"
             )
-        return _imported(self.entries[name])
+        return imported(self.entries[name])
 
     def get(self, name: str) -> T:
         """The one shared instance of ``name`` (plug-ins without state)."""
@@ -42,11 +42,12 @@ class Registry(Generic[T]):
 
 
 @cache
-def _imported(target: str) -> Any:
+def imported(target: str) -> Any:
+    """What "module:name" names, its module imported on first use."""
     module, _, attr = target.partition(":")
     return getattr(importlib.import_module(module), attr)
 
 
 @cache
 def _instance(target: str) -> Any:
-    return _imported(target)()
+    return imported(target)()

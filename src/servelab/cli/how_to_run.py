@@ -12,7 +12,7 @@ import click
 
 from servelab.config.run import DEFAULT_RESULTS_DIR, LOOPBACK, RunOptions, parse_duration
 from servelab.errors import SpecError
-from servelab.report.exports import EXPORT_FORMATS
+from servelab.report.formats import EXPORT_FORMATS
 
 # The options of every measuring command, collected into one RunOptions (see run_options).
 _run_options = [

@@ -5,7 +5,8 @@ every run, so an interrupted experiment leaves them describing every run measure
 JSON holds every run as stored, every comparison with the baseline (what ``results
 show --json`` prints) and, for load sent from other machines, the load by machine;
 markdown is the report (the same sections as the terminal's); CSV is one row per run (and
-per slice), as ``servelab report`` writes ``runs.csv``.
+per slice), as ``servelab report`` writes ``runs.csv``. Which formats have such a file:
+``report/formats.py``.
 """
 
 from __future__ import annotations
@@ -16,10 +17,14 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from servelab.report.base import ReportInput
+from servelab.report.formats import output_format
 from servelab.results.outdir import check_writable_path
 
+# Renders the text of one --export-FORMAT file (report/formats.py names each one's).
+ExportRenderer = Callable[[ReportInput], str]
 
-def _json(report: ReportInput) -> str:
+
+def json_text(report: ReportInput) -> str:
     from servelab.analysis.analyze import comparisons_document
     from servelab.report.data import runs_json
     from servelab.report.machines import machines_document
@@ -34,26 +39,17 @@ def _json(report: ReportInput) -> str:
     return json.dumps(document, indent=2)
 
 
-def _markdown(report: ReportInput) -> str:
+def markdown_text(report: ReportInput) -> str:
     from servelab.report.markdown import render_markdown
     from servelab.report.sections import report_sections
 
     return render_markdown(report_sections(report, with_files=False))
 
 
-def _csv(report: ReportInput) -> str:
+def csv_text(report: ReportInput) -> str:
     from servelab.report.data import runs_csv
 
     return runs_csv(report)
-
-
-# format -> how its file is rendered; the CLI's --export-FORMAT options come from here.
-# (A report directory's files are report.files.REPORT_FILE_WRITERS.)
-EXPORT_FORMATS: dict[str, Callable[[ReportInput], str]] = {
-    "json": _json,
-    "markdown": _markdown,
-    "csv": _csv,
-}
 
 
 def check_writable(files: Mapping[str, Path]) -> None:
@@ -67,5 +63,5 @@ def write_result_files(files: Mapping[str, Path], report: ReportInput) -> None:
     """(Re)write each file, atomically (a reader never sees half a file)."""
     for fmt, path in files.items():
         tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(EXPORT_FORMATS[fmt](report))
+        tmp.write_text(output_format(fmt).export_renderer()(report))
         os.replace(tmp, path)

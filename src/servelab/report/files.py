@@ -1,10 +1,9 @@
 """A whole report directory: every format, written all or nothing.
 
-``write_report`` builds the report's sections once (report/sections.py) and
-hands them to every file writer in a staging directory beside the target
-(``servelab.results.outdir``); the files are moved into place only when all
-of them were written, and a non-empty target is refused unless ``force`` is
-given.
+``write_report`` builds the report's sections once (report/sections.py) and hands them
+to every format's file writer (report/formats.py) in a staging directory beside the
+target (``servelab.results.outdir``); the files are moved into place only when all of
+them were written, and a non-empty target is refused unless ``force`` is given.
 """
 
 from __future__ import annotations
@@ -24,6 +23,7 @@ from servelab.report.base import (
     Section,
 )
 from servelab.report.data import runs_csv, runs_json
+from servelab.report.formats import OUTPUT_FORMATS
 from servelab.report.html import render_html
 from servelab.report.markdown import render_markdown
 from servelab.report.sections import ChartsSection, report_sections
@@ -61,12 +61,18 @@ def write_charts(report: ReportInput, sections: Sequence[Section], out_dir: Path
     return written
 
 
-def write_data(report: ReportInput, sections: Sequence[Section], out_dir: Path) -> list[Path]:
-    """Every raw run, as JSON and as CSV (report/data.py)."""
-    json_path, csv_path = out_dir / RUNS_JSON_FILE, out_dir / RUNS_CSV_FILE
-    json_path.write_text(runs_json(report))
-    csv_path.write_text(runs_csv(report))
-    return [json_path, csv_path]
+def write_runs_json(report: ReportInput, sections: Sequence[Section], out_dir: Path) -> list[Path]:
+    """Every raw run as JSON (report/data.py)."""
+    path = out_dir / RUNS_JSON_FILE
+    path.write_text(runs_json(report))
+    return [path]
+
+
+def write_runs_csv(report: ReportInput, sections: Sequence[Section], out_dir: Path) -> list[Path]:
+    """Every raw run (and slice) as CSV, one row each (report/data.py)."""
+    path = out_dir / RUNS_CSV_FILE
+    path.write_text(runs_csv(report))
+    return [path]
 
 
 def write_profiles(report: ReportInput, sections: Sequence[Section], out_dir: Path) -> list[Path]:
@@ -74,14 +80,8 @@ def write_profiles(report: ReportInput, sections: Sequence[Section], out_dir: Pa
     return write_profile_files(report, out_dir)
 
 
-# The files of a report directory (``servelab report``), one writer per format.
-REPORT_FILE_WRITERS: tuple[FileWriter, ...] = (
-    text_file(MARKDOWN_FILE, render_markdown),
-    text_file(HTML_FILE, render_html),
-    write_charts,
-    write_data,
-    write_profiles,
-)
+write_markdown = text_file(MARKDOWN_FILE, render_markdown)
+write_html = text_file(HTML_FILE, render_html)
 
 
 def write_report(
@@ -90,9 +90,12 @@ def write_report(
     *,
     force: bool = False,
     screenshot: bool = False,
-    writers: Sequence[FileWriter] = REPORT_FILE_WRITERS,
+    writers: Sequence[FileWriter] | None = None,
 ) -> list[Path]:
-    """Write every format of ``report`` into ``out_dir``; the paths written, in order."""
+    """Write every format of ``report`` into ``out_dir`` (``writers``: every one of
+    report/formats.py); the paths written, in order."""
+    if writers is None:
+        writers = [output.file_writer() for output in OUTPUT_FORMATS]
     sections = report_sections(report)
     with staged_output(out_dir, force=force) as staging:
         written: list[Path] = []

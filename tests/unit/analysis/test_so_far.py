@@ -19,7 +19,7 @@ from servelab.measuring.executor import Window
 from servelab.observe.profile import WindowProfile
 from servelab.prepare.building import experiment_from_dict
 from servelab.report.base import ReportInput
-from servelab.report.exports import EXPORT_FORMATS
+from servelab.report.formats import EXPORT_FORMATS, output_format
 from servelab.report.markdown import render_markdown
 from servelab.report.sections import report_sections
 from servelab.results.profiles import folded_text
@@ -145,7 +145,8 @@ def test_every_report_written_as_runs_come_is_the_report_from_scratch() -> None:
         text = render_markdown(report_sections(mine, with_files=False))
         assert text == render_markdown(report_sections(scratch, with_files=False))
         assert "## Why" in text or end < len(runs)
-        for fmt, render in EXPORT_FORMATS.items():
+        for fmt in EXPORT_FORMATS:
+            render = output_format(fmt).export_renderer()
             assert render(mine) == render(scratch), fmt
 
 

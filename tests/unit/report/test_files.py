@@ -10,6 +10,7 @@ import pytest
 from servelab.errors import ServelabError
 from servelab.report.base import ReportInput, Section
 from servelab.report.files import write_charts, write_report
+from servelab.report.formats import EXPORT_FORMATS, OUTPUT_FORMATS, output_format
 
 
 def test_write_report_writes_every_format(tmp_path: Path, grid: ReportInput) -> None:
@@ -56,3 +57,18 @@ def test_a_failing_writer_leaves_nothing_behind(tmp_path: Path, grid: ReportInpu
 def test_a_result_without_runs_is_a_clear_error(grid: ReportInput) -> None:
     with pytest.raises(ServelabError, match="has no finished run"):
         ReportInput.build(grid.experiment, grid.environment, [], source="result #9")
+
+
+def test_every_output_format_resolves_and_names_its_export(tmp_path: Path) -> None:
+    """One registry: each format's functions import, the --export-* options are the
+    formats with an export, and asking for one that has none names the choices."""
+    for output in OUTPUT_FORMATS:
+        assert callable(output.file_writer()), output.name
+        if output.export:
+            assert callable(output.export_renderer()), output.name
+    assert EXPORT_FORMATS == ("json", "markdown", "csv")
+    with pytest.raises(ServelabError, match="no --export-html") as caught:
+        output_format("html").export_renderer()
+    assert "--export-json" in caught.value.fix
+    with pytest.raises(ServelabError, match="unknown output format 'pdf'"):
+        output_format("pdf")

@@ -11,7 +11,7 @@ from support import fake_load, fake_run
 
 from servelab.prepare.building import experiment_from_dict
 from servelab.report.base import ReportInput
-from servelab.report.exports import EXPORT_FORMATS
+from servelab.report.formats import output_format
 from servelab.report.html import render_html
 from servelab.report.machines import machine_rows, machines_table
 from servelab.report.markdown import render_markdown
@@ -73,7 +73,8 @@ def test_in_every_format_and_the_json_export():
     compact = io.StringIO()
     Console(file=compact, width=240).print(render_terminal(sections, detail=False))
     assert "Load by machine" not in compact.getvalue()  # -v only
-    document = json.loads(EXPORT_FORMATS["json"](ReportInput.build(experiment, {}, runs)))
+    to_json = output_format("json").export_renderer()
+    document = json.loads(to_json(ReportInput.build(experiment, {}, runs)))
     assert [m["machine"] for m in document["load_machines"]] == ["load-b", "load-c"]
     assert document["load_machines"][1]["requests"] == 1000
 
@@ -82,6 +83,6 @@ def test_no_section_when_the_load_was_sent_from_here():
     assert machines_table([fake_run("a"), fake_run("a", repetition=2)]) is None
     experiment = experiment_from_dict({**EXPERIMENT, "driver": "oha", "driver_options": {}})
     document = json.loads(
-        EXPORT_FORMATS["json"](ReportInput.build(experiment, {}, [fake_run("a")]))
+        output_format("json").export_renderer()(ReportInput.build(experiment, {}, [fake_run("a")]))
     )
     assert "load_machines" not in document
