@@ -238,8 +238,11 @@ def locust_worker(
     """Run Locust workers on this machine for a servelab master elsewhere (--expect-workers),
     for a whole experiment: each run's master quits its workers, and every one is started
     again for the next run. Ctrl-C stops them all."""
-    from servelab.load.locust import check_worker_locustfile, worker_command
-    from servelab.load.locust_worker import WorkerSupervisor
+    from servelab.load.locust_worker import (
+        WorkerSupervisor,
+        check_worker_locustfile,
+        worker_command,
+    )
 
     if processes < 1:
         raise SpecError(f"--processes must be 1 or more, got {processes}", "pass 1 or more")

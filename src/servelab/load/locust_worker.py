@@ -29,9 +29,11 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from servelab.errors import LoadDriverError
+from servelab.errors import LoadDriverError, SpecError
 from servelab.host.procs import JANITOR
+from servelab.load.locust import HOOKS, LocustDriver, scenario_path
 
 MACHINE_ENV = "SERVELAB_WORKER_MACHINE"  # read by the hooks (servelab_hooks.py)
 FAST_EXIT_S = 10.0
@@ -218,3 +220,38 @@ class WorkerSupervisor:
 def _kill_group(pgid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
+
+
+def worker_command(
+    master_host: str,
+    master_port: int,
+    locustfile: str | None,
+    processes: int = 1,
+    loglevel: str | None = None,
+) -> list[str]:
+    """A plain Locust worker (``servelab locust-worker`` supervises ``processes`` of them,
+    one process each), with servelab's hooks loaded beside the scenario (needed for the
+    open model's pacing on other machines and for the master's report by machine) and
+    the same built-in scenarios by name. The master sends the host, users and servelab's
+    options."""
+    driver = LocustDriver(options={"locustfile": locustfile} if locustfile else None)
+    path = driver._file()
+    if not driver.options.scenario and not Path(path).is_file():
+        raise SpecError(f"locustfile {path} does not exist", "pass the master's --locustfile")
+    argv = [
+        driver.executable(), "--worker", "--master-host", master_host,
+        "--master-port", str(master_port), "-f", f"{path},{scenario_path(HOOKS)}",
+    ]  # fmt: skip
+    if loglevel:
+        argv += ["--loglevel", loglevel]
+    if processes > 1:
+        argv += ["--processes", str(processes)]
+    return argv
+
+
+def check_worker_locustfile(locustfile: str | None) -> None:
+    """Before workers start: the user's locustfile imports and has a User class (the
+    one-line SpecError of ``locust --list`` otherwise; built-in scenarios need nothing)."""
+    driver = LocustDriver(options={"locustfile": locustfile} if locustfile else None)
+    if not driver.options.scenario:
+        driver.user_classes()

@@ -7,13 +7,8 @@ import pytest
 
 from servelab.config.load import LoadSpec, RequestSpec, WeightedPath
 from servelab.errors import LoadDriverError, SpecError
-from servelab.load.locust import (
-    LocustDriver,
-    error_kind,
-    failure_key,
-    import_error,
-    split_output,
-)
+from servelab.load.locust import LocustDriver
+from servelab.load.locust_output import error_kind, failure_key, import_error, split_output
 
 from .common import FIXTURES, GET, POST, URL, WORK, read
 
