@@ -27,7 +27,7 @@ import pytest
 from servelab.config.load import RequestSpec
 from servelab.config.stack import AppSpec, ProxySpec, ServerSpec, StackSpec
 from servelab.errors import MissingToolError, SpecError
-from servelab.fronts import apache
+from servelab.fronts import apache, apache_conf, apache_user
 from servelab.host.running import RunningStack
 from servelab.launch import launch_stack
 from servelab.observe.attribution import LogCursor
@@ -58,7 +58,7 @@ def fetch(url: str, body: bytes | None = None) -> tuple[int, dict[str, str], byt
 
 def apache_processes(workdir: Path) -> list[psutil.Process]:
     """Live Apache processes (mod_wsgi's daemons included) run on ``workdir``'s config."""
-    conf = str(workdir / apache.CONF_NAME)
+    conf = str(workdir / apache_conf.CONF_NAME)
     found = []
     for proc in psutil.process_iter(["cmdline", "status"]):
         if proc.info["status"] != psutil.STATUS_ZOMBIE and conf in (proc.info["cmdline"] or []):
@@ -67,7 +67,7 @@ def apache_processes(workdir: Path) -> list[psutil.Process]:
 
 
 def log_problems(stack: RunningStack) -> list[str]:
-    text = (stack.workdir / apache.LOG_NAME).read_text()
+    text = (stack.workdir / apache_conf.LOG_NAME).read_text()
     return [line for line in text.splitlines() if any(
         f":{level}]" in line for level in ("error", "crit", "alert", "emerg", "warn")
     )]
@@ -85,7 +85,7 @@ def apache_gone(assert_stack_gone: Check) -> Iterator[Check]:
         after = {p for p in os.listdir(tempfile.gettempdir()) if p.startswith("servelab-")}
         assert stack.workdir.name not in after
         # Other people's stacks may come and go meanwhile; none of ours may stay.
-        ours = [p for p in after - before if (tmp / p / apache.CONF_NAME).exists()]
+        ours = [p for p in after - before if (tmp / p / apache_conf.CONF_NAME).exists()]
         assert not ours, f"Apache temp dirs left: {ours}"
 
     yield check
@@ -122,12 +122,12 @@ def test_apache_proxies_to_the_app_server(name: str, apache_gone: Check) -> None
         assert fetch(stack.url("/any/path?x=1"))[::2] == (200, b"ok\n")
         assert fetch(stack.url("/post"), b"a=1")[::2] == (200, b"ok\n")
         mpm = spec.proxy.apache_mpm
-        assert f"mod_mpm_{mpm}.so" in (stack.workdir / apache.CONF_NAME).read_text()
+        assert f"mod_mpm_{mpm}.so" in (stack.workdir / apache_conf.CONF_NAME).read_text()
         # Apache's parent is root; its children switched to www-data when we are root.
         procs = apache_processes(stack.workdir)
         assert len(procs) >= 2
         if os.geteuid() == 0:
-            assert {p.username() for p in procs} == {"root", apache.RUN_USER}
+            assert {p.username() for p in procs} == {"root", apache_user.RUN_USER}
         if spec.proxy.transport == "unix":
             sock = stack.workdir / "app.sock"
             assert sock.is_socket() and sock.stat().st_mode & 0o777 == 0o660
@@ -189,7 +189,7 @@ def test_mod_wsgi_serves_sleepy_app_with_processes_times_threads(apache_gone: Ch
         ]
         assert len(daemons) == 2
         if os.geteuid() == 0:
-            assert {p.username() for p in daemons} == {apache.RUN_USER}
+            assert {p.username() for p in daemons} == {apache_user.RUN_USER}
         assert not log_problems(stack)
     apache_gone(stack)
 

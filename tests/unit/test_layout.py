@@ -31,7 +31,7 @@ EXCEPTIONS = {
     ("tune/space.py", "uvicorn"): "gunicorn's worker class 'uvicorn', tried for ASGI apps",
     ("servers/gunicorn.py", "uvicorn"): "gunicorn's worker class 'uvicorn'",
     ("fronts/nginx.py", "uwsgi"): "the uwsgi protocol (uwsgi_pass) and its temp dir",
-    ("fronts/apache.py", "uwsgi"): "the uwsgi protocol (mod_proxy_uwsgi)",
+    ("fronts/apache_conf.py", "uwsgi"): "the uwsgi protocol (mod_proxy_uwsgi)",
     ("servers/mod_wsgi.py", "apache"): "mod_wsgi runs inside Apache (inside_front)",
     ("host/procs.py", "ab"): "open(..., 'ab'): a file mode",
     ("host/templates/__init__.py", "nginx"): "the Jinja filter quoting nginx strings",

@@ -29,15 +29,31 @@ import os
 import pwd
 import re
 import subprocess
-import sysconfig
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from servelab.apps import SERVELAB_ROOT, ResolvedApp, app_environment
-from servelab.apps.interpreter import python_facts
 from servelab.config.stack import ProxySpec, StackSpec
 from servelab.errors import MissingToolError, ServelabError, StackStartError
+from servelab.fronts.apache_conf import (
+    APACHE_THREADS_PER_CHILD,
+    CONF_NAME,
+    LOG_NAME,
+    SCHEMES,
+    ApacheDeploy,
+    apache_quote,
+    pool_params,
+    proxy_target,
+    render_httpd_conf,
+    write_httpd_conf,
+)
+from servelab.fronts.apache_user import (
+    check_daemon_access,
+    open_database,
+    open_to,
+    python_paths,
+    run_as,
+)
 from servelab.fronts.base import (
     LOOPBACK,
     AppAddress,
@@ -45,36 +61,18 @@ from servelab.fronts.base import (
     Front,
     FrontDeploy,
     FrontTarget,
-    host_port,
 )
 from servelab.host.doctor import Check
 from servelab.host.facts import program_version
 from servelab.host.paths import find_program
-from servelab.host.templates import render
 from servelab.observe.attribution import SERIOUS_LEVELS
-from servelab.servers import mod_wsgi
 
-CONF_NAME = "httpd.conf"
-LOG_NAME = "apache.log"
-MODULES_DIR = Path("/usr/lib/apache2/modules")
 FALLBACK_BINARY = Path("/usr/sbin/apache2")  # not on a non-root user's PATH on Debian
-RUN_USER = "www-data"
 INSTALL_FIX = "scripts/setup.sh --with apache (or apt-get install apache2)"
 CHECK_TIMEOUT_S = 60.0
 _LISTEN_LINE = re.compile(r"^Listen\s+\S+.*$", re.MULTILINE)
 _USER_LINE = re.compile(r"^(User|Group)\s+(\S+)\s*$", re.MULTILINE)
 _DAEMON_USER = re.compile(r'\buser="([^"]*)" group="([^"]*)" ')
-# Apache's built-in limits that bound MaxRequestWorkers and ThreadsPerChild.
-_PREFORK_SERVER_LIMIT = 256
-_SERVER_LIMIT = 16
-_THREAD_LIMIT = 64
-# Apache's ThreadsPerChild when unset (worker and event MPMs).
-APACHE_THREADS_PER_CHILD = 25
-# The protocol servelab speaks to the app, as mod_proxy's URL scheme and module.
-_SCHEMES = {"http": "http", "fastcgi": "fcgi", "uwsgi": "uwsgi"}
-_PROXY_MODULES = {"http": "proxy_http", "fastcgi": "proxy_fcgi", "uwsgi": "proxy_uwsgi"}
-
-
 def apache_binary() -> str:
     """Debian's ``apache2`` (PATH, then /usr/sbin); MissingToolError with the fix."""
     found = find_program("apache2")
@@ -83,277 +81,6 @@ def apache_binary() -> str:
     if os.access(FALLBACK_BINARY, os.X_OK):
         return str(FALLBACK_BINARY)
     raise MissingToolError("apache2 (Apache httpd) is not installed", INSTALL_FIX)
-
-
-@dataclass(frozen=True)
-class RunAs:
-    """The user and group Apache's children switch to (when started as root)."""
-
-    user: str
-    group: str
-    uid: int
-    gid: int
-
-
-def run_as() -> RunAs | None:
-    """www-data when servelab is root (Apache's children never run as root), else None."""
-    if os.geteuid() != 0:
-        return None
-    try:
-        entry = pwd.getpwnam(RUN_USER)
-    except KeyError:
-        raise MissingToolError(
-            f"user {RUN_USER} does not exist; Apache's children need it",
-            "install apache2 (its package creates www-data)",
-        ) from None
-    return RunAs(RUN_USER, grp.getgrgid(entry.pw_gid).gr_name, entry.pw_uid, entry.pw_gid)
-
-
-def open_to(path: Path, who: RunAs | None, mode: int) -> None:
-    """Give ``who``'s group ``mode`` on ``path`` (group = who's group); no-op when not root."""
-    if who is None:
-        return
-    os.chown(path, -1, who.gid)
-    os.chmod(path, mode)
-
-
-SQLITE_ENV = "SERVELAB_DJANGO_SQLITE"  # servelab.apps.django_app.settings
-SQLITE_DIR_PREFIX = "servelab-sqlite-"  # userapp.app_database's temp dir
-
-
-def open_database(env: dict[str, str], who: RunAs | None) -> None:
-    """Let mod_wsgi's daemons (``who``) write the Django app's SQLite file, if it has one.
-
-    Only in the private directory servelab made for it (``servelab-sqlite-*``, see
-    userapp.app_database); a file elsewhere is left alone (its directory may be
-    shared, /tmp itself) and must already be readable by ``who``.
-    """
-    db = env.get(SQLITE_ENV)
-    if who is None or not db or env.get("SERVELAB_DJANGO_DB", "sqlite") != "sqlite":
-        return
-    path = Path(db)
-    if not path.exists():
-        return
-    if not path.parent.name.startswith(SQLITE_DIR_PREFIX) or path.parent.is_symlink():
-        check_daemon_access(who, [path])
-        return
-    open_to(path.parent, who, 0o770)  # SQLite creates its journal beside the file
-    for extra in (path, *(path.with_name(path.name + s) for s in ("-journal", "-wal", "-shm"))):
-        if extra.exists():
-            open_to(extra, who, 0o660)
-
-
-def check_daemon_access(who: RunAs | None, paths: list[Path]) -> None:
-    """StackStartError unless ``who`` can read every path (mod_wsgi daemons run as it)."""
-    if who is None:
-        return
-    argv = ["/bin/sh", "-c", 'for p; do [ -r "$p" ] || { echo "$p"; exit 1; }; done', "sh"]
-    done = subprocess.run(
-        [*argv, *map(str, paths)], user=who.uid, group=who.gid, extra_groups=[],
-        capture_output=True, text=True, timeout=10, check=False, stdin=subprocess.DEVNULL,
-    )
-    if done.returncode == 0:
-        return
-    blocked = done.stdout.strip() or "one of " + ", ".join(map(str, paths))
-    top = _first_closed_dir(Path(blocked))
-    raise StackStartError(
-        f"mod_wsgi's daemon processes run as {who.user}, which cannot read {blocked}"
-        + (f" ({top} is closed to it)" if top else ""),
-        "scripts/setup.sh --with apache lets it traverse the project's directories (undo: "
-        f"--undo-acl), or `setfacl -m u:{who.user}:x {top or '<dir>'}` (undo: setfacl -x "
-        f"u:{who.user} {top or '<dir>'})",
-    )
-
-
-def python_paths(python: Path | None = None) -> list[Path]:
-    """What mod_wsgi's daemons read of the app's Python (None: servelab's): its stdlib
-    and the venv."""
-    if python is None:
-        stdlib, purelib = sysconfig.get_path("stdlib"), sysconfig.get_path("purelib")
-    else:
-        facts = python_facts(str(python))
-        stdlib, purelib = facts.stdlib, facts.purelib
-    return [Path(stdlib) / "os.py", Path(purelib)]
-
-
-def _first_closed_dir(path: Path) -> Path | None:
-    """The outermost directory above ``path`` that others cannot search (0700 /root...)."""
-    for parent in reversed(path.parents):
-        try:
-            if not parent.stat().st_mode & 0o001:
-                return parent
-        except OSError:
-            return parent
-    return None
-
-
-def proxy_target(
-    protocol: str, *, port: int | None = None, socket: Path | None = None
-) -> str:
-    """The ProxyPass URL: ``http://127.0.0.1:PORT/`` or ``unix:/path|http://localhost/``."""
-    scheme = _SCHEMES[protocol]
-    if socket is not None:
-        return f"unix:{socket}|{scheme}://localhost/"
-    if port is None:
-        raise ValueError("give a port or a socket path")
-    return f"{scheme}://127.0.0.1:{port}/"
-
-
-def pool_params(proxy: ProxySpec) -> tuple[str, str]:
-    """ProxyPass connection-pool parameters for ``upstream_keepalive``, and why.
-
-    mod_proxy reuses backend connections by default, in a pool kept per Apache
-    child process (not shared between children); ``max`` is that pool's hard
-    cap, default ThreadsPerChild (1 under prefork), and ``ttl`` closes
-    connections idle that long. 0 → ``disablereuse=On`` (a new connection
-    per request, as nginx without keepalive); N → ``max=N ttl=<upstream
-    keepalive timeout>``: at most N connections per child, busy or idle (a
-    thread beyond them waits for one), unlike nginx's N *idle* connections
-    per worker. prefork keeps a single connection per child and ignores ttl.
-    """
-    if proxy.upstream_keepalive == 0:
-        return "disablereuse=On", "off (disablereuse=On: a new connection per request)"
-    return (
-        f"max={proxy.upstream_keepalive} ttl={proxy.upstream_keepalive_timeout_s}",
-        f"reused, at most {proxy.upstream_keepalive} connections per Apache child (busy or "
-        f"idle), idle ones closed after {proxy.upstream_keepalive_timeout_s} s",
-    )
-
-
-def _limits(proxy: ProxySpec) -> tuple[int | None, int | None]:
-    """ServerLimit and ThreadLimit to render, raised only when the knobs need it."""
-    workers = proxy.max_request_workers
-    if proxy.apache_mpm == "prefork":
-        return (workers if workers and workers > _PREFORK_SERVER_LIMIT else None), None
-    threads = proxy.threads_per_child or APACHE_THREADS_PER_CHILD
-    thread_limit = threads if threads > _THREAD_LIMIT else None
-    children = -(-workers // threads) if workers else 0
-    return (children if children > _SERVER_LIMIT else None), thread_limit
-
-
-def _modules(spec: StackSpec, wsgi_module: Path | None) -> list[tuple[str, Path]]:
-    mpm = spec.proxy.apache_mpm
-    names = [f"mpm_{mpm}", "authz_core"]
-    if spec.proxy.gzip:
-        names += ["filter", "deflate"]
-    if wsgi_module is None:
-        names += ["proxy", _PROXY_MODULES[spec.proxy.protocol]]
-    modules = [(f"{name}_module", MODULES_DIR / f"mod_{name}.so") for name in names]
-    if wsgi_module is not None:
-        modules.append(("wsgi_module", wsgi_module))
-    return modules
-
-
-@dataclass(frozen=True)
-class ApacheDeploy:
-    """Where an exported httpd.conf (``servelab export``) puts things on the target machine,
-    instead of a private temp dir."""
-
-    listen: str  # what follows ``Listen``: "80", "0.0.0.0:8080"
-    server_root: Path  # its config directory
-    runtime_dir: Path  # pid file, scoreboard, mod_wsgi's sockets
-    user: str  # the children's user (Debian's www-data)
-    group: str
-    error_log: str = "/dev/stderr"  # under systemd: the journal
-    source: str = "a servelab result"  # named in the header comment
-
-
-def render_httpd_conf(
-    spec: StackSpec,
-    *,
-    workdir: Path | None = None,
-    listen_port: int | None = None,
-    listen_host: str = LOOPBACK,
-    target: str | None = None,
-    wsgi: dict[str, object] | None = None,
-    wsgi_module: Path | None = None,
-    who: RunAs | None = None,
-    python: Path | None = None,
-    deploy: ApacheDeploy | None = None,
-) -> str:
-    """httpd.conf: mod_proxy to ``target`` (see :func:`proxy_target`), or with ``wsgi``
-    (:func:`wsgi_settings`) the app in mod_wsgi daemon processes.
-
-    Measuring: everything in ``workdir``, listening on 127.0.0.1:``listen_port``. With
-    ``deploy``: the same config for a real machine, with its paths and listen address.
-    """
-    if (target is None) == (wsgi is None):
-        raise ValueError("give a proxy target or mod_wsgi settings, not both")
-    if wsgi is not None and wsgi_module is None:
-        wsgi_module = mod_wsgi.mod_wsgi_module(python)
-    if deploy is not None:
-        places: dict[str, object] = {
-            "server_root": deploy.server_root,
-            "runtime_dir": deploy.runtime_dir,
-            "error_log": deploy.error_log,
-            "listen": deploy.listen,
-            "run_user": deploy.user,
-            "run_group": deploy.group,
-        }
-    elif workdir is None or listen_port is None:
-        raise ValueError("give workdir and listen_port, or deploy")
-    else:
-        places = {
-            "server_root": workdir,
-            "runtime_dir": workdir,
-            "error_log": workdir / LOG_NAME,
-            "listen": host_port(listen_host, listen_port),
-            "run_user": who.user if who else None,
-            "run_group": who.group if who else None,
-        }
-    server_limit, thread_limit = _limits(spec.proxy)
-    pool, pool_comment = pool_params(spec.proxy)
-    return render(
-        "httpd.conf.j2",
-        q=apache_quote,
-        proxy=spec.proxy,
-        stack_name=spec.name,
-        workdir=workdir,
-        deploy=deploy,
-        modules=_modules(spec, wsgi_module if wsgi is not None else None),
-        server_limit=server_limit,
-        thread_limit=thread_limit,
-        target=target,
-        pool=pool,
-        pool_comment=pool_comment,
-        wsgi=wsgi,
-        **places,
-    )
-
-
-def apache_quote(value: object) -> str:
-    """``value`` as a double-quoted Apache config string."""
-    text = str(value).replace("\\", "\\\\").replace('"', '\\"')
-    return f'"{text}"'
-
-
-def write_httpd_conf(
-    spec: StackSpec,
-    *,
-    workdir: Path,
-    listen_port: int,
-    listen_host: str = LOOPBACK,
-    target: str | None = None,
-    app: ResolvedApp | None = None,
-    python_path: list[Path] | None = None,
-    who: RunAs | None = None,
-) -> Path:
-    """Render httpd.conf (and for mod_wsgi the app's script) into ``workdir``."""
-    wsgi = None
-    if app is not None:
-        wsgi = mod_wsgi.wsgi_settings(spec.server, app, workdir, python_path or [])
-        script = workdir / mod_wsgi.SCRIPT_NAME
-        script.write_text(mod_wsgi.wsgi_script(app.gunicorn_target))
-        script.chmod(0o644)
-    conf = workdir / CONF_NAME
-    conf.write_text(
-        render_httpd_conf(
-            spec, workdir=workdir, listen_port=listen_port, target=target, wsgi=wsgi, who=who,
-            python=app.python if app is not None else None,
-            listen_host=listen_host,
-        )
-    )
-    return conf
 
 
 def apache_command(conf_path: Path, *, test: bool = False) -> list[str]:
@@ -435,7 +162,7 @@ def classify_apache_line(line: str) -> str | None:
 class Apache(Front):
     kind = "apache"
     role = "apache"
-    protocols = frozenset(_SCHEMES)
+    protocols = frozenset(SCHEMES)
     own_knobs = ("mpm", "max_request_workers", "threads_per_child", "start_servers")
     log_name = LOG_NAME
     app_process_prefix = "(wsgi:"  # mod_wsgi's daemon processes

@@ -16,7 +16,7 @@ from servelab.config.experiment import Experiment
 from servelab.config.load import Workload
 from servelab.config.stack import AppSpec, ProxySpec, ServerSpec, StackSpec
 from servelab.errors import MissingToolError, SpecError, StackStartError
-from servelab.fronts import apache
+from servelab.fronts import apache, apache_conf, apache_user
 from servelab.fronts.registry import get_front
 from servelab.observe.attribution import classify_line, classify_lines, source_of
 from servelab.prepare.building import experiment_from_dict
@@ -114,7 +114,7 @@ def test_describe_names_apache_and_mod_wsgi() -> None:
 
 
 def _render(spec: StackSpec, tmp_path: Path, **kwargs: object) -> str:
-    return apache.render_httpd_conf(spec, workdir=tmp_path, listen_port=8123, **kwargs)  # type: ignore[arg-type]
+    return apache_conf.render_httpd_conf(spec, workdir=tmp_path, listen_port=8123, **kwargs)  # type: ignore[arg-type]
 
 
 def _check(text: str, tmp_path: Path) -> None:
@@ -130,7 +130,7 @@ def _check(text: str, tmp_path: Path) -> None:
 @pytest.mark.parametrize("keepalive", [0, 4])
 def test_proxy_config_per_mpm(mpm: str, keepalive: int, tmp_path: Path) -> None:
     spec = StackSpec(proxy=ProxySpec(kind="apache", mpm=mpm, upstream_keepalive=keepalive))  # type: ignore[arg-type]
-    text = _render(spec, tmp_path, target=apache.proxy_target("http", port=9000))
+    text = _render(spec, tmp_path, target=apache_conf.proxy_target("http", port=9000))
     assert f"LoadModule mpm_{mpm}_module \"/usr/lib/apache2/modules/mod_mpm_{mpm}.so\"" in text
     assert 'LoadModule proxy_http_module "/usr/lib/apache2/modules/mod_proxy_http.so"' in text
     assert "wsgi" not in text.lower().replace("servelab", "")
@@ -172,13 +172,13 @@ def test_proxy_config_knobs_and_limits(tmp_path: Path) -> None:
 
 def test_unix_socket_and_uwsgi_protocols(tmp_path: Path) -> None:
     sock = tmp_path / "app.sock"
-    assert apache.proxy_target("http", socket=sock) == f"unix:{sock}|http://localhost/"
-    assert apache.proxy_target("fastcgi", port=5) == "fcgi://127.0.0.1:5/"
-    assert apache.proxy_target("uwsgi", socket=sock) == f"unix:{sock}|uwsgi://localhost/"
+    assert apache_conf.proxy_target("http", socket=sock) == f"unix:{sock}|http://localhost/"
+    assert apache_conf.proxy_target("fastcgi", port=5) == "fcgi://127.0.0.1:5/"
+    assert apache_conf.proxy_target("uwsgi", socket=sock) == f"unix:{sock}|uwsgi://localhost/"
     for protocol, module in (("fastcgi", "proxy_fcgi"), ("uwsgi", "proxy_uwsgi")):
         spec = StackSpec(server=ServerSpec(kind="uwsgi"),
                          proxy=ProxySpec(kind="apache", transport="unix", protocol=protocol))  # type: ignore[arg-type]
-        text = _render(spec, tmp_path, target=apache.proxy_target(protocol, socket=sock))
+        text = _render(spec, tmp_path, target=apache_conf.proxy_target(protocol, socket=sock))
         assert f"LoadModule {module}_module" in text and "proxy_http" not in text
         assert "disablereuse=On" in text
         _check(text, tmp_path)
@@ -186,7 +186,7 @@ def test_unix_socket_and_uwsgi_protocols(tmp_path: Path) -> None:
 
 def test_run_as_user_only_as_root(tmp_path: Path) -> None:
     spec = StackSpec(proxy=ProxySpec(kind="apache"))
-    who = apache.RunAs("www-data", "www-data", 33, 33)
+    who = apache_user.RunAs("www-data", "www-data", 33, 33)
     text = _render(spec, tmp_path, target="http://127.0.0.1:1/", who=who)
     assert "\nUser www-data\nGroup www-data\n" in text
     assert "\nUser " not in _render(spec, tmp_path, target="http://127.0.0.1:1/")
@@ -206,7 +206,7 @@ def test_broken_config_is_a_stack_start_error(tmp_path: Path) -> None:
     if not HAVE_APACHE:
         pytest.skip("apache2 is not installed")
     conf = tmp_path / "httpd.conf"
-    mpm = apache.MODULES_DIR / "mod_mpm_event.so"
+    mpm = apache_conf.MODULES_DIR / "mod_mpm_event.so"
     conf.write_text(
         f'ServerRoot "{tmp_path}"\nLoadModule mpm_event_module "{mpm}"\nNoSuchDirective 1\n'
     )
@@ -338,17 +338,17 @@ def test_doctor_reports_apache_and_mod_wsgi() -> None:
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root (Apache's children switch user)")
 def test_only_servelabs_own_sqlite_dir_is_opened() -> None:
-    who = apache.run_as()
-    private = Path(tempfile.mkdtemp(prefix=apache.SQLITE_DIR_PREFIX))
+    who = apache_user.run_as()
+    private = Path(tempfile.mkdtemp(prefix=apache_user.SQLITE_DIR_PREFIX))
     other = Path(tempfile.mkdtemp(prefix="servelab-test-"))
     try:
         for directory in (private, other):
             (directory / "db.sqlite3").write_text("")
-        apache.open_database({apache.SQLITE_ENV: str(private / "db.sqlite3")}, who)
+        apache_user.open_database({apache_user.SQLITE_ENV: str(private / "db.sqlite3")}, who)
         assert private.stat().st_mode & 0o777 == 0o770 and private.stat().st_gid == who.gid
         before = other.stat()
         with pytest.raises(StackStartError, match="cannot read"):
-            apache.open_database({apache.SQLITE_ENV: str(other / "db.sqlite3")}, who)
+            apache_user.open_database({apache_user.SQLITE_ENV: str(other / "db.sqlite3")}, who)
         after = other.stat()
         assert (after.st_mode, after.st_gid) == (before.st_mode, before.st_gid)
     finally:

@@ -14,7 +14,7 @@ import pytest
 from servelab.apps import ResolvedApp
 from servelab.config.stack import ProxySpec, ServerSpec, StackSpec
 from servelab.errors import SpecError, StackStartError
-from servelab.fronts import apache
+from servelab.fronts import apache, apache_conf, apache_user
 from servelab.observe.metrics import _role
 from servelab.servers import mod_wsgi
 from servelab.servers.registry import get_server
@@ -27,7 +27,7 @@ ASGI_APP = ResolvedApp("servelab.apps.seed_fastapi:app", "asgi", None, False)
 
 
 def _render(spec: StackSpec, tmp_path: Path, **kwargs: object) -> str:
-    return apache.render_httpd_conf(spec, workdir=tmp_path, listen_port=8123, **kwargs)  # type: ignore[arg-type]
+    return apache_conf.render_httpd_conf(spec, workdir=tmp_path, listen_port=8123, **kwargs)  # type: ignore[arg-type]
 
 
 def test_mod_wsgi_config(tmp_path: Path) -> None:
@@ -61,7 +61,7 @@ def test_mod_wsgi_config(tmp_path: Path) -> None:
 @pytest.mark.skipif(not HAVE_APACHE, reason="apache2 is not installed")
 def test_mod_wsgi_config_passes_apache_check(tmp_path: Path) -> None:
     spec = StackSpec(server=ServerSpec(kind="mod_wsgi"), proxy=ProxySpec(kind="apache"))
-    conf = apache.write_httpd_conf(
+    conf = apache_conf.write_httpd_conf(
         spec, workdir=tmp_path, listen_port=8123, app=WSGI_APP, python_path=[tmp_path]
     )
     assert (tmp_path / mod_wsgi.SCRIPT_NAME).stat().st_mode & 0o777 == 0o644
@@ -113,15 +113,15 @@ def test_mod_wsgi_daemons_get_the_app_role() -> None:
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root (Apache's children switch user)")
 def test_daemon_access_names_the_closed_directory() -> None:
-    who = apache.run_as()
-    assert who is not None and who.user == apache.RUN_USER
+    who = apache_user.run_as()
+    assert who is not None and who.user == apache_user.RUN_USER
     closed = Path(tempfile.mkdtemp(prefix="servelab-test-"))  # 0700, like /root
     try:
         (closed / "os.py").write_text("")
         message = f"cannot read {closed}/os.py .{closed} is closed to it"
         with pytest.raises(StackStartError, match=message):
-            apache.check_daemon_access(who, [closed / "os.py"])
-        apache.open_to(closed, who, 0o710)  # what launch_stack does with the stack's temp dir
-        apache.check_daemon_access(who, [closed / "os.py"])
+            apache_user.check_daemon_access(who, [closed / "os.py"])
+        apache_user.open_to(closed, who, 0o710)  # what launch_stack does with the stack's temp dir
+        apache_user.check_daemon_access(who, [closed / "os.py"])
     finally:
         shutil.rmtree(closed)
