@@ -71,7 +71,7 @@ def measure(spec: Path, results: Path, profile: bool, function: str | None = Non
         },
     }
     if profile:
-        from servelab.analysis.profile import explain_all
+        from servelab.analysis.explain import explain_all
         from servelab.report.base import ReportInput
         from servelab.report.why import run_profiles
 

@@ -257,7 +257,7 @@ def cochran_q(estimates: list[float], halves: list[float]) -> tuple[float, float
 def cpu_per_request(results: Path) -> None:
     """The planted experiments' stack CPU per request by role, measured: what the planted
     spin did to the whole stack (its change is what requests per CPU second answers)."""
-    from servelab.results.store import DB_FILE, Database
+    from servelab.results.database import DB_FILE, Database
 
     database = Database(results / DB_FILE)
     changes = []

@@ -57,7 +57,7 @@ def _change(change: Any) -> dict[str, Any]:
 def profiled(results: Path, result_id: str) -> dict[str, Any]:
     """The stored result's explanations (what its Why section says) and the stack's CPU
     per request per variant and workload."""
-    from servelab.analysis.profile import answer_line, explain_all
+    from servelab.analysis.explain import answer_line, explain_all
     from servelab.report.base import ReportInput
     from servelab.report.why import run_profiles
     from servelab.results.store import resolve_result

@@ -40,9 +40,10 @@ from servelab.report.exports import write_result_files
 from servelab.report.markdown import render_markdown
 from servelab.report.sections import live_sections, report_sections
 from servelab.report.terminal import render_terminal
+from servelab.results.database import DB_FILE, Database, spec_hash
 from servelab.results.profiles import read_profiles
 from servelab.results.records import RunRecord
-from servelab.results.store import DB_FILE, Database, ResultStore, spec_hash
+from servelab.results.store import ResultStore
 
 
 def render_tables(

@@ -52,7 +52,7 @@ def profiled(tmp_path_factory: pytest.TempPathFactory) -> ReportInput:
 def test_the_planted_function_is_the_top_contributor(
     profiled: ReportInput, tmp_path: Path
 ) -> None:
-    from servelab.analysis.profile import explain_all
+    from servelab.analysis.explain import explain_all
 
     result = profiled
     assert all(r.profile is not None and r.profile.samples > 0 for r in result.runs)

@@ -16,7 +16,7 @@ from servelab.errors import StackStartError
 from servelab.host.cpus import CpuPlan
 from servelab.measuring import Runner
 from servelab.prepare.building import experiment_from_dict
-from servelab.results.store import DB_FILE, Database
+from servelab.results.database import DB_FILE, Database
 from servelab.session import ExperimentSession
 
 

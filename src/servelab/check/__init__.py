@@ -85,7 +85,7 @@ class CheckOutcome:
     test: str  # the statistical test behind the intervals
     wall_s: float
     # --profile: where the candidate's CPU per request went against the baseline's
-    # (analysis.profile.why_lines); empty without profiles.
+    # (analysis.explain.why_lines); empty without profiles.
     why: tuple[str, ...] = ()
     side_by_side: bool = True  # how the versions were measured: at once, or in turns
     # --profile and a threshold crossed: the candidate's differential flame graph against
@@ -261,7 +261,8 @@ def why_candidate(
     by the functions that changed most, with 95 % intervals; with ``draw``, also its
     differential flame graph (SVG: red where the candidate's CPU per request grew). Empty
     and None without profiles of both versions."""
-    from servelab.analysis.profile import explain_all, mean_stacks, run_profiles, why_lines
+    from servelab.analysis.explain import explain_all, why_lines
+    from servelab.analysis.profile import mean_stacks, run_profiles
     from servelab.report.flames import flame_svg
     from servelab.results.profiles import read_profiles
 

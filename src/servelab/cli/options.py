@@ -135,7 +135,7 @@ def complete_result(ctx: click.Context, param: click.Parameter, incomplete: str)
     """Shell completion of RESULT: the ids stored in --results (or $SERVELAB_RESULTS)."""
     from click.shell_completion import CompletionItem
 
-    from servelab.results.store import DB_FILE, Database
+    from servelab.results.database import DB_FILE, Database
 
     root = Path(ctx.params.get("results_dir") or os.environ.get("SERVELAB_RESULTS")
                 or DEFAULT_RESULTS_DIR)

@@ -29,7 +29,7 @@ json_option = click.option(
 @json_option
 def results_list(results_dir: Path, as_json: bool) -> None:
     """List the experiments stored in --results."""
-    from servelab.results.store import DB_FILE, Database
+    from servelab.results.database import DB_FILE, Database
 
     rows = Database(results_dir / DB_FILE).list_experiments()
     if as_json:

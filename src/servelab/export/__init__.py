@@ -1,12 +1,12 @@
 """``servelab export``: the measured stack as files that boot on a real machine.
 
-``choose`` picks the variant (by name, or the measured best), ``deploy``
-renders the front's config (nginx.conf, Apache's httpd.conf: ``Front.deploy``), the
-app server's part (its config and command line: ``AppServer.deploy``), systemd units,
-sysctl snippet and a README that justifies each choice with the numbers, and
-``validate`` checks them with the real tools (nginx -t or apache2 -t, and the server's
-own check, e.g. gunicorn --check-config) and boots them with their paths moved into a
-temporary directory.
+``choose`` picks the variant (by name, or the measured best), ``layout`` says where the
+stack lives on the target machine, ``deploy`` renders the front's config (nginx.conf,
+Apache's httpd.conf: ``Front.deploy``), the app server's part (its config and command
+line: ``AppServer.deploy``), systemd units, sysctl snippet and a README that justifies
+each choice with the numbers, and ``validate`` checks them with the real tools (nginx -t
+or apache2 -t, and the server's own check, e.g. gunicorn --check-config) and boots them
+with their paths moved into a temporary directory.
 """
 
 from __future__ import annotations
@@ -15,14 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from servelab.export.choose import BEST, Choice, choose_variant
-from servelab.export.deploy import (
-    DeployLayout,
-    DeploySet,
-    app_places,
-    check_listen,
-    check_name,
-    render_deploy_set,
-)
+from servelab.export.deploy import DeploySet, render_deploy_set
+from servelab.export.layout import DeployLayout, app_places, check_listen, check_name
 from servelab.report.base import ReportInput
 from servelab.results.outdir import staged_output
 from servelab.servers.registry import get_server

@@ -29,7 +29,8 @@ from pathlib import Path
 from servelab.apps import app_environment
 from servelab.config.load import RequestSpec
 from servelab.errors import ServelabError, StackStartError
-from servelab.export.deploy import APP_PORT, README, DeployLayout
+from servelab.export.deploy import APP_PORT, README
+from servelab.export.layout import DeployLayout
 from servelab.fronts.base import Front
 from servelab.fronts.registry import get_front
 from servelab.host.procs import OWNER_ENV, ManagedProcess, free_port

@@ -35,7 +35,7 @@ class FrontTarget:
     """Where an exported front runs on the target machine (``servelab export``)."""
 
     name: str  # the deployment's name
-    listen: str  # "80", "0.0.0.0:8080" (checked by ``servelab.export.deploy.check_listen``)
+    listen: str  # "80", "0.0.0.0:8080" (checked by ``servelab.export.layout.check_listen``)
     conf_dir: Path  # where its config files go
     run_dir: Path  # its unit's RuntimeDirectory (pid file, sockets of its own)
     state_dir: Path  # its unit's StateDirectory (temp files)

@@ -309,7 +309,8 @@ def load_result(ref: str, results_root: Path) -> tuple[ReportInput, Path, str]:
     The one place report and export resolve RESULT; ids and paths are the store's
     business (``servelab.results.store.resolve_result``).
     """
-    from servelab.results.store import DB_FILE, resolve_result
+    from servelab.results.database import DB_FILE
+    from servelab.results.store import resolve_result
 
     if ref.isdigit() and not (results_root / DB_FILE).exists():
         raise ServelabError(

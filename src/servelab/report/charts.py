@@ -1,11 +1,8 @@
-"""Charts of a result, drawn with matplotlib, as SVG text and PNG bytes.
+"""The charts of a result, chosen to fit it and drawn with matplotlib
+(``servelab.report.drawing`` turns each figure into SVG text and PNG bytes).
 
-matplotlib's object API (``Figure``) is used without pyplot: no global state,
-no GUI backend, nothing that needs a display; PNGs come from its Agg
-renderer. Every chart is a pure function of the analysed result, so the same
-result always gives the same SVG (the date metadata is dropped and the ids
-matplotlib generates are salted with the chart's name, which also keeps them
-unique when several SVGs are inlined in one HTML page).
+Every chart is a pure function of the analysed result, so the same result always gives
+the same SVG.
 
 Charts:
 - ``rps``: requests/s per variant, mean with its 95 % confidence interval,
@@ -22,22 +19,20 @@ Charts:
 
 from __future__ import annotations
 
-import io
 import math
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import matplotlib
 from matplotlib.figure import Figure
 
 from servelab.analysis.metrics import answer_metric
 from servelab.report.base import failure_breakdown, log_breakdown, stack_knobs
+from servelab.report.drawing import STYLE, Chart, new_figure, render
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
-    from matplotlib.typing import RcKeyType
 
     from servelab.analysis.analyze import VariantAnalysis
     from servelab.config.stack import StackSpec
@@ -59,39 +54,8 @@ PERCENTILE_STYLE = (  # (metric key, label, marker, colour)
     ("latency_p99_ms", "p99", "^", "#e8893a"),
     ("latency_max_ms", "max", "x", "#d0463b"),
 )
-_RC: dict[RcKeyType, Any] = {
-    "svg.fonttype": "none",  # text stays text: selectable, small, scaled by the browser
-    "font.family": ["DejaVu Sans"],  # ships with matplotlib: the same text everywhere
-    "font.size": 9.0,
-    "axes.titlesize": 10.0,
-    "axes.spines.top": False,
-    "axes.spines.right": False,
-}
-PNG_DPI = 110
 PANELS_PER_LINE = 4
 RAMP_TITLE = "Latency and errors against the arrival rate"
-
-
-@dataclass(frozen=True)
-class Chart:
-    """One rendered chart: ``name`` is the file stem (``rps`` -> rps.svg, rps.png)."""
-
-    name: str
-    title: str
-    description: str  # what it shows, for the HTML caption and the image's alt text
-    svg: str
-    png: bytes
-
-    @property
-    def inline_svg(self) -> str:
-        """The SVG element alone (no XML prolog or doctype), to embed in HTML, with its
-        ids prefixed by the chart's name: matplotlib numbers them the same way in every
-        figure (axes_1, clip paths), and ids must be unique in a page."""
-        svg = self.svg[self.svg.index("<svg") :]
-        prefix = f"{self.name}-"
-        svg = re.sub(r'\bid="', f'id="{prefix}', svg)
-        svg = svg.replace("url(#", f"url(#{prefix}")
-        return re.sub(r'(\bxlink:href|\bhref)="#', rf'\1="#{prefix}', svg)
 
 
 class RampPoint(NamedTuple):
@@ -100,21 +64,6 @@ class RampPoint(NamedTuple):
     rate: float
     p99_ms: float
     error_ratio: float
-
-
-def render(figure: Figure, name: str, title: str, description: str) -> Chart:
-    """SVG and PNG of ``figure``, deterministic for the same figure and ``name``."""
-    with matplotlib.rc_context({**_RC, "svg.hashsalt": f"servelab-{name}"}):
-        svg = io.StringIO()
-        figure.savefig(svg, format="svg", metadata={"Date": None})
-        png = io.BytesIO()
-        figure.savefig(png, format="png", dpi=PNG_DPI, metadata={"Software": None})
-    return Chart(name, title, description, svg.getvalue(), png.getvalue())
-
-
-def _figure(width: float, height: float) -> Figure:
-    with matplotlib.rc_context(_RC):
-        return Figure(figsize=(width, height), layout="constrained")
 
 
 def _verdict(variant: VariantAnalysis, metric: str) -> str:
@@ -149,8 +98,8 @@ def _panel_grid(
     lines = math.ceil(n_panels / columns)
     width = max(min_width, label_width + 3.4 * columns)
     height = lines * (1.0 + 0.32 * max(n_rows, 2)) + 0.4
-    figure = _figure(min(width, 16.0), height)
-    with matplotlib.rc_context(_RC):
+    figure = new_figure(min(width, 16.0), height)
+    with matplotlib.rc_context(STYLE):
         grid = figure.subplots(lines, columns, sharey=True, squeeze=False)
     axes = [ax for line in grid for ax in line]
     for spare in axes[n_panels:]:
@@ -166,7 +115,7 @@ def rps_chart(report: ReportInput) -> Chart:
     variants = _variant_names(report)
     workloads = _workload_names(report)
     figure, axes = _panel_grid(len(workloads), len(variants), _label_width(variants))
-    with matplotlib.rc_context(_RC):
+    with matplotlib.rc_context(STYLE):
         for ax, workload in zip(axes, workloads, strict=True):
             by_name = {v.variant: v for v in report.analysis.for_workload(workload)}
             for row, name in enumerate(variants):
@@ -227,7 +176,7 @@ def latency_chart(report: ReportInput) -> Chart:
     variants = _variant_names(report)
     workloads = _workload_names(report)
     figure, axes = _panel_grid(len(workloads), len(variants), _label_width(variants))
-    with matplotlib.rc_context(_RC):
+    with matplotlib.rc_context(STYLE):
         for ax, workload in zip(axes, workloads, strict=True):
             by_name = {v.variant: v for v in report.analysis.for_workload(workload)}
             values: list[float] = []
@@ -293,9 +242,9 @@ def heatmap_chart(report: ReportInput, knobs: tuple[str, str]) -> Chart:
     ys = sorted({k[y_key] for k in stacks.values()})
     workloads = _workload_names(report)
     width = min(16.0, 0.8 + (1.8 + 0.9 * len(xs)) * len(workloads))
-    figure = _figure(width, 1.5 + 0.65 * len(ys))
+    figure = new_figure(width, 1.5 + 0.65 * len(ys))
     x_label, y_label = x_key.rsplit(".", 1)[-1], y_key.rsplit(".", 1)[-1]
-    with matplotlib.rc_context(_RC):
+    with matplotlib.rc_context(STYLE):
         axes = figure.subplots(1, len(workloads), squeeze=False)[0]
         for ax, workload in zip(axes, workloads, strict=True):
             matrix = [[math.nan] * len(xs) for _ in ys]
@@ -345,7 +294,7 @@ def errors_chart(report: ReportInput) -> Chart:
         panels.append(("Classified log lines", logs))
     figure, axes = _panel_grid(len(panels), len(variants), _label_width(variants))
     total_requests = sum(r.load.requests_total for r in report.runs)
-    with matplotlib.rc_context(_RC):
+    with matplotlib.rc_context(STYLE):
         for ax, (title, counts) in zip(axes, panels, strict=True):
             causes = sorted({c for per in counts.values() for c in per})
             colours = {c: CAUSE_COLOURS[i % len(CAUSE_COLOURS)] for i, c in enumerate(causes)}
@@ -438,8 +387,8 @@ def ramp_chart(
     named = {k: sorted(RampPoint(*p) for p in v) for k, v in given.items() if v}
     if not named:
         raise ValueError("a ramp chart needs at least one point")
-    figure = _figure(9.0, 5.4)
-    with matplotlib.rc_context(_RC):
+    figure = new_figure(9.0, 5.4)
+    with matplotlib.rc_context(STYLE):
         top, bottom = figure.subplots(2, 1, sharex=True, height_ratios=[3, 2])
         first_error: float | None = None
         all_p99: list[float] = []

@@ -41,7 +41,7 @@ from servelab.results.records import RunRecord
 
 if TYPE_CHECKING:
     from servelab.analysis.warnings import ResultWarning
-    from servelab.report.charts import Chart
+    from servelab.report.drawing import Chart
 
 
 @dataclass(frozen=True)

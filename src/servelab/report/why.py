@@ -10,14 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from servelab.analysis.profile import (
-    Explanation,
-    RunProfile,
-    answer_line,
-    explain_all,
-    mean_stacks,
-    why_lines,
-)
+from servelab.analysis.explain import Explanation, answer_line, explain_all, why_lines
+from servelab.analysis.profile import RunProfile, mean_stacks
 from servelab.report.base import ReportInput
 from servelab.report.flames import flame_svg, speedscope_json
 from servelab.results.profiles import folded_text

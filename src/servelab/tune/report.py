@@ -164,8 +164,7 @@ def race_chart(
     """PNG: each candidate's metric per round, dropped ones ending in a cross, the
     recommended one in bold; None without matplotlib (the [charts] extra)."""
     try:
-        from servelab.report.charts import _figure as new_figure
-        from servelab.report.charts import render
+        from servelab.report.drawing import new_figure, render
     except ImportError:
         return None
     metric = objective.metric

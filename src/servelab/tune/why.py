@@ -8,7 +8,7 @@ measured window followed by a py-spy window of its own as ``study --profile`` do
 Those starts are stored after the race's (the repetitions from the first one with a
 profile on) and kept out of the race: the ranking stays the race's. The recommended
 candidate is then explained against each other finalist with
-``analysis.profile.explain`` (by part of the stack and by function, 95 % intervals over
+``analysis.explain.explain`` (by part of the stack and by function, 95 % intervals over
 the profiled starts, paired by start), and drawn against the runner-up as a
 differential flame graph (``tune-flame.svg`` beside tune.md).
 """
@@ -19,14 +19,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from servelab.analysis.profile import (
-    Change,
-    Explanation,
-    explain,
-    mean_stacks,
-    run_profiles,
-    why_lines,
-)
+from servelab.analysis.explain import Change, Explanation, explain, why_lines
+from servelab.analysis.profile import mean_stacks, run_profiles
 from servelab.report.flames import flame_svg
 from servelab.results.records import RunRecord
 

@@ -6,21 +6,23 @@ from __future__ import annotations
 import pytest
 from support import fake_load, fake_run
 
-from servelab.analysis.profile import (
-    KERNEL,
-    NOT_PROFILED,
-    RunProfile,
+from servelab.analysis.explain import (
     answer_line,
     covering,
     explain,
     explain_all,
-    frame_function,
     inclusive,
+    why_lines,
+)
+from servelab.analysis.profile import (
+    KERNEL,
+    NOT_PROFILED,
+    RunProfile,
+    frame_function,
     mean_stacks,
     parse_folded,
     part_cpu_s,
     run_profile,
-    why_lines,
 )
 from servelab.results.records import ProcessUsage, ProfileInfo
 

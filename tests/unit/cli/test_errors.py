@@ -146,7 +146,7 @@ def test_a_load_the_driver_cannot_send_is_refused_before_anything_starts(tmp_pat
 
 
 def test_more_than_the_machine_holds_is_refused_and_nothing_stored(tmp_path):
-    from servelab.results.store import Database
+    from servelab.results.database import Database
 
     done = servelab(
         "study", "workers-threads", "--workers", "1000000000", "-r", "1", "-d", "1",

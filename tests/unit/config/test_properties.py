@@ -15,7 +15,7 @@ from servelab.cli.options import parse_int_list
 from servelab.config.experiment import Experiment
 from servelab.config.run import parse_duration
 from servelab.errors import ServelabError
-from servelab.export.deploy import check_listen
+from servelab.export.layout import check_listen
 from servelab.prepare.building import experiment_from_dict, load_experiment
 
 # Names an experiment file uses, so generated tables reach the validators, not only the

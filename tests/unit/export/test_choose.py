@@ -6,7 +6,8 @@ import pytest
 
 from servelab.errors import ServelabError
 from servelab.export.choose import NoClearWinnerError, choose_variant, rank
-from servelab.export.deploy import DeployLayout, render_deploy_set
+from servelab.export.deploy import render_deploy_set
+from servelab.export.layout import DeployLayout
 from servelab.report.base import ReportInput
 from servelab.results.records import RunRecord
 

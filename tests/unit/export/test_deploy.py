@@ -10,13 +10,8 @@ from servelab.config.stack import StackSpec
 from servelab.errors import ServelabError, SpecError
 from servelab.export import export_result
 from servelab.export.choose import Choice, choose_variant
-from servelab.export.deploy import (
-    DeployLayout,
-    app_places,
-    check_listen,
-    consistent_stack,
-    render_deploy_set,
-)
+from servelab.export.deploy import consistent_stack, render_deploy_set
+from servelab.export.layout import DeployLayout, app_places, check_listen
 
 from .common import QUICK, SLEEPY, load
 

@@ -13,7 +13,8 @@ from support import report_with_stack
 
 from servelab.errors import ServelabError
 from servelab.export.choose import choose_variant
-from servelab.export.deploy import DeployLayout, DeploySet, render_deploy_set
+from servelab.export.deploy import DeploySet, render_deploy_set
+from servelab.export.layout import DeployLayout
 from servelab.export.validate import stage
 from servelab.fronts import apache
 from servelab.fronts.registry import get_front

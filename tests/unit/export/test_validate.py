@@ -11,7 +11,8 @@ import pytest
 from servelab.errors import ServelabError
 from servelab.export import export_result, validate
 from servelab.export.choose import choose_variant
-from servelab.export.deploy import DeployLayout, render_deploy_set
+from servelab.export.deploy import render_deploy_set
+from servelab.export.layout import DeployLayout
 from servelab.report.base import ReportInput
 from servelab.results.records import RunRecord
 from servelab.servers.registry import get_server

@@ -23,8 +23,8 @@ from servelab.measuring.slices import (
     weighted_share,
 )
 from servelab.prepare.building import experiment_from_dict
+from servelab.results.database import spec_hash
 from servelab.results.records import ListenQueue, LoadMachine, LoadMeasurement, ProcessUsage
-from servelab.results.store import spec_hash
 
 
 def measurement(requests: int, duration_s: float, **extra) -> LoadMeasurement:

@@ -6,7 +6,7 @@ from functools import cache
 from pathlib import Path
 
 from servelab.report.base import ReportInput, Section
-from servelab.report.charts import Chart
+from servelab.report.drawing import Chart
 from servelab.report.sections import ChartsSection, report_sections
 from servelab.results.store import ResultStore
 

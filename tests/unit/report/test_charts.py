@@ -10,7 +10,6 @@ from matplotlib.image import imread
 
 from servelab.report.base import ReportInput, failure_breakdown
 from servelab.report.charts import (
-    Chart,
     RampPoint,
     build_charts,
     grid_knobs,
@@ -18,6 +17,7 @@ from servelab.report.charts import (
     ramp_chart,
     ramp_points,
 )
+from servelab.report.drawing import Chart
 from servelab.results.store import ResultStore
 
 from .common import FIXTURES, charts, load

@@ -10,6 +10,7 @@ from support import PORT_VS_SOCKET_RUNS as RUNS
 
 from servelab.errors import ServelabError
 from servelab.prepare.building import experiment_from_dict
+from servelab.results.database import DB_FILE, EXPERIMENT_FILE, Database, spec_hash
 from servelab.results.formats import (
     FORMAT_KEY,
     RUN,
@@ -20,15 +21,7 @@ from servelab.results.formats import (
     run_json,
 )
 from servelab.results.records import RunRecord
-from servelab.results.store import (
-    DB_FILE,
-    EXPERIMENT_FILE,
-    RUNS_FILE,
-    Database,
-    ResultStore,
-    resolve_result,
-    spec_hash,
-)
+from servelab.results.store import RUNS_FILE, ResultStore, resolve_result
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "results"
 # What spec_hash gave for these before formats were numbered: --resume compares it with

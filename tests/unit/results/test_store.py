@@ -13,14 +13,8 @@ from support import PORT_VS_SOCKET_RUNS as RUNS
 from support import run_cli
 
 from servelab.errors import ServelabError
-from servelab.results.store import (
-    DB_FILE,
-    RUNS_FILE,
-    Database,
-    ResultStore,
-    resolve_result,
-    spec_hash,
-)
+from servelab.results.database import DB_FILE, Database, spec_hash
+from servelab.results.store import RUNS_FILE, ResultStore, resolve_result
 
 
 def test_store_round_trip_through_the_database(tmp_path: Path):
