@@ -179,7 +179,7 @@ class ExperimentSession:
         driver.prepare(experiment.side_by_side)
         profiler = self._profiler()
         environment = self._environment(driver)
-        store, runs = self._open_store(environment)
+        store, stored = self._open_store(environment)
         total = len(experiment.stacks) * len(experiment.workloads) * experiment.repetitions
         self.console.print(
             f"[bold]{experiment.name}[/bold] {store.label}: {len(experiment.stacks)} variants x "
@@ -188,12 +188,13 @@ class ExperimentSession:
         )
         for note in self.notes:
             self.console.print(f"servelab: {note}", highlight=False)
-        if runs:
-            self.console.print(f"resuming: {len(runs)} runs already stored are kept")
-        live = LiveProgress(experiment, self.console, total, done=len(runs), detail=self.detail)
+        if stored:
+            self.console.print(f"resuming: {len(stored)} runs already stored are kept")
+        live = LiveProgress(experiment, self.console, total, done=len(stored), detail=self.detail)
         unwritten: list[RunRecord] = []  # kept in the store, not yet in report.md
-        # Each run's own figures worked out once, as it comes (its profile read from disk
-        # and parsed); the analysis across runs from them at each report.
+        # Every run so far, each one's own figures worked out once, as it comes (its
+        # profile read from disk and parsed); the analysis across runs from them at each
+        # report.
         so_far = AnalysisSoFar(experiment)
 
         def keep(run: RunRecord) -> None:
@@ -201,7 +202,7 @@ class ExperimentSession:
                 (run.variant, run.workload, run.repetition)
             ))
 
-        for run in runs:  # resumed: those already stored
+        for run in stored:  # resumed: those already stored
             keep(run)
 
         def write_reports() -> None:
@@ -218,8 +219,7 @@ class ExperimentSession:
             write_result_files(self.result_files, report)
 
         def on_result(result: RunRecord) -> None:
-            runs.append(result)  # the store already holds it (ResultStore.add)
-            keep(result)
+            keep(result)  # the store already holds it (ResultStore.add)
             unwritten.append(result)
             live.show(result)
 
@@ -234,18 +234,19 @@ class ExperimentSession:
                     self.cpu_plan,
                     events=events,
                     driver=driver,
-                    previous=tuple(runs),
+                    previous=so_far.runs,
                     so_far=so_far,
                     **({"listen_host": self.listen_host} if self.listen_host else {}),
                     **({"profiler": profiler} if profiler else {}),
                 )
             finished = True
         except BaseException:
-            if not runs:  # refused or stopped before it measured anything: nothing is kept
+            if not so_far.runs:  # refused or stopped before it measured anything: none kept
                 store.discard()
             raise
         finally:
             write_reports()
+            runs = so_far.runs
             if runs:
                 planned = max(int(live.progress.tasks[0].total or total), len(runs))
                 if self.detail or len(runs) < planned or not finished:  # else: the last line
