@@ -10,7 +10,8 @@ from typing import Any
 
 import click
 
-from servelab.config.run import DEFAULT_RESULTS_DIR, LOOPBACK, RunOptions, parse_duration
+from servelab.cli.options import results_option
+from servelab.config.run import LOOPBACK, RunOptions, parse_duration
 from servelab.errors import SpecError
 from servelab.report.formats import EXPORT_FORMATS
 
@@ -33,16 +34,7 @@ _run_options = [
         help="Do not favour the stack and the driver over other processes (by default, "
         "as root, a cgroup gives them 100x the CPU weight of other work).",
     ),
-    click.option(
-        "--results",
-        "results_dir",
-        type=click.Path(path_type=Path),
-        default=DEFAULT_RESULTS_DIR,
-        show_default=True,
-        envvar="SERVELAB_RESULTS",
-        show_envvar=True,
-        help="The results directory: servelab.db and one directory per experiment.",
-    ),
+    results_option("The results directory: servelab.db and one directory per experiment."),
     *(
         click.option(
             f"--export-{fmt}", f"export_{fmt}", type=click.Path(path_type=Path), default=None,

@@ -119,15 +119,22 @@ def failure_study_options(
     }
 
 
-results_dir_option = click.option(
-    "--results",
-    "results_dir",
-    type=click.Path(path_type=Path),
-    default=DEFAULT_RESULTS_DIR,
-    show_default=True,
-    envvar="SERVELAB_RESULTS",
-    show_envvar=True,
-    help="The results directory holding servelab.db (where RESULT ids are looked up).",
+def results_option(help: str) -> Callable[[Callback], Callback]:
+    """--results (or $SERVELAB_RESULTS), the results directory, said as ``help``."""
+    return click.option(
+        "--results",
+        "results_dir",
+        type=click.Path(path_type=Path),
+        default=DEFAULT_RESULTS_DIR,
+        show_default=True,
+        envvar="SERVELAB_RESULTS",
+        show_envvar=True,
+        help=help,
+    )
+
+
+results_dir_option = results_option(
+    "The results directory holding servelab.db (where RESULT ids are looked up)."
 )
 
 
