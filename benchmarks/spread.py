@@ -52,6 +52,7 @@ from servelab.load.oha import REQUESTS_DB, OhaDriver
 from servelab.measuring import host_executor
 from servelab.measuring.executor import HostExecutor, Window
 from servelab.observe.neighbours import cpu_speed
+from servelab.observe.speed import SpeedGauge
 from servelab.studies import StudyOptions
 from servelab.studies.seeds import quick
 
@@ -109,16 +110,20 @@ def record(window: Window, scratch: Path, **keys: Any) -> dict[str, Any]:
 
 
 def measured(
-    executor: HostExecutor, stack: Any, workload: Workload, scratch: Path, **keys: Any
+    executor: HostExecutor, stack: Any, workload: Workload, scratch: Path, gauge: SpeedGauge,
+    **keys: Any,
 ) -> dict[str, Any]:
     speed = cpu_speed(executor.cpu_plan.stack, seconds=0.1, rounds=1)
     stolen = steal_s()
     began = time.monotonic()
     load = workload.load.model_copy(update={"duration_s": WINDOW_S, "requests": None})
+    before = gauge.read()
     window = executor.measure(stack, workload, load, scratch)
+    after = gauge.read()
     return record(
         window, scratch, **keys, speed=speed, steal_s=steal_s() - stolen,
         wall_s=time.monotonic() - began, at=began,
+        gauge=after.speed_since(before) if before and after else None,
     )
 
 
@@ -133,7 +138,11 @@ def collect(args: argparse.Namespace) -> None:
     out = Path(args.out)
     print(f"A/A: {len(stacks)} starts of {baseline.name} a round, {args.rounds} rounds; "
           f"{cpu_plan.describe()}; windows to {out}", file=sys.stderr)
-    with out.open("a") as sink, host_executor(driver, cpu_plan, experiment) as executor:
+    with (
+        out.open("a") as sink,
+        host_executor(driver, cpu_plan, experiment) as executor,
+        SpeedGauge(cpu_plan.driver if args.gauge else None) as gauge,
+    ):
 
         def keep(line: dict[str, Any]) -> None:
             sink.write(json.dumps(line) + "\n")
@@ -155,21 +164,21 @@ def collect(args: argparse.Namespace) -> None:
                     )
                     for _, running, _ in live:
                         executor.send(running, workload, warm, scratch)
-                    common = {"round": round_, "workload": workload.name}
+                    common = {"round": round_, "endpoint": workload.name}
                     for pass_index in range(args.passes):
                         shift = pass_index % len(live)
                         for position, (name, running, start_speed) in enumerate(
                             [*live[shift:], *live[:shift]]
                         ):
                             keep(measured(
-                                executor, running, workload, scratch, **common, start=name,
+                                executor, running, workload, scratch, gauge, **common, start=name,
                                 phase="alt", pass_index=pass_index, position=position,
                                 in_row=1, start_speed=start_speed,
                             ))
                     for name, running, start_speed in live:
                         for in_row in (1, 2, 3):
                             keep(measured(
-                                executor, running, workload, scratch, **common, start=name,
+                                executor, running, workload, scratch, gauge, **common, start=name,
                                 phase="block", pass_index=None, position=None,
                                 in_row=in_row, start_speed=start_speed,
                             ))
@@ -206,7 +215,7 @@ def pct(log_sd: float) -> str:
 
 
 def split_workload(lines: list[dict[str, Any]], workload: str) -> None:
-    own = [w for w in lines if w["workload"] == workload and w["rps"] > 0]
+    own = [w for w in lines if w["endpoint"] == workload and w["rps"] > 0]
     alt = [w for w in own if w["phase"] == "alt"]
     print(f"\n== {workload}: {len(own)} windows ({len(alt)} in passes), "
           f"{len({w['round'] for w in own})} rounds, mean "
@@ -310,6 +319,8 @@ def split_workload(lines: list[dict[str, Any]], workload: str) -> None:
     covariate("speed probe before the window (log)",
               lambda w: math.log(w["speed"]) if w.get("speed") else None)
     covariate("steal seconds in the window", lambda w: w.get("steal_s"))
+    covariate("speed gauge during the window (log)",
+              lambda w: math.log(w["gauge"]) if w.get("gauge") else None)
     covariate("driver CPU per request (log)",
               lambda w: math.log(w["driver_cpu_s"] / w["requests"])
               if w["driver_cpu_s"] and w["requests"] else None)
@@ -343,7 +354,7 @@ def split(args: argparse.Namespace) -> None:
     lines = load_lines(Path(args.file))
     if not lines:
         sys.exit(f"spread: {args.file} holds no windows (fix: run `collect` first)")
-    for workload in dict.fromkeys(w["workload"] for w in lines):
+    for workload in dict.fromkeys(w["endpoint"] for w in lines):
         split_workload(lines, workload)
 
 
@@ -355,6 +366,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     c.add_argument("--passes", type=int, default=6)
     c.add_argument("--endpoints", default="sync-small,sync-big")
     c.add_argument("--out", default="spread.jsonl")
+    c.add_argument("--gauge", action="store_true",
+                   help="run observe.speed's gauge on the driver CPU throughout")
     s = sub.add_parser("split")
     s.add_argument("file")
     args = parser.parse_args(argv)
