@@ -1,7 +1,7 @@
 """What every front module provides (nothing, nginx, Apache), so the launcher, spec
 validation and ``servelab doctor`` never name one.
 
-A front module defines one ``Front`` subclass, listed once in ``servelab.fronts.registry``.
+A front module defines one ``Front`` subclass, listed once in ``servelab.registry``.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from servelab.config.stack import ProxySpec, StackSpec
-from servelab.fronts.registry import FRONTS
 from servelab.host.doctor import Check
+from servelab.registry import FRONTS
 
 if TYPE_CHECKING:
     from servelab.apps import ResolvedApp

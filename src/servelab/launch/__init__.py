@@ -25,14 +25,13 @@ from servelab.config.load import RequestSpec
 from servelab.config.stack import StackSpec
 from servelab.errors import SpecError
 from servelab.fronts.base import LOOPBACK, Configured, Front, host_port
-from servelab.fronts.registry import get_front
 from servelab.host.cgroups import CpuGroup
 from servelab.host.netns import Placement, place_stack
 from servelab.host.procs import JANITOR, OWNER_ENV, ManagedProcess, free_port
 from servelab.host.readiness import wait_listening, wait_ready
 from servelab.host.running import RunningStack
+from servelab.registry import get_front, get_server
 from servelab.servers.base import AppServer, Listen
-from servelab.servers.registry import get_server
 
 __all__ = ["OWNER_ENV", "RunningStack", "launch_stack", "launched_by"]
 

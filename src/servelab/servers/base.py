@@ -1,7 +1,7 @@
 """What every app server module provides, so the rest of servelab never names one.
 
 A server module defines one ``AppServer`` subclass and is listed once in
-``servelab.servers.registry``; spec validation, the launcher, ``servelab doctor``,
+``servelab.registry``; spec validation, the launcher, ``servelab doctor``,
 the environment record and the CLI's choices read it from there.
 """
 
@@ -20,7 +20,7 @@ from servelab.config.stack import ServerSpec, StackSpec
 from servelab.errors import ServelabError, SpecError
 from servelab.host.doctor import Check, package_check
 from servelab.host.facts import package_version
-from servelab.servers.registry import SERVERS
+from servelab.registry import SERVERS
 
 CHECK_TIMEOUT_S = 60.0  # a server's own check of its exported config may import the app
 

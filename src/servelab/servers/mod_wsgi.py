@@ -15,9 +15,9 @@ from servelab.apps import ResolvedApp
 from servelab.apps.interpreter import python_facts
 from servelab.config.stack import ServerSpec, StackSpec
 from servelab.errors import MissingToolError, StackStartError
-from servelab.fronts.registry import get_front
 from servelab.host.doctor import Check
 from servelab.host.facts import package_version
+from servelab.registry import get_front
 from servelab.servers.base import AppServer, Command, DeployTarget, Listen, ServerDeploy
 
 SCRIPT_NAME = "app.wsgi"
