@@ -267,6 +267,15 @@ def test_a_package_loop_fails_naming_its_places(tmp_path: Path) -> None:
     ]
 
 
+def test_plug_ins_ask_each_other_by_name() -> None:
+    """No server, front or driver module imports another plug-in package: a front that
+    runs its server (Apache, mod_wsgi) gets what the server says from the launcher
+    (``AppServer.hosting``), and the server asks its front through servelab/registry.py."""
+    plug_ins = {"servers", "fronts", "load"}
+    edges = floor_edges()
+    assert {(a, b): w for (a, b), w in edges.items() if {a, b} <= plug_ins} == {}
+
+
 def test_the_floor_graph_sees_imports_inside_functions() -> None:
     edges = floor_edges()
     # prepare/user_app.py imports launch only inside its functions (the preflight).

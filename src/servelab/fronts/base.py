@@ -116,10 +116,11 @@ class Front(ABC):
         raise NotImplementedError(f"{self.kind} has no config")
 
     def configure_hosting(
-        self, spec: StackSpec, app: ResolvedApp, *, workdir: Path, listen_port: int,
-        listen_host: str = LOOPBACK,
+        self, spec: StackSpec, app: ResolvedApp, hosted: Mapping[str, object], *,
+        workdir: Path, listen_port: int, listen_host: str = LOOPBACK,
     ) -> Configured:
-        """The config of a front that runs the app itself (a server ``inside_front``)."""
+        """The config of a front that runs the app itself (a server ``inside_front``),
+        with what that server says about it (``hosted``: ``AppServer.hosting``)."""
         raise NotImplementedError(f"{self.kind} cannot run an app itself")
 
     def check_hosted_access(self) -> None:

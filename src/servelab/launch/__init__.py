@@ -14,7 +14,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -119,8 +119,10 @@ def _launch(
     deadline = time.monotonic() + startup_timeout_s
     try:
         if server.inside_front is not None:
+            hosted = server.hosting(spec.server, app, workdir)
             with _launch_hosted(
-                spec, front, app, workdir, placement, probe, cpus, deadline, listen_host
+                spec, front, app, hosted, workdir, placement, probe, cpus, deadline,
+                listen_host,
             ) as stack:
                 processes = stack.processes
                 yield stack
@@ -168,6 +170,7 @@ def _launch_hosted(
     spec: StackSpec,
     front: Front,
     app: ResolvedApp,
+    hosted: Mapping[str, object],
     workdir: Path,
     placement: Placement,
     probe: RequestSpec,
@@ -175,11 +178,11 @@ def _launch_hosted(
     deadline: float,
     listen_host: str = LOOPBACK,
 ) -> Iterator[RunningStack]:
-    """The front alone, running the app itself (a server ``inside_front``: mod_wsgi in
-    Apache). The caller stops the processes."""
+    """The front alone, running the app itself as its server says (``hosted``: a server
+    ``inside_front``, mod_wsgi in Apache). The caller stops the processes."""
     listen_port = _free_port(placement)
     configured = front.configure_hosting(
-        spec, app, workdir=workdir, listen_port=listen_port, listen_host=listen_host
+        spec, app, hosted, workdir=workdir, listen_port=listen_port, listen_host=listen_host
     )
     assert front.role is not None
     processes = {front.role: _front_process(front, configured, workdir, placement, cpus)}

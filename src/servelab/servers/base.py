@@ -193,6 +193,15 @@ class AppServer(ABC):
     ) -> Command:
         """How to start it (it may write its config file into ``workdir`` first)."""
 
+    def hosting(
+        self, server: ServerSpec, app: ResolvedApp, workdir: Path
+    ) -> Mapping[str, object]:
+        """For a server ``inside_front``: what its front's config says about the app (the
+        launcher hands it to ``Front.configure_hosting``, as an export hands
+        ``ServerDeploy.hosted`` to ``Front.deploy``), any file it needs written into
+        ``workdir`` first."""
+        raise NotImplementedError(f"{self.kind} runs as its own processes")
+
     def deploy(self, stack: StackSpec, target: DeployTarget) -> ServerDeploy | None:
         """Its part of a deployable set (``servelab export``); None: not exportable yet."""
         return None
