@@ -25,7 +25,6 @@ from servelab.errors import ServelabError
 from servelab.host.cpus import CpuPlan, plan_side_by_side
 from servelab.host.procs import JANITOR
 from servelab.load.base import LoadDriver, check_driver_can
-from servelab.load.registry import get_driver
 from servelab.measuring import (
     Launch,
     Measure,
@@ -35,6 +34,7 @@ from servelab.measuring import (
 )
 from servelab.measuring.stopping import NextRound, Outlook
 from servelab.prepare.environment import collect_environment, machine_differences
+from servelab.registry import get_driver
 from servelab.report.base import MARKDOWN_FILE, ReportInput
 from servelab.report.exports import write_result_files
 from servelab.report.markdown import render_markdown

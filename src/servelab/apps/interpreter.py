@@ -228,7 +228,7 @@ def install_fix(python: Path | None, missing: Iterable[str], extras: Iterable[st
 def check_app_servers(stacks: Iterable[StackSpec]) -> list[dict[str, Any]]:
     """SpecError (one line) unless every stack's app server can run with its app's
     Python; else what each app Python is, for the environment record."""
-    from servelab.servers.registry import get_server
+    from servelab.registry import get_server
 
     needs: dict[Path | None, dict[str, list[str]]] = {}  # python -> distribution -> variants
     extras: dict[str, str] = {}  # distribution -> the servelab extra that installs it

@@ -15,10 +15,10 @@ from servelab.fronts.base import LOOPBACK
 from servelab.host.cgroups import cpu_group, joined
 from servelab.host.cpus import CpuPlan, plan_side_by_side
 from servelab.load.base import LoadDriver
-from servelab.load.registry import get_driver
 from servelab.measuring.executor import Groups, HostExecutor, beside_the_driver
 from servelab.measuring.plan import Launch, plan_launches, run_key
 from servelab.measuring.runner import Runner, RunnerEvents, RunSink
+from servelab.registry import get_driver
 from servelab.results.records import RunRecord
 
 __all__ = [
