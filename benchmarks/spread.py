@@ -38,21 +38,24 @@ import contextlib
 import itertools
 import json
 import math
+import multiprocessing
+import os
 import sqlite3
 import statistics
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
+from multiprocessing.sharedctypes import Synchronized
 from pathlib import Path
 from typing import Any
 
 from servelab.config.load import Workload
-from servelab.host.cpus import default_cpu_plan
+from servelab.host.cpus import default_cpu_plan, parse_cpu_list
 from servelab.load.oha import REQUESTS_DB, OhaDriver
 from servelab.measuring import host_executor
 from servelab.measuring.executor import HostExecutor, Window
 from servelab.observe.neighbours import cpu_speed
-from servelab.observe.speed import SpeedGauge
 from servelab.studies import StudyOptions
 from servelab.studies.seeds import quick
 
@@ -61,6 +64,85 @@ WARMUP_S = 0.5
 RAMP_S = 0.25
 STACKS = ("a", "b", "c")
 WORKERS = 2  # quick's gunicorn workers
+
+
+# -- the speed gauge (--gauge) ------------------------------------------------------
+# A child process spinning a fixed unit of interpreter work on the driver's CPU at the
+# kernel's idle priority (SCHED_IDLE: it runs only when nothing else there wants the
+# CPU), counting units in shared memory; units per second of *its own* CPU time
+# (/proc/PID/schedstat) between two readings is the machine's speed over that stretch,
+# read at a window's edges. Measured on servelab's 2-CPU VM it explained 0-2 % of a
+# window's residual (the slowdowns are the stack's vCPU's own, not the machine's), so it
+# stayed here, as the evidence, and did not become a covariate of the analysis.
+# One unit of work: the same allocation-free loop as ``cpu_speed``'s.
+UNIT = 2_000
+# Below this much of its own CPU time in a window, the gauge's reading says nothing.
+MIN_GAUGE_CPU_S = 0.05
+
+
+@dataclass(frozen=True)
+class GaugeReading:
+    """The gauge's count of units and its own CPU time, at one moment."""
+
+    units: int
+    cpu_ns: int
+
+    def speed_since(self, earlier: GaugeReading) -> float | None:
+        """Units per CPU second between ``earlier`` and this reading; None when the gauge
+        ran too little in between (its CPU was wanted by others the whole time)."""
+        cpu_s = (self.cpu_ns - earlier.cpu_ns) / 1e9
+        if cpu_s < MIN_GAUGE_CPU_S:
+            return None
+        return (self.units - earlier.units) / cpu_s
+
+
+def _spin(counter: Any, cpus: frozenset[int]) -> None:  # pragma: no cover - child process
+    with contextlib.suppress(OSError):
+        os.sched_setaffinity(0, cpus)
+    with contextlib.suppress(OSError, AttributeError):
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    while True:
+        for _ in range(UNIT):
+            pass
+        counter.value += 1
+
+
+class SpeedGauge:
+    """``with SpeedGauge("1") as gauge: a = gauge.read(); ...; gauge.read().speed_since(a)``.
+
+    Not pinned (``cpus`` None) or without /proc's schedstat, every reading is None."""
+
+    def __init__(self, cpus: str | None) -> None:
+        self.cpus = parse_cpu_list(cpus) if cpus else None
+        self._process: multiprocessing.process.BaseProcess | None = None
+        self._counter: Synchronized[int] | None = None
+
+    def __enter__(self) -> SpeedGauge:
+        if self.cpus is None:
+            return self
+        context = multiprocessing.get_context("fork")
+        counter = context.Value("Q", 0, lock=False)
+        process = context.Process(
+            target=_spin, args=(counter, self.cpus), name="servelab-speed-gauge", daemon=True
+        )
+        process.start()
+        self._process, self._counter = process, counter  # type: ignore[assignment]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        process, self._process = self._process, None
+        if process is not None:
+            process.kill()
+            process.join(timeout=5)
+
+    def read(self) -> GaugeReading | None:
+        if self._process is None or self._counter is None or self._process.pid is None:
+            return None
+        try:
+            fields = Path(f"/proc/{self._process.pid}/schedstat").read_text().split()
+        except OSError:
+            return None
+        return GaugeReading(int(self._counter.value), int(fields[0]))
 
 
 def steal_s() -> float:
@@ -175,6 +257,20 @@ def collect(args: argparse.Namespace) -> None:
                                 phase="alt", pass_index=pass_index, position=position,
                                 in_row=1, start_speed=start_speed,
                             ))
+                    lead = workload.load.model_copy(
+                        update={"duration_s": args.lead, "requests": None}
+                    )
+                    for pass_index in range(args.passes if args.lead else 0):
+                        shift = pass_index % len(live)
+                        for position, (name, running, start_speed) in enumerate(
+                            [*live[shift:], *live[:shift]]
+                        ):
+                            executor.send(running, workload, lead, scratch)
+                            keep(measured(
+                                executor, running, workload, scratch, gauge, **common, start=name,
+                                phase="lead", pass_index=pass_index, position=position,
+                                in_row=1, start_speed=start_speed,
+                            ))
                     for name, running, start_speed in live:
                         for in_row in (1, 2, 3):
                             keep(measured(
@@ -214,18 +310,12 @@ def pct(log_sd: float) -> str:
     return f"{100 * math.expm1(log_sd):5.1f} %"
 
 
-def split_workload(lines: list[dict[str, Any]], workload: str) -> None:
-    own = [w for w in lines if w["endpoint"] == workload and w["rps"] > 0]
-    alt = [w for w in own if w["phase"] == "alt"]
-    print(f"\n== {workload}: {len(own)} windows ({len(alt)} in passes), "
-          f"{len({w['round'] for w in own})} rounds, mean "
-          f"{statistics.fmean(w['rps'] for w in own):,.0f} requests/s")
-    for w in own:
-        w["y"] = math.log(w["rps"])
-
+def levels(windows: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
+    """Print the spread of ``windows`` (passes over the starts) by level; set each window's
+    residual (start and pass removed); the windows by round."""
     # Levels, from the passes (quick's schedule): y = round + start + pass + window.
-    rounds = sorted({w["round"] for w in alt})
-    by_round = {r: [w for w in alt if w["round"] == r] for r in rounds}
+    rounds = sorted({w["round"] for w in windows})
+    by_round = {r: [w for w in windows if w["round"] == r] for r in rounds}
     round_means = [statistics.fmean(w["y"] for w in ws) for ws in by_round.values()]
     start_devs, pass_devs, resid = [], [], []
     for ws in by_round.values():
@@ -240,7 +330,7 @@ def split_workload(lines: list[dict[str, Any]], workload: str) -> None:
         for w in ws:
             w["resid"] = w["y"] - smean[w["start"]] - pmean[w["pass_index"]]
             resid.append(w["resid"])
-    n_pass = statistics.fmean(len([w for w in alt if w["round"] == r and w["start"] == "a"])
+    n_pass = statistics.fmean(len([w for w in windows if w["round"] == r and w["start"] == "a"])
                               for r in rounds)
     window_var = statistics.fmean(r * r for r in resid) * (3 * n_pass) / max(
         1.0, (3 * n_pass) - 3 - n_pass + 1)
@@ -256,9 +346,29 @@ def split_workload(lines: list[dict[str, Any]], workload: str) -> None:
     print(f"  between passes (the moment, shared)         {pct(math.sqrt(pass_var))}")
     print(f"  window within its start and pass            {pct(math.sqrt(window_var))}")
     raw_window = statistics.stdev(w["y"] - statistics.fmean(
-        v["y"] for v in alt if v["round"] == w["round"] and v["start"] == w["start"])
-        for w in alt)
+        v["y"] for v in windows if v["round"] == w["round"] and v["start"] == w["start"])
+        for w in windows)
     print(f"  window around its start's mean (no pass)     {pct(raw_window)}")
+    return by_round
+
+
+def split_workload(lines: list[dict[str, Any]], workload: str) -> None:
+    own = [w for w in lines if w["endpoint"] == workload and w["rps"] > 0]
+    alt = [w for w in own if w["phase"] == "alt"]
+    print(f"\n== {workload}: {len(own)} windows ({len(alt)} in passes), "
+          f"{len({w['round'] for w in own})} rounds, mean "
+          f"{statistics.fmean(w['rps'] for w in own):,.0f} requests/s")
+    for w in own:
+        w["y"] = math.log(w["rps"])
+
+    by_round: dict[int, list[dict[str, Any]]] = {}
+    for phase in ("alt", "lead"):
+        windows = [w for w in own if w["phase"] == phase]
+        if windows:
+            print(f"[{phase}: " + ("each visit a 1 s window]" if phase == "alt" else
+                                  "each visit a discarded lead-in, then a 1 s window]"))
+            found = levels(windows)
+            by_round = found if phase == "alt" else by_round
 
     # First window after a switch against the next ones in a row.
     blocks = [w for w in own if w["phase"] == "block"]
@@ -366,6 +476,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     c.add_argument("--passes", type=int, default=6)
     c.add_argument("--endpoints", default="sync-small,sync-big")
     c.add_argument("--out", default="spread.jsonl")
+    c.add_argument("--lead", type=float, default=0.0,
+                   help="also passes whose every visit sends LEAD s of discarded load first")
     c.add_argument("--gauge", action="store_true",
                    help="run observe.speed's gauge on the driver CPU throughout")
     s = sub.add_parser("split")
