@@ -447,8 +447,7 @@ def split_workload(lines: list[dict[str, Any]], workload: str) -> None:
     # Half-width per minute: identical pairs in each design, from these windows.
     wall = statistics.fmean(w["wall_s"] for w in alt)
     print(f"a 1 s window takes {wall:.2f} s of wall time (probe, driver start, sampling)")
-    # (a) quick today: a start's mean over its passes, t over starts (pooled).
-    # (b) adjacent windows of two identical starts, as pairs (B V in time).
+    floor(alt, wall)
     adjacent = []
     for ws in by_round.values():
         ordered = sorted(ws, key=lambda w: w["at"])
@@ -458,6 +457,28 @@ def split_workload(lines: list[dict[str, Any]], workload: str) -> None:
         sd_pair = statistics.stdev(adjacent)
         print(f"two identical starts, adjacent windows: sd of the log ratio {pct(sd_pair)} "
               f"(n = {len(adjacent)})")
+
+
+def floor(windows: list[dict[str, Any]], wall_s: float) -> None:
+    """The best half-width any design reaches on identical stacks, from the windows' own
+    residual (start and pass removed: what no pairing in time cancels) and their wall
+    time: two stacks alternating windows for a minute, and quick's shape (three stacks,
+    this endpoint's quarter of a 160 s budget). No start effect, no warm-up, no launch, a
+    normal quantile: a design pays at least this."""
+    resid = [w["resid"] for w in windows]
+    starts = len({(w["round"], w["start"]) for w in windows})
+    passes = len({(w["round"], w["pass_index"]) for w in windows})
+    df = max(1, len(resid) - starts - passes + 1)
+    sigma = math.sqrt(sum(r * r for r in resid) / df)
+
+    def half_width(seconds: float, stacks: int) -> float:
+        per_stack = seconds / (stacks * wall_s)
+        return 100 * math.expm1(1.96 * sigma * math.sqrt(2 / per_stack))
+
+    print(f"floor (window residual {pct(sigma)}, {wall_s:.2f} s a window): two identical "
+          f"stacks alternating for 60 s: ±{half_width(60, 2):.1f} %; quick's shape "
+          f"(3 stacks, 40 s of a 160 s budget): ±{half_width(40, 3):.1f} %; ±5 % would take "
+          f"{3 * wall_s * 2 * (1.96 * sigma / math.log1p(0.05)) ** 2:.0f} s of this endpoint")
 
 
 def split(args: argparse.Namespace) -> None:
