@@ -38,6 +38,8 @@ from servelab.tune.race import (
     RaceState,
     Recommendation,
     finalists,
+    first_screen,
+    foreseen_seconds_per_start,
     race_state,
     recommend,
 )
@@ -357,7 +359,18 @@ def run_tune(
     from servelab.tune.report import TUNE_MARKDOWN
 
     experiment = spec.experiment()
-    progress = TuneProgress(spec, tuple(s.name for s in experiment.stacks), say=say,
+    # A budget the first round alone would overrun races fewer candidates, said; one
+    # that fits no race is refused before anything starts.
+    screen = first_screen(
+        [s.name for s in experiment.stacks],
+        foreseen_seconds_per_start(spec.warmup_s, spec.duration_s),
+        spec.budget_s,
+    )
+    if screen.note is not None:
+        say(screen.note)
+        kept = set(screen.candidates)
+        experiment = experiment.with_stacks([s for s in experiment.stacks if s.name in kept])
+    progress = TuneProgress(spec, screen.candidates, say=say,
                             detail=options.detail, profile=options.profile)
     try:
         store = api.run(experiment, options, user_app or UserApp(), console=console,

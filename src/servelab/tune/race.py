@@ -17,6 +17,7 @@ resumed or interrupted tune replays the same decisions from its stored runs.
 from __future__ import annotations
 
 import math
+import random
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from servelab.analysis.comparisons import compare_rounds, compare_variants
 from servelab.analysis.family import judge_family
 from servelab.analysis.nested import starts_needed
 from servelab.analysis.stats import Comparison, confidence_interval
+from servelab.errors import SpecError
 from servelab.results.records import RunRecord
 from servelab.tune.objective import MEMORY, MIB, Objective
 
@@ -450,3 +452,58 @@ def finalists(
         )
         chosen += closest[: max(most - 1, 0)][:1]
     return tuple(chosen)
+
+
+# Measured on servelab's 2-CPU VM: a candidate's start costs its launch and readiness
+# (about 2 s for nginx + an app server), then its warm-up and its slices, each slice
+# with the driver's start and the sampling around it (about 0.2-0.5 s).
+LAUNCH_S = 2.0
+SLICE_OVERHEAD = 1.3
+# The first round may take at most this share of the budget: the race needs later rounds
+# to separate the leaders, or it ends with a list of ties.
+FIRST_ROUND_SHARE = 0.5
+
+
+@dataclass(frozen=True)
+class FirstScreen:
+    """Which candidates the first round measures within the budget, and why."""
+
+    candidates: tuple[str, ...]
+    seconds_per_start: float  # foreseen, before anything is measured
+    note: str | None = None  # said when the space was narrowed to fit
+
+
+def foreseen_seconds_per_start(warmup_s: float, duration_s: float) -> float:
+    """One start of one candidate, foreseen before anything is measured."""
+    return LAUNCH_S + SLICE_OVERHEAD * (warmup_s + duration_s)
+
+
+def first_screen(
+    names: Sequence[str], per_start_s: float, budget_s: float | None, seed: int = 0
+) -> FirstScreen:
+    """The first round of a race that fits ``budget_s``: every candidate when one start of
+    each fits ``FIRST_ROUND_SHARE`` of it; else the first candidate (the space's nominal
+    baseline) and an even random draw of the others, in the space's order, said. Raises
+    SpecError when not even two fit: no race could decide anything."""
+    if budget_s is None or len(names) * per_start_s <= FIRST_ROUND_SHARE * budget_s:
+        return FirstScreen(tuple(names), per_start_s)
+    fits = int(FIRST_ROUND_SHARE * budget_s // per_start_s)
+    everyone = math.ceil(len(names) * per_start_s / FIRST_ROUND_SHARE)
+    if fits < 2:
+        raise SpecError(
+            f"a budget of {budget_s:g} s cannot race any candidates: one start of each takes "
+            f"about {per_start_s:.0f} s here (launch, warm-up, measuring), and the first round "
+            f"may take half the budget, so not even two fit",
+            f"give --budget {math.ceil(2 * per_start_s / FIRST_ROUND_SHARE)}s or more; "
+            f"--budget {math.ceil(everyone / 60)}m races all {len(names)}",
+        )
+    rng = random.Random(seed)
+    drawn = set(rng.sample(range(1, len(names)), fits - 1))
+    kept = tuple(n for i, n in enumerate(names) if i == 0 or i in drawn)
+    return FirstScreen(
+        kept, per_start_s,
+        note=f"the budget of {budget_s:g} s fits a first round of about {fits} of the "
+        f"{len(names)} candidates (~{per_start_s:.0f} s a start here): racing {len(kept)}, "
+        f"drawn at random (seed {seed}) with the space's first; --budget "
+        f"{math.ceil(everyone / 60)}m races all {len(names)}",
+    )

@@ -289,3 +289,16 @@ def test_a_header_with_a_line_break_is_refused_before_any_process_starts(
         "character '\\r' in its value (a header is one line) (fix: give one header per "
         "--header, 'Name: value' on one line)"
     )
+
+
+def test_a_tune_budget_that_fits_no_race_is_refused_before_anything_starts(
+    tmp_path: Path,
+) -> None:
+    done = run_cli("tune", "--budget", "5s", "--results", str(tmp_path / "results"),
+                   cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    last = done.stderr.strip().splitlines()[-1]  # after the line naming the space
+    assert last.startswith("servelab: error: a budget of 5 s cannot race any candidates")
+    assert "(fix: give --budget" in last and "races all" in last
+    assert not (tmp_path / "results" / "servelab.db").exists()  # nothing stored

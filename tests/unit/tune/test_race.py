@@ -11,11 +11,18 @@ from pathlib import Path
 import pytest
 from support import FakeClock, FakeExecutor, fake_load, fake_run
 
+from servelab.errors import SpecError
 from servelab.measuring import Runner
 from servelab.results.records import ProcessUsage
 from servelab.tune import TuneProgress, TuneSpec
 from servelab.tune.objective import MIB, Objective
-from servelab.tune.race import RaceSettings, race_state, recommend
+from servelab.tune.race import (
+    RaceSettings,
+    first_screen,
+    foreseen_seconds_per_start,
+    race_state,
+    recommend,
+)
 from servelab.tune.report import TUNE_JSON, TUNE_MARKDOWN, recommended_in, undecided_in
 from servelab.tune.space import SubGrid
 
@@ -377,3 +384,33 @@ def test_the_terminal_says_the_dropped_in_one_line_a_round_unless_verbose(tmp_pa
                              dropped=False)
     assert "## Dropped" not in short and "8 dropped: each with when and why in tune.md" in short
     assert "## Dropped" in (tmp_path / TUNE_MARKDOWN).read_text()  # the file keeps it all
+
+
+def test_a_first_round_that_fits_the_budget_races_every_candidate():
+    names = [f"c{i}" for i in range(10)]
+    screen = first_screen(names, 5.0, budget_s=100.0)  # 50 s: half the budget
+    assert screen.candidates == tuple(names) and screen.note is None
+    assert first_screen(names, 5.0, budget_s=None).candidates == tuple(names)
+
+
+def test_a_first_round_the_budget_cannot_hold_races_fewer_candidates_and_says_so():
+    names = [f"c{i}" for i in range(84)]
+    screen = first_screen(names, 5.0, budget_s=180.0)  # 420 s for all; 90 s fit 18
+    assert len(screen.candidates) == 18
+    assert screen.candidates[0] == "c0"  # the space's nominal baseline stays
+    assert list(screen.candidates) == sorted(screen.candidates, key=names.index)
+    assert 18 * 5.0 <= 0.5 * 180.0
+    assert screen.note is not None and "18 of the 84 candidates" in screen.note
+    assert "--budget 14m races all 84" in screen.note
+    # The same draw every time: a resumed tune races the same candidates.
+    assert first_screen(names, 5.0, budget_s=180.0) == screen
+
+
+def test_a_budget_that_fits_no_race_is_refused_before_anything_is_measured():
+    with pytest.raises(SpecError, match="cannot race any candidates") as refused:
+        first_screen([f"c{i}" for i in range(84)], 5.0, budget_s=15.0)
+    assert "--budget 20s" in refused.value.fix
+
+
+def test_a_start_is_foreseen_from_its_launch_warm_up_and_slices():
+    assert foreseen_seconds_per_start(1.0, 2.0) == pytest.approx(2.0 + 1.3 * 3.0)
