@@ -368,7 +368,7 @@ class LiveProgress:
                 f"the budget cannot make every answer clear: {len(outlook.unclear)} of "
                 f"{outlook.total} would need about {outlook.more_starts} more start(s) per "
                 f"variant (~{outlook.more_seconds / 60:.1f} min of measuring, "
-                f"{outlook.left_s / 60:.1f} left); measuring on until the budget ends "
+                f"{outlook.left_s:.0f} s left); measuring on until the budget ends "
                 "(--budget to give more)"
             )
         if not self.detail:  # said on the bar; why measuring stopped comes with the answer
