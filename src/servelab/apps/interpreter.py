@@ -111,7 +111,9 @@ def find_venv(app_dir: Path, cwd: Path) -> tuple[Path, str] | None:
     for folder in [*folders, *([] if cwd in folders else [cwd])]:
         for name in VENV_DIRS:
             python = folder / name / "bin" / "python"
-            if python.is_file():
+            # servelab's own venv (run from its checkout) is not the app's: the search
+            # goes on, to $VIRTUAL_ENV, then to servelab's own Python all the same.
+            if python.is_file() and not is_own(python):
                 if folder not in folders:
                     return python, f"the working directory's {name}"
                 return python, _said(folder, app_dir, name)

@@ -324,3 +324,21 @@ def test_only_servelabs_own_python_gets_servelabs_package_dir(
     assert own[0] == str(tmp_path) and own[-1] == str(SERVELAB_ROOT)
     theirs = app_environment({}, tmp_path, Path("/app/.venv/bin/python"))
     assert str(SERVELAB_ROOT) not in theirs["PYTHONPATH"].split(":")
+
+
+def test_servelabs_own_venv_in_the_working_directory_is_passed_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Run from servelab's checkout (its .venv in the working directory), the app's own
+    # environment is still looked for, here the activated one.
+    checkout = tmp_path / "servelab"
+    own = _venv(checkout)
+    monkeypatch.setattr("servelab.apps.interpreter.own_python", lambda: own)
+    monkeypatch.chdir(checkout)
+    python = _venv(tmp_path / "env")
+    spec = AppSpec(ref="m:app", app_dir=tmp_path / "app")
+    (tmp_path / "app").mkdir()
+    assert find_app_python(spec, {"VIRTUAL_ENV": str(python.parent.parent)}) == (
+        python, "$VIRTUAL_ENV"
+    )
+    assert find_app_python(spec, {}) == (None, "")
