@@ -371,16 +371,16 @@ class LiveProgress:
                 f"{outlook.left_s:.0f} s left); measuring on until the budget ends "
                 "(--budget to give more)"
             )
-        if not self.detail:  # said on the bar; why measuring stopped comes with the answer
-            self.round_note = f"{plan.note}: " if plan.note else (
-                f"{outlook.clear}/{outlook.total} clear, ~{outlook.expected_s:.0f} s to go: "
-                if outlook is not None and outlook.total else "another round of starts: "
-            )
-            return
         so_far = (
-            f"{outlook.clear}/{outlook.total} clear, ~{outlook.expected_s:.0f} s to go; "
+            f"{outlook.clear}/{outlook.total} clear, ~{outlook.expected_s:.0f} s to go"
             if outlook is not None and outlook.total else ""
         )
+        if not self.detail:  # said on the bar; why measuring stopped comes with the answer
+            self.round_note = f"{plan.note}: " if plan.note else (
+                f"{so_far}: " if so_far else "another round of starts: "
+            )
+            return
+        so_far += "; " if so_far else ""
         self.progress.console.print(
             f"  {plan.note}" if plan.note else
             f"  {so_far}not clear yet: {', '.join(plan.workloads)}; another round of starts "

@@ -187,7 +187,8 @@ class PrecisionRule:
         more = max(0, needed - starts) if unclear else 0
         unclear_workloads = tuple(dict.fromkeys(c.workload for c in unclear))
 
-        def stop(reason: str) -> None:
+        def look(reason: str) -> None:
+            """Where the rule stands (``reason``: why it stops; "" when it goes on)."""
             per_round = rounds.expected_s(unclear_workloads, self.passes)
             self.outlook = Outlook(
                 tuple((c.workload, c.variant) for c in unclear), more, more * per_round, reason,
@@ -197,18 +198,18 @@ class PrecisionRule:
 
         crossed = [c for c in found if c.crossed]
         if crossed:  # the check has failed: more rounds would only refine the others
-            stop(f"a threshold is crossed ({crossed[0].metric}, {crossed[0].variant}); "
+            look(f"a threshold is crossed ({crossed[0].metric}, {crossed[0].variant}); "
                  "the rest would not change the verdict")
             return None
         if not unclear:
-            stop(
+            look(
                 "every threshold is decided" if self.stopping.thresholds
                 else f"every {answer_metric(as_measured(self.experiment, runs)[0]).label.lower()}"
                 " comparison is clear"
             )
             return None
         if starts >= self.stopping.max_repetitions:
-            stop(f"{starts} starts per variant, the most allowed")
+            look(f"{starts} starts per variant, the most allowed")
             return None
         workloads = unclear_workloads
         passes = self._passes_for(runs, workloads)
@@ -218,11 +219,11 @@ class PrecisionRule:
             passes -= 1
             expected = rounds.expected_s(workloads, passes)
         if expected > remaining:
-            stop(
+            look(
                 f"the budget of {self.stopping.budget_s:g} s would be overrun by another "
                 f"round (about {math.ceil(expected)} s)"
             )
             return None
         self.passes = max(self.passes, passes)
-        stop("")  # not stopping: the outlook at this look, for the console
+        look("")  # not stopping: the outlook at this look, for the console
         return NextRound(workloads, passes, expected)
