@@ -87,6 +87,11 @@ def measure(spec: Path, results: Path, profile: bool, function: str | None = Non
             explanation.total.difference - sum(c.difference for c in shown), 1
         )
         row["stack_cpu_difference_us"] = round(explanation.total.difference, 1)
+        if explanation.inclusive:
+            row["inclusive_top"] = explanation.inclusive[0].name
+            row["inclusive_top_us"] = round(explanation.inclusive[0].difference, 1)
+        if explanation.waited is not None:
+            row["waited"] = round(explanation.waited, 2)
         ranked = [c.name for c in explanation.functions]
         if function in ranked:
             mine = explanation.functions[ranked.index(function)]
