@@ -221,10 +221,10 @@ def run_profile(run: RunRecord, folded: str) -> RunProfile:
     relabelled: dict[Stack, float] = defaultdict(float)
     for stack, count in samples.items():
         part = part_of(stack[0])
-        sampled = _sampled_stack(stack, part)
-        if sampled is None:
+        charged = _sampled_stack(stack, part)
+        if charged is None:
             continue
-        relabelled[sampled] += count
+        relabelled[charged] += count
         by_part[part] += count
     stacks: dict[Stack, float] = {}
     for part, seconds in cpu.items():
