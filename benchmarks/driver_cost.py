@@ -31,7 +31,7 @@ from servelab.errors import ServelabError
 from servelab.host.paths import find_program
 from servelab.host.procs import ManagedProcess, free_port
 from servelab.load.base import LoadDriver, run_load
-from servelab.load.registry import DRIVER_NAMES, get_driver
+from servelab.registry import DRIVER_NAMES, get_driver
 from servelab.results.records import LoadMeasurement
 
 STACK_CPU, DRIVER_CPU = "0", "1"

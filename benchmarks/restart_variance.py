@@ -26,8 +26,8 @@ from servelab.host.cgroups import cpu_group
 from servelab.host.procs import JANITOR
 from servelab.launch import launch_stack
 from servelab.load.base import run_load
-from servelab.load.registry import get_driver
 from servelab.prepare.checks import describe_stack
+from servelab.registry import get_driver
 from servelab.studies.seeds import SEED_ENDPOINTS, SEED_ITEM_BODY, SEED_PROXY, SEED_SERVER
 
 

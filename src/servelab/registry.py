@@ -1,15 +1,23 @@
-"""A registry of plug-ins by name: "module:Class" strings imported when first used, as
-uvicorn's ``HTTP_PROTOCOLS`` and ``LOOP_SETUPS``. servers/, fronts/ and load/ each keep
-one; adding a plug-in is one module and one line in its registry."""
+"""Every plug-in by name: "module:Class" strings imported when first used, as uvicorn's
+``HTTP_PROTOCOLS`` and ``LOOP_SETUPS`` (in its config, below the implementations).
+
+The tables of app servers, fronts and load drivers live here, on the floor below the
+model (``servelab.config`` names their kinds and defaults), so that servers/, fronts/ and
+load/ hold plug-ins only. Adding a plug-in is one module and one line in its table."""
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import cache
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from servelab.errors import SpecError
+
+if TYPE_CHECKING:
+    from servelab.fronts.base import Front
+    from servelab.load.base import LoadDriver
+    from servelab.servers.base import AppServer
 
 T = TypeVar("T")
 
@@ -51,3 +59,76 @@ def imported(target: str) -> Any:
 @cache
 def _instance(target: str) -> Any:
     return imported(target)()
+
+
+# -- app servers (servers/) ----------------------------------------------------------------
+
+SERVERS: Registry[AppServer] = Registry(
+    "app server",
+    {
+        "gunicorn": "servelab.servers.gunicorn:Gunicorn",
+        "uvicorn": "servelab.servers.uvicorn:Uvicorn",
+        "granian": "servelab.servers.granian:Granian",
+        "hypercorn": "servelab.servers.hypercorn:Hypercorn",
+        "uwsgi": "servelab.servers.uwsgi:UWsgi",
+        "mod_wsgi": "servelab.servers.mod_wsgi:ModWsgi",
+    },
+)
+SERVER_KINDS = SERVERS.names
+DEFAULT_SERVER = SERVER_KINDS[0]
+get_server = SERVERS.get
+
+
+def standalone_servers() -> tuple[str, ...]:
+    """The servers that run as their own processes (not inside a front)."""
+    return SERVERS.where(lambda server: server.inside_front is None)
+
+
+# -- fronts (fronts/) ----------------------------------------------------------------------
+
+FRONTS: Registry[Front] = Registry(
+    "front",
+    {
+        "none": "servelab.fronts.none:NoFront",
+        "nginx": "servelab.fronts.nginx:Nginx",
+        "apache": "servelab.fronts.apache:Apache",
+    },
+)
+FRONT_KINDS = FRONTS.names
+NO_FRONT = "none"
+DEFAULT_FRONT = "nginx"
+# The fronts that run a process of their own (and have a version to record).
+PROCESS_FRONTS = tuple(kind for kind in FRONT_KINDS if kind != NO_FRONT)
+get_front = FRONTS.get
+
+
+# -- load drivers (load/) ------------------------------------------------------------------
+
+DRIVERS: Registry[LoadDriver] = Registry(
+    "load driver",
+    {
+        "oha": "servelab.load.oha:OhaDriver",
+        "ab": "servelab.load.ab:AbDriver",
+        "wrk": "servelab.load.wrk:WrkDriver",
+        "locust": "servelab.load.locust:LocustDriver",
+    },
+)
+DRIVER_NAMES = DRIVERS.names
+DEFAULT_DRIVER = DRIVER_NAMES[0]
+
+
+def get_driver(name: str, options: Mapping[str, Any] | None = None) -> LoadDriver:
+    """A new driver of ``name`` (drivers keep state) with its own ``options`` (an
+    experiment's ``driver_options``, checked there); SpecError naming the choices for an
+    unknown one."""
+    cls = DRIVERS.cls(name)
+    return cls.with_options(options) if options else cls()
+
+
+def capabilities(name: str) -> frozenset[str]:
+    """What driver ``name`` can do (see ``servelab.load.base.CAPABILITIES``)."""
+    return DRIVERS.cls(name).capabilities
+
+
+def most_capable() -> str:
+    return max(DRIVER_NAMES, key=lambda name: len(capabilities(name)))

@@ -25,7 +25,6 @@ from servelab.errors import ServelabError
 from servelab.host.cpus import CpuPlan, plan_side_by_side
 from servelab.host.procs import JANITOR
 from servelab.load.base import LoadDriver, check_driver_can
-from servelab.load.registry import get_driver
 from servelab.measuring import (
     Launch,
     Measure,
@@ -35,6 +34,7 @@ from servelab.measuring import (
 )
 from servelab.measuring.stopping import NextRound, Outlook
 from servelab.prepare.environment import collect_environment, machine_differences
+from servelab.registry import get_driver
 from servelab.report.base import MARKDOWN_FILE, ReportInput
 from servelab.report.exports import write_result_files
 from servelab.report.markdown import render_markdown
@@ -284,6 +284,7 @@ class LiveProgress:
         self.task = self.progress.add_task("starting", total=total, completed=done)
         self.outlook: Outlook | None = None  # what the stopping rule said at the end
         self.workers_said: str | None = None  # the load's workers on other machines, as said
+        self.said_beyond_budget = False  # the note that the budget cannot make all clear
 
     def events(
         self, on_result: Callable[[RunRecord], None], before_next: Callable[[], None] = lambda: None
@@ -360,12 +361,29 @@ class LiveProgress:
             return
         added = (plan.stacks or len(self.experiment.stacks)) * len(plan.workloads)
         self.progress.update(self.task, total=(self.progress.tasks[0].total or 0) + added)
+        if outlook is not None and outlook.beyond_budget and not self.said_beyond_budget:
+            # At the first look that knows it, not at the end.
+            self.said_beyond_budget = True
+            self._note(
+                f"the budget cannot make every answer clear: {len(outlook.unclear)} of "
+                f"{outlook.total} would need about {outlook.more_starts} more start(s) per "
+                f"variant (~{outlook.more_seconds / 60:.1f} min of measuring, "
+                f"{outlook.left_s / 60:.1f} left); measuring on until the budget ends "
+                "(--budget to give more)"
+            )
         if not self.detail:  # said on the bar; why measuring stopped comes with the answer
-            self.round_note = f"{plan.note}: " if plan.note else "another round of starts: "
+            self.round_note = f"{plan.note}: " if plan.note else (
+                f"{outlook.clear}/{outlook.total} clear, ~{outlook.expected_s:.0f} s to go: "
+                if outlook is not None and outlook.total else "another round of starts: "
+            )
             return
+        so_far = (
+            f"{outlook.clear}/{outlook.total} clear, ~{outlook.expected_s:.0f} s to go; "
+            if outlook is not None and outlook.total else ""
+        )
         self.progress.console.print(
             f"  {plan.note}" if plan.note else
-            f"  not clear yet: {', '.join(plan.workloads)}; another round of starts "
+            f"  {so_far}not clear yet: {', '.join(plan.workloads)}; another round of starts "
             f"({plan.passes} passes, ~{plan.expected_s:.0f} s)",
             highlight=False,
         )

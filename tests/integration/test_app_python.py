@@ -1,7 +1,8 @@
 """The user's app in its own virtualenv, for real: a Flask app factory (Flask 3.0.3, which
 servelab does not install) measured with its venv's Python, then exported, the export
 booted and answering; a venv without gunicorn but with granian: the granian experiment
-runs, the gunicorn study says what to install."""
+runs, the gunicorn study says what to install; a src-layout project's venv, found from
+``--app-dir src`` up at the project's root."""
 
 from __future__ import annotations
 
@@ -164,3 +165,40 @@ def test_a_factory_measured_with_python_then_exported_boots_and_answers(
     unit = (out / "webapp-app.service").read_text()
     assert f"ExecStart={venv}/bin/gunicorn -c /etc/webapp/gunicorn.conf.py" in unit
     assert f"WorkingDirectory={app_dir}" in unit
+
+
+def test_a_src_layout_projects_venv_is_found_at_its_root(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 37: Quart's blog example (pyproject.toml and .venv at the root, the code in
+    src/) with `--app-dir src` looked for the venv in src/ only, and the app's import
+    failed in servelab's Python. Offline: the venv has no pip and no server, its one
+    package is the app's dependency, so the run stops, quickly, at the missing gunicorn."""
+    project = tmp_path / "blog"
+    (project / "src" / "blog").mkdir(parents=True)
+    (project / "pyproject.toml").write_text('[project]\nname = "blog"\nversion = "0"\n')
+    (project / "src" / "blog" / "__init__.py").write_text(textwrap.dedent("""
+        import blogdeps  # installed in the project's venv only
+
+
+        def app(environ, start_response):
+            start_response("200 OK", [("Content-Type", "text/plain")])
+            return [blogdeps.GREETING]
+    """))
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(project / ".venv")],
+        check=True, timeout=120,
+    )
+    python = project / ".venv" / "bin" / "python"
+    [site_packages] = (project / ".venv" / "lib").glob("python*/site-packages")
+    (site_packages / "blogdeps.py").write_text('GREETING = b"hello"\n')
+    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
+    done = servelab(
+        "study", "quick", "--app", "blog:app", "--app-dir", "src", "--path", "/",
+        "-r", "1", "-d", "1", "--results", str(tmp_path / "results"), cwd=project,
+    )
+    assert done.returncode == 2, done.stderr
+    assert f"app's Python: {python} (Python" in done.stderr
+    assert "found in the project's .venv; --python to choose another" in done.stderr
+    assert "app blog:app: WSGI" in done.stderr  # imported with the venv's blogdeps
+    assert f"gunicorn not installed in the app's Python {python}" in done.stderr

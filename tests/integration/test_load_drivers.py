@@ -18,7 +18,7 @@ from servelab.errors import LoadDriverError
 from servelab.host.paths import find_program
 from servelab.host.procs import ManagedProcess, free_port, group_members
 from servelab.load.base import LoadDriver, run_load
-from servelab.load.registry import DRIVER_NAMES, get_driver
+from servelab.registry import DRIVER_NAMES, get_driver
 
 pytestmark = pytest.mark.integration
 
@@ -32,7 +32,7 @@ OK_KEY = {"oha": "200", "ab": "2xx", "wrk": "2xx/3xx"}
 
 
 def test_every_registered_driver_is_tested_here_or_in_its_own_file():
-    """A driver added to load/registry.py and forgotten here fails (CONTRIBUTING)."""
+    """A driver added to registry.py's DRIVERS and forgotten here fails (CONTRIBUTING)."""
     untested = set(DRIVER_NAMES) - set(DRIVERS) - TESTED_ELSEWHERE.keys()
     assert not untested, f"add {sorted(untested)} to DRIVERS and OK_KEY in this file"
     assert set(OK_KEY) == set(DRIVERS), "every driver in DRIVERS needs its OK_KEY"

@@ -1,5 +1,7 @@
-"""The house's rule: a server's, front's or driver's name appears in its own module, its
-registry and the studies that choose it; everything else asks the registries.
+"""The house's rules. A server's, front's or driver's name appears in its own module, its
+registry's table (``servelab/registry.py``) and the studies that choose it; everything
+else asks the registries. Imports look down the floors, module by module and package by
+package, function-level imports counted: no package loop.
 
 The exceptions are the same word in another vocabulary (a gunicorn worker class named
 uvicorn, the uwsgi protocol). The export asks the modules too (``Front.deploy``,
@@ -15,9 +17,7 @@ import sys
 from pathlib import Path
 
 import servelab
-from servelab.fronts.registry import PROCESS_FRONTS
-from servelab.load.registry import DRIVER_NAMES
-from servelab.servers.registry import SERVER_KINDS
+from servelab.registry import DRIVER_NAMES, PROCESS_FRONTS, SERVER_KINDS
 
 SRC = Path(servelab.__file__).parent
 KINDS = {*SERVER_KINDS, *PROCESS_FRONTS, *DRIVER_NAMES}
@@ -60,9 +60,10 @@ def _named(path: Path) -> set[str]:
 
 
 def _own(rel: str, kind: str) -> bool:
+    """Its module, the registries' tables, the studies."""
     folder, _, name = rel.partition("/")
-    return rel.startswith("studies/") or (
-        folder in OWN_DIRS and name in (f"{kind}.py", "registry.py")
+    return rel in ("registry.py",) or folder == "studies" or (
+        folder in OWN_DIRS and name == f"{kind}.py"
     )
 
 
@@ -85,45 +86,41 @@ def test_few_modules_at_the_top_level() -> None:
 
 # -- floors: no import loops between packages ----------------------------------------------
 #
-# A package (or a module at servelab's top level) is a floor; an import of another floor,
-# at module level or inside a function, is an edge of the graph below. DESIGN's rule:
-# imports only look down (model -> plug-ins -> validation and preparation -> measuring ->
-# analysis -> report/export -> cli), so no two floors may import each other, directly or
-# through others. There is no loop (13 packages on loops at first, 7 until each package
-# stood on one floor of FLOORS below); a new one fails with the loop it closes.
+# A package (or a module at servelab's top level) is a floor of this graph, every module in
+# it counted, none set apart; an import of another package, at module level or inside a
+# function, is an edge. Imports only look down (the model -> the plug-ins -> preparation ->
+# analysis -> measuring -> output -> commands -> the CLI), so no two packages may import
+# each other, directly or through others; a new loop fails naming its places.
+# ``package_loops`` counts them (``benchmarks/package_loops.py`` at any commit): 13 packages
+# on loops at first; 7 until each package stood on one floor of FLOORS below; 8, counted
+# with the plug-ins' registries in their packages (config imported fronts/registry.py,
+# fronts/ and servers/ imported each other for Apache and mod_wsgi); none since their
+# tables moved to servelab/registry.py and the front asks the server it hosts by name.
 FLOOR_RULE = (
-    "imports only look down (DESIGN.md, 'Floors'): a floor that imports another may not be "
-    "imported by it, directly or through other floors; move the shared part to the floor "
-    "both stand on, or the caller above both"
+    "imports only look down (docs/contributing.md, 'Layout'): a package that imports another "
+    "may not be imported by it, directly or through other packages; move the shared part to "
+    "the floor both stand on, or the caller above both"
 )
 
 
-# The plug-ins' registries hold names and import strings only ("module:Class", imported
-# when first asked for): they stand on the registry floor, below the model that names them.
-REGISTRIES = {f"servelab.{kind}.registry" for kind in ("servers", "fronts", "load")}
-
-
 def _floor(module: str) -> str | None:
-    """The floor of a servelab module: its package, or the top-level module itself (the
-    plug-ins' registries: the registry floor)."""
-    if module in REGISTRIES:
-        return "registry"
+    """The package of a servelab module, or the top-level module itself."""
     parts = module.split(".")
     return parts[1] if parts[0] == "servelab" and len(parts) > 1 else None
 
 
-def _module(path: Path) -> str:
-    parts = list(path.relative_to(SRC.parent).with_suffix("").parts)
+def _module(path: Path, src: Path = SRC) -> str:
+    parts = list(path.relative_to(src.parent).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 TYPE_CHECKING = {"TYPE_CHECKING", "typing.TYPE_CHECKING"}
 
 
-def _imported(path: Path) -> list[tuple[str, int]]:
+def _imported(path: Path, src: Path = SRC) -> list[tuple[str, int]]:
     """Every servelab module ``path`` imports (anywhere in it), with the line; imports for
     the type checker only (under ``if TYPE_CHECKING:``) never run and are left out."""
-    me = _module(path)
+    me = _module(path, src)
     package = me if path.name == "__init__.py" else me.rpartition(".")[0]
     found = []
     tree = ast.parse(path.read_text())
@@ -151,16 +148,17 @@ def _imported(path: Path) -> list[tuple[str, int]]:
     return [(m, line) for m, line in found if m.startswith("servelab.")]
 
 
-def floor_edges() -> dict[tuple[str, str], list[str]]:
-    """(floor, floor it imports) -> where ("config/stack.py:16", ...)."""
-    floors = {_floor(_module(p)) for p in SRC.rglob("*.py")} - {None}
+def floor_edges(src: Path = SRC) -> dict[tuple[str, str], list[str]]:
+    """(package, package it imports) -> where ("config/stack.py:16", ...), for the
+    servelab package at ``src``."""
+    floors = {_floor(_module(p, src)) for p in src.rglob("*.py")} - {None}
     edges: dict[tuple[str, str], list[str]] = {}
-    for path in sorted(SRC.rglob("*.py")):
-        mine = _floor(_module(path))
-        for module, line in _imported(path):
+    for path in sorted(src.rglob("*.py")):
+        mine = _floor(_module(path, src))
+        for module, line in _imported(path, src):
             theirs = _floor(module)
             if mine and theirs in floors and theirs != mine:
-                where = f"{path.relative_to(SRC).as_posix()}:{line}"
+                where = f"{path.relative_to(src).as_posix()}:{line}"
                 places = edges.setdefault((mine, theirs), [])
                 if where not in places:
                     places.append(where)
@@ -211,6 +209,13 @@ def loop_problems(edges: dict[tuple[str, str], list[str]]) -> list[str]:
     ]
 
 
+def package_loops(src: Path = SRC) -> tuple[list[str], list[tuple[str, str]]]:
+    """The packages that stand on an import loop, and the edges (package, package it
+    imports) that make the loops, function-level imports counted."""
+    edges = sorted(loop_edges(floor_edges(src)))
+    return sorted({package for edge in edges for package in edge}), edges
+
+
 def test_floors_make_no_import_loops() -> None:
     problems = loop_problems(floor_edges())
     assert not problems, f"an import loop; the rule: {FLOOR_RULE}\n" + "\n".join(problems)
@@ -230,6 +235,47 @@ def test_a_loop_is_told_with_its_places() -> None:
     ]
 
 
+def _tree(root: Path, files: dict[str, str]) -> Path:
+    """A servelab package of ``files`` (path -> source) under ``root``."""
+    src = root / "servelab"
+    for rel, text in {"__init__.py": "", **files}.items():
+        path = src / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return src
+
+
+def test_a_package_loop_fails_naming_its_places(tmp_path: Path) -> None:
+    """A loop closed by an import inside a function, through a plug-in package's own
+    table module (as config -> fronts/registry.py was), is a loop of the packages."""
+    src = _tree(tmp_path, {
+        "config/__init__.py": "",
+        "config/stack.py": "from servelab.fronts.registry import FRONTS\n",
+        "fronts/__init__.py": "",
+        "fronts/registry.py": "FRONTS = {}\n",
+        "fronts/nginx.py": "def f():\n    from servelab.config.stack import x\n",
+        "host/__init__.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+        "    from servelab import config\n",
+    })
+    loops = (["config", "fronts"], [("config", "fronts"), ("fronts", "config")])
+    assert package_loops(src) == loops
+    assert loop_problems(floor_edges(src)) == [
+        "config imports fronts (config/stack.py:1), and fronts leads back to config: "
+        "fronts (fronts/nginx.py:2) -> config",
+        "fronts imports config (fronts/nginx.py:2), and config leads back to fronts: "
+        "config (config/stack.py:1) -> fronts",
+    ]
+
+
+def test_plug_ins_ask_each_other_by_name() -> None:
+    """No server, front or driver module imports another plug-in package: a front that
+    runs its server (Apache, mod_wsgi) gets what the server says from the launcher
+    (``AppServer.hosting``), and the server asks its front through servelab/registry.py."""
+    plug_ins = {"servers", "fronts", "load"}
+    edges = floor_edges()
+    assert {(a, b): w for (a, b), w in edges.items() if {a, b} <= plug_ins} == {}
+
+
 def test_the_floor_graph_sees_imports_inside_functions() -> None:
     edges = floor_edges()
     # prepare/user_app.py imports launch only inside its functions (the preflight).
@@ -242,16 +288,17 @@ def test_the_floor_graph_sees_imports_inside_functions() -> None:
 
 # -- floors in order: every import looks down ------------------------------------------------
 #
-# DESIGN.md's floors, lowest first; each package stands on one (launch's readiness, running
-# stack and config templates serve the plug-ins, so they live in host; the user's app is
-# prepared in prepare; the environment record, which asks every plug-in's version, too).
+# The floors, lowest first (docs/contributing.md, 'Layout'); each package stands on one
+# (launch's readiness, running stack and config templates serve the plug-ins, so they live
+# in host; the user's app is prepared in prepare; the environment record, which asks every
+# plug-in's version, too).
 # A floor names packages or modules; a module stands on the floor of the longest name that
 # covers it. A module may import its own floor and the floors below; anything else is a
 # climb, and the test names the rule it broke.
 FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("errors", ("errors",)),
     # names and import strings only ("module:Class", imported when first asked for)
-    ("registry", ("registry", "servers.registry", "fronts.registry", "load.registry")),
+    ("registry", ("registry",)),
     ("model", ("config", "examples")),  # specs and their own shapes; asks no plug-in
     ("machine", ("host", "results", "observe", "services")),
     ("plug-ins", ("apps", "servers", "fronts", "load")),
@@ -265,8 +312,9 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("cli", ("cli", "__main__")),
 ]
 LAYER_RULE = (
-    "a module imports only its own floor and those below (FLOORS, lowest first; DESIGN.md, "
-    "'Floors'): move the shared part down to a floor both stand on, or the caller up"
+    "a module imports only its own floor and those below (FLOORS, lowest first; "
+    "docs/contributing.md, 'Layout'): move the shared part down to a floor both stand on, "
+    "or the caller up"
 )
 
 
@@ -324,7 +372,7 @@ def test_a_climb_fails_naming_its_floors() -> None:
         "(floor preparation, above it)"
     ]
     assert floor_of("servelab.config.stack") < floor_of("servelab.prepare.checks")  # type: ignore[operator]
-    assert floor_of("servelab.servers.registry") < floor_of("servelab.config")  # type: ignore[operator]
+    assert floor_of("servelab.registry") < floor_of("servelab.config")  # type: ignore[operator]
     assert floor_of("servelab.host.readiness") < floor_of("servelab.servers.gunicorn")  # type: ignore[operator]
     assert floor_of("servelab.launch") > floor_of("servelab.fronts.nginx")  # type: ignore[operator]
 
@@ -340,13 +388,12 @@ def test_each_package_stands_on_one_floor() -> None:
 
 
 def _plug_ins_loaded_by(code: str) -> str:
-    """The server, front, driver and prepare modules loaded once ``code`` has run in a
-    fresh interpreter (their packages and registries left out)."""
+    """The server, front, driver and prepare packages and modules loaded once ``code`` has
+    run in a fresh interpreter."""
     code += (
         "import sys\n"
         "print(sorted(m for m in sys.modules if m.startswith('servelab.') and "
-        "m.split('.')[1] in ('servers', 'fronts', 'load', 'prepare') "
-        "and not m.endswith('.registry')))\n"
+        "m.split('.')[1] in ('servers', 'fronts', 'load', 'prepare')))\n"
     )
     env = {**os.environ, "PYTHONPATH": str(SRC.parent)}
     done = subprocess.run(
@@ -364,7 +411,7 @@ def test_the_model_loads_no_plug_in() -> None:
         "'threads': 3}, 'proxy': {'kind': 'apache'}}, 'driver': 'locust', "
         "'workloads': [{'name': 'w', 'load': {'duration_s': 2}}]})\n"
     )
-    assert _plug_ins_loaded_by(code) == "['servelab.fronts', 'servelab.load', 'servelab.servers']"
+    assert _plug_ins_loaded_by(code) == "[]"
 
 
 def test_from_toml_loads_no_plug_in(tmp_path: Path) -> None:
@@ -381,4 +428,4 @@ def test_from_toml_loads_no_plug_in(tmp_path: Path) -> None:
         "from servelab.config.experiment import Experiment\n"
         f"Experiment.from_toml({str(path)!r})\n"
     )
-    assert _plug_ins_loaded_by(code) == "['servelab.fronts', 'servelab.load', 'servelab.servers']"
+    assert _plug_ins_loaded_by(code) == "[]"

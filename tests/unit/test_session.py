@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
-from support import FakeExecutor, fake_run
+from support import FakeClock, FakeExecutor, fake_run
 
 from servelab.errors import StackStartError
 from servelab.host.cpus import CpuPlan
@@ -66,6 +66,49 @@ def test_a_session_stores_every_run_and_ends_with_the_answer(tmp_path: Path):
     assert "measuring stopped: every requests per cpu second comparison is clear" in text
     assert text.rstrip().splitlines()[-1].startswith("result #1")
 
+
+
+def test_a_budget_too_small_for_a_clear_answer_is_said_at_the_first_look(tmp_path: Path):
+    rng = random.Random(7)
+
+    def level(variant, start, tick, workload):
+        return 1000 * math.exp(rng.gauss(0, 0.2))  # far too noisy for ±1 % in the budget
+
+    def timed_measure(experiment, store, cpu_plan, *, events, driver, previous, so_far):
+        clock = FakeClock()  # each window takes its second: rounds take time, as real ones
+        executor = FakeExecutor(level, clock=clock, seconds_per_window=1.0)
+        return Runner(
+            experiment, store, executor, events, previous, so_far=so_far, clock=clock
+        ).run()
+
+    experiment = experiment_from_dict(
+        {
+            "name": "noisy",
+            "repetitions": 2,
+            "baseline": {"name": "base"},
+            "variants": [{"name": "other", "proxy": {"transport": "unix"}}],
+            "workloads": [{"name": "w", "request": {"path": "/"}, "load": {"duration_s": 2}}],
+            "side_by_side": False,
+            "stopping": {"precision_pct": 1, "budget_s": 60},
+        }
+    )
+    terminal = io.StringIO()
+    ExperimentSession(
+        experiment,
+        CpuPlan("0", "1", cpu_priority=False),
+        tmp_path,
+        console=Console(file=terminal, width=300),
+        out=Console(file=io.StringIO(), width=300),
+        measure=timed_measure,
+        detail=True,
+    ).run()
+    text = terminal.getvalue()
+    assert text.count("the budget cannot make every answer clear") == 1
+    # Said with the first look's line (clear so far, time to go), not at the end.
+    assert text.index("the budget cannot make every answer clear") < text.index(
+        "another round of starts"
+    )
+    assert "0/1 clear, ~" in text
 
 def _session(tmp_path: Path, measure) -> ExperimentSession:
     experiment = experiment_from_dict(

@@ -3,8 +3,11 @@
 A project has its own virtualenv with its own pins; measuring the app with servelab's
 interpreter would make servelab's pins the app's. So the user's app (``--app``) and
 every Python app server serving it run with the app's interpreter: ``--python``, else
-the app dir's ``.venv``/``venv``, else an activated ``$VIRTUAL_ENV``, else servelab's
-own. nginx, Apache and the load drivers stay servelab's; the built-in apps run with
+the nearest ``.venv``/``venv`` from the app dir up to its project's root, else the
+working directory's, else an activated ``$VIRTUAL_ENV``, else servelab's own. An
+environment on disk beats an activated one, as in uv's project commands (a shell's
+activation outlives a ``cd`` to another project): the note says which one was passed
+over. nginx, Apache and the load drivers stay servelab's; the built-in apps run with
 servelab's Python (they import servelab). Before anything starts, the server packages
 each variant needs are checked in that interpreter, and a missing one is one line
 saying what to install (servelab never installs into the user's venv).
@@ -28,6 +31,8 @@ from servelab.errors import SpecError
 
 # The directories of an app dir that hold its virtualenv, in the order looked for.
 VENV_DIRS = (".venv", "venv")
+# A directory holding one of these is a project's root; one holding .git a checkout's.
+PROJECT_FILES = ("pyproject.toml", "setup.cfg")
 _PYTHON_FIX = "give the app's interpreter, e.g. --python /path/to/project/.venv/bin/python"
 
 
@@ -50,8 +55,9 @@ def find_app_python(
     app: AppSpec, environ: Mapping[str, str] = os.environ
 ) -> tuple[Path | None, str]:
     """The interpreter for ``app`` (None: servelab's own) and where it was found ('' for
-    servelab's own or one given in the spec). Without an app dir, the working directory's
-    venv is the app's, as the app dir defaults to it."""
+    servelab's own or one given in the spec): its venv (``find_venv``), else the one
+    ``$VIRTUAL_ENV`` names. Without an app dir the search starts in the working
+    directory, as the app dir defaults to it."""
     if app.python is not None:
         if builtin(app) and not is_own(app.python):
             raise SpecError(
@@ -64,17 +70,62 @@ def find_app_python(
         return None, ""
     # The app dir defaults to the working directory (where the app servers run), and so
     # does the place its venv is looked for.
-    app_dir = app.app_dir.expanduser() if app.app_dir is not None else Path.cwd()
-    for name in VENV_DIRS:
-        candidate = app_dir.absolute() / name / "bin" / "python"
-        if candidate.is_file():
-            return candidate, f"the app dir's {name}"
+    cwd = Path.cwd()
+    app_dir = Path(os.path.abspath(app.app_dir.expanduser())) if app.app_dir is not None else cwd
+    found = find_venv(app_dir, cwd)
+    if found is not None:
+        return found
+    active = active_python(environ)
+    return (active, "$VIRTUAL_ENV") if active is not None else (None, "")
+
+
+def project_dirs(app_dir: Path) -> list[Path]:
+    """``app_dir`` (absolute) and its parents up to its project's root, nearest first: up
+    to the root of the git checkout holding it (a workspace's members share the root's
+    venv, as in a uv workspace), else up to the nearest directory with a
+    ``pyproject.toml`` or ``setup.cfg``; ``app_dir`` alone outside any project."""
+    chain = [app_dir, *app_dir.parents]
+    for markers in ((".git",), PROJECT_FILES):
+        for depth, folder in enumerate(chain):
+            if any((folder / marker).exists() for marker in markers):
+                return chain[: depth + 1]
+    return chain[:1]
+
+
+def _said(folder: Path, app_dir: Path, name: str) -> str:
+    """Where the venv ``name`` found in ``folder`` (one of ``project_dirs(app_dir)``) is,
+    as the note says it."""
+    if folder == app_dir:
+        return f"the app dir's {name}"
+    if any((folder / marker).exists() for marker in PROJECT_FILES):
+        return f"the project's {name}"
+    if (folder / ".git").exists():
+        return f"the repository's {name}"
+    return f"{name} above the app dir"
+
+
+def find_venv(app_dir: Path, cwd: Path) -> tuple[Path, str] | None:
+    """The python of the nearest venv (``VENV_DIRS``) from absolute ``app_dir`` up to its
+    project's root (``project_dirs``), else in ``cwd``; with where it was found."""
+    folders = project_dirs(app_dir)
+    for folder in [*folders, *([] if cwd in folders else [cwd])]:
+        for name in VENV_DIRS:
+            python = folder / name / "bin" / "python"
+            if python.is_file():
+                if folder not in folders:
+                    return python, f"the working directory's {name}"
+                return python, _said(folder, app_dir, name)
+    return None
+
+
+def active_python(environ: Mapping[str, str]) -> Path | None:
+    """The python of the virtualenv ``$VIRTUAL_ENV`` names (an activated venv's, or the
+    project's under ``uv run`` or ``poetry run``), unless it is servelab's own."""
     venv = environ.get("VIRTUAL_ENV")
-    if venv:
-        candidate = Path(venv).absolute() / "bin" / "python"
-        if candidate.is_file() and not is_own(candidate):
-            return candidate, "$VIRTUAL_ENV"
-    return None, ""
+    if not venv:
+        return None
+    python = Path(venv).absolute() / "bin" / "python"
+    return python if python.is_file() and not is_own(python) else None
 
 
 def with_app_python(app: AppSpec, environ: Mapping[str, str] = os.environ) -> tuple[AppSpec, str]:
@@ -84,9 +135,11 @@ def with_app_python(app: AppSpec, environ: Mapping[str, str] = os.environ) -> tu
     if python is None or is_own(python):
         return app.model_copy(update={"python": None}), ""
     facts = python_facts(str(python))
+    active = active_python(environ) if origin not in ("", "$VIRTUAL_ENV") else None
+    passed_over = f" rather than $VIRTUAL_ENV's {active}" if active not in (None, python) else ""
     return app.model_copy(update={"python": python}), (
         f"app's Python: {python} (Python {facts.version}"
-        + (f", found in {origin}; --python to choose another" if origin else "")
+        + (f", found in {origin}{passed_over}; --python to choose another" if origin else "")
         + ")"
     )
 
@@ -175,7 +228,7 @@ def install_fix(python: Path | None, missing: Iterable[str], extras: Iterable[st
 def check_app_servers(stacks: Iterable[StackSpec]) -> list[dict[str, Any]]:
     """SpecError (one line) unless every stack's app server can run with its app's
     Python; else what each app Python is, for the environment record."""
-    from servelab.servers.registry import get_server
+    from servelab.registry import get_server
 
     needs: dict[Path | None, dict[str, list[str]]] = {}  # python -> distribution -> variants
     extras: dict[str, str] = {}  # distribution -> the servelab extra that installs it

@@ -20,7 +20,7 @@ from servelab.cli.user_app import app_options
 from servelab.config.run import RunOptions, UserApp
 from servelab.config.stack import AppSpec
 from servelab.errors import SpecError
-from servelab.servers.registry import DEFAULT_SERVER, SERVER_KINDS
+from servelab.registry import DEFAULT_SERVER, SERVER_KINDS
 
 
 @click.command()

@@ -23,9 +23,8 @@ from servelab.cli.user_app import app_options
 from servelab.config.run import RunOptions, UserApp
 from servelab.errors import SpecError
 from servelab.host.netns import check_somaxconn
-from servelab.load.registry import DEFAULT_DRIVER, DRIVER_NAMES
 from servelab.prepare.building import load_experiment
-from servelab.servers.registry import DEFAULT_SERVER, standalone_servers
+from servelab.registry import DEFAULT_DRIVER, DEFAULT_SERVER, DRIVER_NAMES, standalone_servers
 from servelab.studies import StudyOptions, all_studies, check_options_apply, get_study
 
 

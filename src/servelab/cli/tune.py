@@ -17,7 +17,7 @@ from servelab.cli.user_app import app_options
 from servelab.config.run import RunOptions, UserApp, parse_duration
 from servelab.config.stack import ServerSpec
 from servelab.errors import SpecError
-from servelab.servers.registry import standalone_servers
+from servelab.registry import standalone_servers
 from servelab.tune.objective import OBJECTIVES
 
 WORKER_CLASS_NAMES = get_args(ServerSpec.model_fields["worker_class"].annotation)

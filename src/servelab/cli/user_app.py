@@ -32,7 +32,8 @@ _app_options = [
         "app_python",
         type=click.Path(path_type=Path),
         help="The app's own interpreter (e.g. its venv's bin/python), which runs the app and "
-        "its servers. Default: --app-dir's .venv or venv, else $VIRTUAL_ENV, else servelab's.",
+        "its servers. Default: the nearest .venv or venv from --app-dir up to its project's "
+        "root, else the current directory's, else $VIRTUAL_ENV, else servelab's.",
     ),
     click.option("--method", help="HTTP method of the request sent to --app (default GET)."),
     click.option("--path", "req_path", help="Path of the request (default /)."),

@@ -25,7 +25,7 @@ from servelab.errors import SpecError
 
 # The drivers' names, and what each declares it can do (read through the registry):
 # whether an experiment is measured in slices unless it says.
-from servelab.load.registry import DEFAULT_DRIVER, DRIVER_NAMES, capabilities
+from servelab.registry import DEFAULT_DRIVER, DRIVER_NAMES, capabilities
 
 
 def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from servelab.config.stack import (
 from servelab.config.thresholds import parse_threshold
 
 # The driver's names only; what it can do is asked in servelab.prepare.checks.
-from servelab.load.registry import DEFAULT_DRIVER, DRIVER_NAMES
+from servelab.registry import DEFAULT_DRIVER, DRIVER_NAMES
 
 # The registry's names as a Literal for pydantic; mypy sees str (as config.stack's kinds).
 if TYPE_CHECKING:

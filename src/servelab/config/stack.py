@@ -15,8 +15,7 @@ from servelab.config.base import (
 
 # The registries' names only: what each plug-in can do is asked above the model
 # (servelab.prepare.checks), once the experiment is built.
-from servelab.fronts.registry import DEFAULT_FRONT, FRONT_KINDS
-from servelab.servers.registry import DEFAULT_SERVER, SERVER_KINDS
+from servelab.registry import DEFAULT_FRONT, DEFAULT_SERVER, FRONT_KINDS, SERVER_KINDS
 
 # The registries' names, a tuple known at import: a Literal for pydantic (its error names
 # the choices); mypy cannot read a Literal of a tuple built at run time and sees str.

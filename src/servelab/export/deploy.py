@@ -35,8 +35,8 @@ from servelab.errors import SpecError
 from servelab.export.choose import Choice
 from servelab.export.layout import DeployLayout, check_name
 from servelab.fronts.base import FrontDeploy, FrontTarget
-from servelab.fronts.registry import FRONTS, get_front
 from servelab.prepare.checks import describe_stack
+from servelab.registry import FRONTS, SERVERS, get_front, get_server
 from servelab.report.base import (
     ReportInput,
     describe_workload,
@@ -45,7 +45,6 @@ from servelab.report.base import (
     summary_rows,
 )
 from servelab.servers.base import DeployTarget, ServerDeploy
-from servelab.servers.registry import SERVERS, get_server
 
 APP_PORT = 8000  # the app's loopback port when the front reaches it over TCP
 SOCKET_UMASK = 0o007

@@ -15,7 +15,7 @@ from typing import TypedDict
 from servelab.apps import BUILTIN_APPS
 from servelab.config.stack import StackSpec
 from servelab.errors import SpecError
-from servelab.fronts.registry import DEFAULT_FRONT
+from servelab.registry import DEFAULT_FRONT
 
 DEFAULT_NAME = "webapp"
 DEFAULT_LISTEN = "80"

@@ -32,9 +32,9 @@ from servelab.errors import ServelabError, StackStartError
 from servelab.export.deploy import APP_PORT, README
 from servelab.export.layout import DeployLayout
 from servelab.fronts.base import Front
-from servelab.fronts.registry import get_front
 from servelab.host.procs import OWNER_ENV, ManagedProcess, free_port
 from servelab.host.readiness import wait_listening, wait_ready
+from servelab.registry import get_front
 from servelab.servers.base import AppServer
 
 CHECK_ROOT_MODE = 0o711

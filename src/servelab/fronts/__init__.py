@@ -1,2 +1,2 @@
 """What stands in front of the app server (nothing, nginx, Apache): one module per front,
-registered in ``servelab.fronts.registry``."""
+registered in ``servelab.registry``."""

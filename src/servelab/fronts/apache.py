@@ -29,10 +29,10 @@ import os
 import pwd
 import re
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from servelab.apps import SERVELAB_ROOT, ResolvedApp, app_environment
+from servelab.apps import ResolvedApp, app_environment
 from servelab.config.stack import ProxySpec, StackSpec
 from servelab.errors import MissingToolError, ServelabError, StackStartError
 from servelab.fronts.apache_conf import (
@@ -214,22 +214,21 @@ class Apache(Front):
         return Configured(conf)
 
     def configure_hosting(
-        self, spec: StackSpec, app: ResolvedApp, *, workdir: Path, listen_port: int,
-        listen_host: str = LOOPBACK,
+        self, spec: StackSpec, app: ResolvedApp, hosted: Mapping[str, object], *,
+        workdir: Path, listen_port: int, listen_host: str = LOOPBACK,
     ) -> Configured:
-        """Apache running the app in mod_wsgi daemon processes (the sampler gives the
-        daemons role "app")."""
+        """Apache running the app in mod_wsgi daemon processes, as mod_wsgi's ``hosting``
+        says (the sampler gives the daemons role "app")."""
         who = run_as()
-        own_root = SERVELAB_ROOT if app.python is None else None  # built-in apps import it
-        python_path = [p for p in (app.app_dir, own_root) if p is not None]
+        python_path = [Path(p) for p in str(hosted["python_path"]).split(":") if p]
         check_daemon_access(who, [*python_paths(app.python), *python_path])
         env = app_environment(spec.app.env, app.app_dir, app.python)
         env["PYTHONUNBUFFERED"] = "1"
         open_to(workdir, who, 0o710)
         open_database(env, who)
         conf = write_httpd_conf(
-            spec, workdir=workdir, listen_port=listen_port, app=app, python_path=python_path,
-            who=who, listen_host=listen_host,
+            spec, workdir=workdir, listen_port=listen_port, wsgi=hosted, who=who,
+            listen_host=listen_host,
         )
         apache_check(conf)
         return Configured(conf, env)
@@ -265,7 +264,6 @@ class Apache(Front):
             stack,
             target=proxied,
             wsgi=wsgi,
-            wsgi_module=Path(str(wsgi["module"])) if wsgi else None,
             deploy=ApacheDeploy(
                 listen=target.listen,
                 server_root=target.conf_dir,

@@ -4,15 +4,14 @@ mod_proxy to an app server, or mod_wsgi daemon mode."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from servelab.apps import ResolvedApp
 from servelab.config.stack import ProxySpec, StackSpec
 from servelab.fronts.apache_user import RunAs
 from servelab.fronts.base import LOOPBACK, host_port
 from servelab.host.templates import render
-from servelab.servers import mod_wsgi
 
 CONF_NAME = "httpd.conf"
 LOG_NAME = "apache.log"
@@ -106,22 +105,20 @@ def render_httpd_conf(
     listen_port: int | None = None,
     listen_host: str = LOOPBACK,
     target: str | None = None,
-    wsgi: dict[str, object] | None = None,
-    wsgi_module: Path | None = None,
+    wsgi: Mapping[str, object] | None = None,
     who: RunAs | None = None,
-    python: Path | None = None,
     deploy: ApacheDeploy | None = None,
 ) -> str:
     """httpd.conf: mod_proxy to ``target`` (see :func:`proxy_target`), or with ``wsgi``
-    (:func:`wsgi_settings`) the app in mod_wsgi daemon processes.
+    the app in mod_wsgi daemon processes (what the server says: ``AppServer.hosting``
+    when measuring, ``ServerDeploy.hosted`` when exporting, the ``module`` to load
+    included).
 
     Measuring: everything in ``workdir``, listening on 127.0.0.1:``listen_port``. With
     ``deploy``: the same config for a real machine, with its paths and listen address.
     """
     if (target is None) == (wsgi is None):
         raise ValueError("give a proxy target or mod_wsgi settings, not both")
-    if wsgi is not None and wsgi_module is None:
-        wsgi_module = mod_wsgi.mod_wsgi_module(python)
     if deploy is not None:
         places: dict[str, object] = {
             "server_root": deploy.server_root,
@@ -151,7 +148,7 @@ def render_httpd_conf(
         stack_name=spec.name,
         workdir=workdir,
         deploy=deploy,
-        modules=_modules(spec, wsgi_module if wsgi is not None else None),
+        modules=_modules(spec, Path(str(wsgi["module"])) if wsgi is not None else None),
         server_limit=server_limit,
         thread_limit=thread_limit,
         target=target,
@@ -175,22 +172,15 @@ def write_httpd_conf(
     listen_port: int,
     listen_host: str = LOOPBACK,
     target: str | None = None,
-    app: ResolvedApp | None = None,
-    python_path: list[Path] | None = None,
+    wsgi: Mapping[str, object] | None = None,
     who: RunAs | None = None,
 ) -> Path:
-    """Render httpd.conf (and for mod_wsgi the app's script) into ``workdir``."""
-    wsgi = None
-    if app is not None:
-        wsgi = mod_wsgi.wsgi_settings(spec.server, app, workdir, python_path or [])
-        script = workdir / mod_wsgi.SCRIPT_NAME
-        script.write_text(mod_wsgi.wsgi_script(app.gunicorn_target))
-        script.chmod(0o644)
+    """Render httpd.conf into ``workdir`` (``target`` or ``wsgi``: see
+    :func:`render_httpd_conf`)."""
     conf = workdir / CONF_NAME
     conf.write_text(
         render_httpd_conf(
             spec, workdir=workdir, listen_port=listen_port, target=target, wsgi=wsgi, who=who,
-            python=app.python if app is not None else None,
             listen_host=listen_host,
         )
     )

@@ -1,7 +1,7 @@
 """What every front module provides (nothing, nginx, Apache), so the launcher, spec
 validation and ``servelab doctor`` never name one.
 
-A front module defines one ``Front`` subclass, listed once in ``servelab.fronts.registry``.
+A front module defines one ``Front`` subclass, listed once in ``servelab.registry``.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from servelab.config.stack import ProxySpec, StackSpec
-from servelab.fronts.registry import FRONTS
 from servelab.host.doctor import Check
+from servelab.registry import FRONTS
 
 if TYPE_CHECKING:
     from servelab.apps import ResolvedApp
@@ -116,10 +116,11 @@ class Front(ABC):
         raise NotImplementedError(f"{self.kind} has no config")
 
     def configure_hosting(
-        self, spec: StackSpec, app: ResolvedApp, *, workdir: Path, listen_port: int,
-        listen_host: str = LOOPBACK,
+        self, spec: StackSpec, app: ResolvedApp, hosted: Mapping[str, object], *,
+        workdir: Path, listen_port: int, listen_host: str = LOOPBACK,
     ) -> Configured:
-        """The config of a front that runs the app itself (a server ``inside_front``)."""
+        """The config of a front that runs the app itself (a server ``inside_front``),
+        with what that server says about it (``hosted``: ``AppServer.hosting``)."""
         raise NotImplementedError(f"{self.kind} cannot run an app itself")
 
     def check_hosted_access(self) -> None:

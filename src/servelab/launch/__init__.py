@@ -14,7 +14,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -25,14 +25,13 @@ from servelab.config.load import RequestSpec
 from servelab.config.stack import StackSpec
 from servelab.errors import SpecError
 from servelab.fronts.base import LOOPBACK, Configured, Front, host_port
-from servelab.fronts.registry import get_front
 from servelab.host.cgroups import CpuGroup
 from servelab.host.netns import Placement, place_stack
 from servelab.host.procs import JANITOR, OWNER_ENV, ManagedProcess, free_port
 from servelab.host.readiness import wait_listening, wait_ready
 from servelab.host.running import RunningStack
+from servelab.registry import get_front, get_server
 from servelab.servers.base import AppServer, Listen
-from servelab.servers.registry import get_server
 
 __all__ = ["OWNER_ENV", "RunningStack", "launch_stack", "launched_by"]
 
@@ -120,8 +119,10 @@ def _launch(
     deadline = time.monotonic() + startup_timeout_s
     try:
         if server.inside_front is not None:
+            hosted = server.hosting(spec.server, app, workdir)
             with _launch_hosted(
-                spec, front, app, workdir, placement, probe, cpus, deadline, listen_host
+                spec, front, app, hosted, workdir, placement, probe, cpus, deadline,
+                listen_host,
             ) as stack:
                 processes = stack.processes
                 yield stack
@@ -169,6 +170,7 @@ def _launch_hosted(
     spec: StackSpec,
     front: Front,
     app: ResolvedApp,
+    hosted: Mapping[str, object],
     workdir: Path,
     placement: Placement,
     probe: RequestSpec,
@@ -176,11 +178,11 @@ def _launch_hosted(
     deadline: float,
     listen_host: str = LOOPBACK,
 ) -> Iterator[RunningStack]:
-    """The front alone, running the app itself (a server ``inside_front``: mod_wsgi in
-    Apache). The caller stops the processes."""
+    """The front alone, running the app itself as its server says (``hosted``: a server
+    ``inside_front``, mod_wsgi in Apache). The caller stops the processes."""
     listen_port = _free_port(placement)
     configured = front.configure_hosting(
-        spec, app, workdir=workdir, listen_port=listen_port, listen_host=listen_host
+        spec, app, hosted, workdir=workdir, listen_port=listen_port, listen_host=listen_host
     )
     assert front.role is not None
     processes = {front.role: _front_process(front, configured, workdir, placement, cpus)}

@@ -1,2 +1,2 @@
 """Load drivers: one module per tool behind the ``LoadDriver`` protocol, registered in
-``servelab.load.registry``."""
+``servelab.registry``."""

@@ -22,6 +22,7 @@ from servelab.config.load import LoadSpec, RequestSpec
 from servelab.errors import LoadDriverError, SpecError
 from servelab.host.doctor import Check
 from servelab.host.procs import JANITOR, OWNER_ENV, tail, with_cpus
+from servelab.registry import most_capable
 from servelab.results.records import LoadMeasurement
 
 if TYPE_CHECKING:
@@ -170,8 +171,6 @@ def check_driver_can(
         f"it has no {' / '.join(sorted(missing))} support" if missing else None
     )
     if reason:
-        from servelab.load.registry import most_capable
-
         where = f" (workload {workload!r})" if workload else ""
         raise SpecError(
             f"load driver {driver.name} cannot do this{where}: {reason}",

@@ -3,7 +3,8 @@ that does the work on this machine, and stop rules passed in as policies."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Protocol
 
 from servelab.analysis.so_far import AnalysisSoFar
@@ -14,10 +15,10 @@ from servelab.fronts.base import LOOPBACK
 from servelab.host.cgroups import cpu_group, joined
 from servelab.host.cpus import CpuPlan, plan_side_by_side
 from servelab.load.base import LoadDriver
-from servelab.load.registry import get_driver
 from servelab.measuring.executor import Groups, HostExecutor, beside_the_driver
 from servelab.measuring.plan import Launch, plan_launches, run_key
 from servelab.measuring.runner import Runner, RunnerEvents, RunSink
+from servelab.registry import get_driver
 from servelab.results.records import RunRecord
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "Runner",
     "RunnerEvents",
     "fits_side_by_side",
+    "host_executor",
     "plan_launches",
     "run_experiment",
     "run_key",
@@ -100,6 +102,30 @@ def run_experiment(
                 "use the oha driver, or pass --slices 1",
             )
         driver.keep_latencies = True
+    events = events or RunnerEvents()
+    with host_executor(
+        driver, cpu_plan, experiment, listen_host=listen_host, profiler=profiler,
+        on_driver_note=events.on_driver,
+    ) as executor:
+        runner = Runner(
+            experiment, store, executor, events, previous, only_rounds=rounds, so_far=so_far
+        )
+        return runner.run()
+
+
+@contextmanager
+def host_executor(
+    driver: LoadDriver,
+    cpu_plan: CpuPlan,
+    experiment: Experiment,
+    *,
+    listen_host: str = LOOPBACK,
+    profiler: str | None = None,
+    on_driver_note: Callable[[str], None] | None = None,
+) -> Iterator[HostExecutor]:
+    """The real executor for ``experiment`` on this machine, as every measuring step gets
+    it: servelab itself beside the driver, the stack's and the driver's cgroups (favoured
+    when the plan says so), side-by-side slots where the experiment asks for them."""
     favoured = cpu_plan.cpu_priority
     with (
         beside_the_driver(cpu_plan),
@@ -112,12 +138,7 @@ def run_experiment(
             side = plan_side_by_side(
                 cpu_plan, len(experiment.stacks), side_by_side_stack_size(experiment)
             )
-        events = events or RunnerEvents()
-        executor = HostExecutor(
+        yield HostExecutor(
             driver, cpu_plan, Groups(stack_group, driver_group), listen_host=listen_host,
-            side=side, profiler=profiler, on_driver_note=events.on_driver,
+            side=side, profiler=profiler, on_driver_note=on_driver_note,
         )
-        runner = Runner(
-            experiment, store, executor, events, previous, only_rounds=rounds, so_far=so_far
-        )
-        return runner.run()

@@ -28,10 +28,9 @@ from servelab.config.building import describe_validation_error
 from servelab.config.experiment import Experiment
 from servelab.config.load import LoadSpec, SloSpec
 from servelab.errors import SpecError
-from servelab.load.registry import DEFAULT_DRIVER
 from servelab.prepare.building import experiment_from_dict
+from servelab.registry import DEFAULT_DRIVER, DEFAULT_SERVER, get_server
 from servelab.results.records import RunRecord
-from servelab.servers.registry import DEFAULT_SERVER, get_server
 
 MAX_STEPS = 40
 MAX_STEP_S = 120.0

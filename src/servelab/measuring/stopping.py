@@ -87,7 +87,20 @@ class Outlook:
     unclear: tuple[tuple[str, str], ...]  # (workload, variant) of the answer's comparisons
     more_starts: int  # starts per variant the unclear ones need beyond those measured
     more_seconds: float  # the measuring time that would take, at this experiment's pace
-    reason: str  # why measuring stopped
+    reason: str  # why measuring stopped ("" while it goes on)
+    clear: int = 0  # comparisons (or thresholds) clear so far
+    total: int = 0  # of these
+    left_s: float = 0.0  # the measuring time the budget still holds
+
+    @property
+    def beyond_budget(self) -> bool:
+        """True when what the unclear comparisons need is more than the budget holds."""
+        return bool(self.unclear) and self.more_seconds > self.left_s
+
+    @property
+    def expected_s(self) -> float:
+        """Measuring time still expected: what the unclear ones need, within the budget."""
+        return min(self.more_seconds, self.left_s)
 
 
 def threshold_clarity(analysis: ExperimentAnalysis, thresholds: Sequence[str]) -> list[Clarity]:
@@ -177,7 +190,9 @@ class PrecisionRule:
         def stop(reason: str) -> None:
             per_round = rounds.expected_s(unclear_workloads, self.passes)
             self.outlook = Outlook(
-                tuple((c.workload, c.variant) for c in unclear), more, more * per_round, reason
+                tuple((c.workload, c.variant) for c in unclear), more, more * per_round, reason,
+                clear=len(found) - len(unclear), total=len(found),
+                left_s=max(0.0, self.stopping.budget_s - elapsed_s),
             )
 
         crossed = [c for c in found if c.crossed]
@@ -209,4 +224,5 @@ class PrecisionRule:
             )
             return None
         self.passes = max(self.passes, passes)
+        stop("")  # not stopping: the outlook at this look, for the console
         return NextRound(workloads, passes, expected)

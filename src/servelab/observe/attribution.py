@@ -56,8 +56,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from servelab.fronts.registry import PROCESS_FRONTS, get_front
-from servelab.servers.registry import SERVER_KINDS, get_server
+from servelab.registry import PROCESS_FRONTS, SERVER_KINDS, get_front, get_server
 
 # The front's access log in the stack's directory (nginx's ``access_log`` knob): one
 # client address a line, counted per run (servelab.observe.observer).

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import psutil
 
-from servelab.fronts.registry import PROCESS_FRONTS, get_front
+from servelab.registry import PROCESS_FRONTS, get_front
 from servelab.results.records import ProcessUsage
 
 

@@ -13,9 +13,15 @@ from servelab.config.building import describe_validation_error, first_of
 from servelab.config.experiment import Experiment
 from servelab.config.stack import ProxySpec, ServerSpec, StackSpec
 from servelab.errors import SpecError
-from servelab.fronts.registry import FRONTS, get_front
-from servelab.load.registry import DRIVER_NAMES, DRIVERS, capabilities
-from servelab.servers.registry import SERVERS, get_server
+from servelab.registry import (
+    DRIVER_NAMES,
+    DRIVERS,
+    FRONTS,
+    SERVERS,
+    capabilities,
+    get_front,
+    get_server,
+)
 
 
 def slicing_drivers() -> str:

@@ -8,7 +8,6 @@ import os
 import resource
 
 from servelab.errors import MissingToolError
-from servelab.fronts.registry import FRONT_KINDS, get_front
 from servelab.host.doctor import (
     SETUP_FIX,
     Check,
@@ -21,8 +20,14 @@ from servelab.host.extras import extra_checks
 from servelab.host.facts import read_sysctl
 from servelab.host.netns import unavailable_reason
 from servelab.host.paths import toxiproxy_server
-from servelab.load.registry import DRIVER_NAMES, get_driver
-from servelab.servers.registry import SERVER_KINDS, get_server
+from servelab.registry import (
+    DRIVER_NAMES,
+    FRONT_KINDS,
+    SERVER_KINDS,
+    get_driver,
+    get_front,
+    get_server,
+)
 from servelab.services.postgres import find_bindir
 from servelab.services.slowlink import netem_probe
 

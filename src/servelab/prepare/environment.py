@@ -16,9 +16,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from servelab.fronts.registry import PROCESS_FRONTS, get_front
 from servelab.host.facts import cpu_model, package_version, read_sysctl
-from servelab.servers.registry import SERVER_KINDS, get_server
+from servelab.registry import PROCESS_FRONTS, SERVER_KINDS, get_front, get_server
 
 Row = tuple[str, str]  # (label, value) as reports show it
 

@@ -12,9 +12,8 @@ from servelab.config.building import default_slices, validated
 from servelab.config.experiment import Experiment, StoppingSpec
 from servelab.config.run import RunOptions
 from servelab.errors import SpecError
-from servelab.fronts.registry import FRONTS
-from servelab.load.registry import DRIVER_NAMES, DRIVERS
 from servelab.prepare.checks import DEFAULT_FIX, Stage, blame_earlier, checked_stages
+from servelab.registry import DRIVER_NAMES, DRIVERS, FRONTS
 
 ACCESS_LOG = "access_log"  # the ProxySpec knob --access-log turns on
 

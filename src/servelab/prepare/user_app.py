@@ -31,7 +31,7 @@ from servelab.config.experiment import Experiment
 from servelab.config.load import RequestSpec, Workload, header_problem, path_problem
 from servelab.config.stack import AppSpec, StackSpec
 from servelab.errors import SpecError, StackStartError
-from servelab.servers.registry import get_server
+from servelab.registry import get_server
 
 # Studies whose question is about the stack, not about the seed app, so they
 # can be asked of any app. The failure-mode studies need the built-in sleepy app.

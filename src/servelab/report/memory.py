@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from servelab.analysis.stats import summarize
 from servelab.config.experiment import Experiment
-from servelab.fronts.registry import DEFAULT_FRONT, PROCESS_FRONTS
+from servelab.registry import DEFAULT_FRONT, PROCESS_FRONTS
 from servelab.report.base import Table
 from servelab.results.records import RunRecord
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from servelab.analysis.stats import summarize
 from servelab.config.experiment import Experiment
-from servelab.load.registry import capabilities
+from servelab.registry import capabilities
 from servelab.report.base import Table
 from servelab.results.records import RunRecord
 

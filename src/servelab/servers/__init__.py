@@ -1,1 +1,1 @@
-"""App servers: one module per server, registered in ``servelab.servers.registry``."""
+"""App servers: one module per server, registered in ``servelab.registry``."""

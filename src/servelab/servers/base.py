@@ -1,7 +1,7 @@
 """What every app server module provides, so the rest of servelab never names one.
 
 A server module defines one ``AppServer`` subclass and is listed once in
-``servelab.servers.registry``; spec validation, the launcher, ``servelab doctor``,
+``servelab.registry``; spec validation, the launcher, ``servelab doctor``,
 the environment record and the CLI's choices read it from there.
 """
 
@@ -20,7 +20,7 @@ from servelab.config.stack import ServerSpec, StackSpec
 from servelab.errors import ServelabError, SpecError
 from servelab.host.doctor import Check, package_check
 from servelab.host.facts import package_version
-from servelab.servers.registry import SERVERS
+from servelab.registry import SERVERS
 
 CHECK_TIMEOUT_S = 60.0  # a server's own check of its exported config may import the app
 
@@ -192,6 +192,15 @@ class AppServer(ABC):
         stack_name: str = "stack",
     ) -> Command:
         """How to start it (it may write its config file into ``workdir`` first)."""
+
+    def hosting(
+        self, server: ServerSpec, app: ResolvedApp, workdir: Path
+    ) -> Mapping[str, object]:
+        """For a server ``inside_front``: what its front's config says about the app (the
+        launcher hands it to ``Front.configure_hosting``, as an export hands
+        ``ServerDeploy.hosted`` to ``Front.deploy``), any file it needs written into
+        ``workdir`` first."""
+        raise NotImplementedError(f"{self.kind} runs as its own processes")
 
     def deploy(self, stack: StackSpec, target: DeployTarget) -> ServerDeploy | None:
         """Its part of a deployable set (``servelab export``); None: not exportable yet."""

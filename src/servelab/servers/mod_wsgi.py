@@ -1,23 +1,26 @@
 """mod_wsgi as the app server: Apache runs the (WSGI) app itself, in daemon processes.
 
 The module is the PyPI build in servelab's venv (``mod_wsgi.express``), built against
-the project's Python; Apache (``servelab.fronts.apache``) loads it and writes the
-WSGIDaemonProcess line from :func:`wsgi_settings`.
+the project's Python. The front it runs inside (``inside_front``) is asked by name, never
+imported: the launcher hands the front what :meth:`ModWsgi.hosting` says (the
+WSGIDaemonProcess line's settings, the module to load), as an export hands it
+``ServerDeploy.hosted``.
 """
 
 from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
-from servelab.apps import ResolvedApp
+from servelab.apps import SERVELAB_ROOT, ResolvedApp
 from servelab.apps.interpreter import python_facts
 from servelab.config.stack import ServerSpec, StackSpec
 from servelab.errors import MissingToolError, StackStartError
-from servelab.fronts.registry import get_front
 from servelab.host.doctor import Check
 from servelab.host.facts import package_version
+from servelab.registry import get_front
 from servelab.servers.base import AppServer, Command, DeployTarget, Listen, ServerDeploy
 
 SCRIPT_NAME = "app.wsgi"
@@ -63,9 +66,10 @@ def _daemons(server: ServerSpec) -> dict[str, object]:
 
 
 def wsgi_settings(
-    server: ServerSpec, app: ResolvedApp, workdir: Path, python_path: list[Path]
+    server: ServerSpec, app: ResolvedApp, workdir: Path, python_path: list[Path], module: Path
 ) -> dict[str, object]:
-    """What the WSGIDaemonProcess line needs (see httpd.conf.j2)."""
+    """What the WSGIDaemonProcess line needs (see httpd.conf.j2), and the mod_wsgi
+    ``module`` to load."""
     return {
         **_daemons(server),
         "group": "servelab",  # the daemon process group's name
@@ -75,6 +79,7 @@ def wsgi_settings(
         "python_path": ":".join(str(p) for p in python_path),
         "home": app.app_dir or python_path[-1],
         "script": workdir / SCRIPT_NAME,
+        "module": module,
     }
 
 
@@ -113,6 +118,19 @@ class ModWsgi(AppServer):
 
     def describe(self, server: ServerSpec) -> str:
         return f"mod_wsgi daemon processes={server.workers} threads={server.threads}"
+
+    def hosting(
+        self, server: ServerSpec, app: ResolvedApp, workdir: Path
+    ) -> Mapping[str, object]:
+        """The app's script written into ``workdir``, and the daemon settings Apache's
+        config says (its python-path: the app's directory, or servelab's own root for a
+        built-in app, which imports servelab)."""
+        own_root = SERVELAB_ROOT if app.python is None else None
+        python_path = [p for p in (app.app_dir, own_root) if p is not None]
+        script = workdir / SCRIPT_NAME
+        script.write_text(wsgi_script(app.gunicorn_target))
+        script.chmod(0o644)  # read by the daemons, which run as Apache's children's user
+        return wsgi_settings(server, app, workdir, python_path, mod_wsgi_module(app.python))
 
     def deploy(self, stack: StackSpec, target: DeployTarget) -> ServerDeploy:
         """The app's script and the daemon settings its front's config says (no process of

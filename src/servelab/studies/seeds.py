@@ -19,8 +19,8 @@ from servelab.config.building import deep_merge
 from servelab.config.experiment import Experiment
 from servelab.config.stack import StackSpec
 from servelab.errors import SpecError
-from servelab.load.registry import DEFAULT_DRIVER, capabilities
 from servelab.prepare.building import experiment_from_dict
+from servelab.registry import DEFAULT_DRIVER, capabilities
 from servelab.studies import Study, StudyOptions
 
 SEED_ITEM_BODY = json.dumps({"name": "string", "description": "string", "price": 0, "tax": 0})

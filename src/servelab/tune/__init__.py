@@ -24,13 +24,13 @@ from servelab.analysis.so_far import AnalysisSoFar
 from servelab.config.experiment import Experiment
 from servelab.config.load import RequestSpec
 from servelab.config.run import LOOPBACK, RunOptions, UserApp
-from servelab.fronts.registry import DEFAULT_FRONT
 from servelab.host.cpus import CpuPlan
 from servelab.load.base import LoadDriver
 from servelab.measuring import RunnerEvents, run_experiment
 from servelab.measuring.runner import RunSink
 from servelab.measuring.stopping import NextRound
 from servelab.prepare.building import experiment_from_dict
+from servelab.registry import DEFAULT_FRONT
 from servelab.results.records import RunRecord
 from servelab.tune.objective import Objective
 from servelab.tune.race import (

@@ -68,8 +68,7 @@ class SubGrid:
     @property
     def label(self) -> str:
         """'gunicorn-uvicorn', 'granian', 'uwsgi via apache': what the base fixes."""
-        from servelab.fronts.registry import DEFAULT_FRONT
-        from servelab.servers.registry import DEFAULT_SERVER
+        from servelab.registry import DEFAULT_FRONT, DEFAULT_SERVER
 
         server = dict(self.base.get("server", {}))
         words = [str(server.get("kind", DEFAULT_SERVER))]
@@ -235,7 +234,7 @@ def space_from_knobs(
 
 
 def _has_knob(server: str, knob: str) -> bool:
-    from servelab.servers.registry import get_server
+    from servelab.registry import get_server
 
     return knob in get_server(server).knobs
 
@@ -243,7 +242,7 @@ def _has_knob(server: str, knob: str) -> bool:
 def default_servers(interface: str, installed: Sequence[str]) -> tuple[str, ...]:
     """The standalone servers (the registry's order) that serve ``interface`` and are
     installed."""
-    from servelab.servers.registry import get_server, standalone_servers
+    from servelab.registry import get_server, standalone_servers
 
     return tuple(
         kind for kind in standalone_servers()

@@ -17,8 +17,7 @@ from servelab.export.deploy import DeploySet, render_deploy_set
 from servelab.export.layout import DeployLayout
 from servelab.export.validate import stage
 from servelab.fronts import apache
-from servelab.fronts.registry import get_front
-from servelab.servers.registry import get_server
+from servelab.registry import get_front, get_server
 
 from .common import SLEEPY, load, systemd_complaints
 

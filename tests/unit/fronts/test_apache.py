@@ -17,13 +17,12 @@ from servelab.config.load import Workload
 from servelab.config.stack import AppSpec, ProxySpec, ServerSpec, StackSpec
 from servelab.errors import MissingToolError, SpecError, StackStartError
 from servelab.fronts import apache, apache_conf, apache_user
-from servelab.fronts.registry import get_front
 from servelab.observe.attribution import classify_line, classify_lines, source_of
 from servelab.prepare.building import experiment_from_dict
 from servelab.prepare.checks import check_proxy, check_stack, describe_stack
+from servelab.registry import get_front, get_server
 from servelab.report.memory import memory_rows
 from servelab.results.records import ProcessUsage, RunRecord
-from servelab.servers.registry import get_server
 
 HAVE_APACHE = shutil.which("apache2") is not None or apache.FALLBACK_BINARY.exists()
 

@@ -4,7 +4,7 @@ import pytest
 
 from servelab.config.stack import ProxySpec
 from servelab.fronts.base import Front
-from servelab.fronts.registry import DEFAULT_FRONT, FRONT_KINDS, PROCESS_FRONTS, get_front
+from servelab.registry import DEFAULT_FRONT, FRONT_KINDS, PROCESS_FRONTS, get_front
 
 
 @pytest.mark.parametrize("kind", FRONT_KINDS)

@@ -5,7 +5,7 @@ import pytest
 from servelab.config.load import LoadSpec, RequestSpec, WeightedPath
 from servelab.errors import SpecError
 from servelab.load.base import CAPABILITIES, needed_capabilities
-from servelab.load.registry import DEFAULT_DRIVER, DRIVER_NAMES, capabilities, get_driver
+from servelab.registry import DEFAULT_DRIVER, DRIVER_NAMES, capabilities, get_driver
 
 
 @pytest.mark.parametrize("name", DRIVER_NAMES)

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from servelab.apps import ResolvedApp
+from servelab.apps import SERVELAB_ROOT, ResolvedApp
 from servelab.config.stack import ProxySpec, ServerSpec, StackSpec
 from servelab.errors import SpecError, StackStartError
 from servelab.fronts import apache, apache_conf, apache_user
 from servelab.observe.metrics import _role
+from servelab.registry import get_server
 from servelab.servers import mod_wsgi
-from servelab.servers.registry import get_server
 
 HAVE_APACHE = shutil.which("apache2") is not None or apache.FALLBACK_BINARY.exists()
 
@@ -37,9 +37,11 @@ def test_mod_wsgi_config(tmp_path: Path) -> None:
         proxy=ProxySpec(kind="apache", mpm="worker"),
     )
     app_dir = tmp_path / "code"
-    settings = mod_wsgi.wsgi_settings(spec.server, WSGI_APP, tmp_path, [app_dir, Path("/srv")])
     module = tmp_path / "mod_wsgi.so"
-    text = _render(spec, tmp_path, wsgi=settings, wsgi_module=module)
+    settings = mod_wsgi.wsgi_settings(
+        spec.server, WSGI_APP, tmp_path, [app_dir, Path("/srv")], module
+    )
+    text = _render(spec, tmp_path, wsgi=settings)
     assert f'LoadModule wsgi_module "{module}"' in text
     assert "mod_proxy" not in text and "ProxyPass" not in text
     daemon = " ".join(
@@ -58,13 +60,34 @@ def test_mod_wsgi_config(tmp_path: Path) -> None:
     assert f'WSGISocketPrefix "{tmp_path}/wsgi"' in text
 
 
+def test_hosting_writes_the_script_and_says_what_apache_needs(tmp_path: Path) -> None:
+    """What the launcher hands Apache (``Front.configure_hosting``): the script written,
+    the daemon settings and the module; a built-in app imports servelab from its root."""
+    server = ServerSpec(kind="mod_wsgi", workers=2)
+    hosted = get_server("mod_wsgi").hosting(server, WSGI_APP, tmp_path)
+    script = tmp_path / mod_wsgi.SCRIPT_NAME
+    assert script.stat().st_mode & 0o777 == 0o644
+    assert script.read_text() == mod_wsgi.wsgi_script(WSGI_APP.gunicorn_target)
+    assert hosted["script"] == script and hosted["processes"] == 2
+    assert hosted["python_path"] == str(SERVELAB_ROOT) and hosted["home"] == SERVELAB_ROOT
+    assert hosted["module"] == mod_wsgi.mod_wsgi_module()
+    mine = get_server("mod_wsgi").hosting(
+        server, ResolvedApp("blog:app", "wsgi", tmp_path / "src", False), tmp_path
+    )
+    assert mine["python_path"] == f"{tmp_path / 'src'}:{SERVELAB_ROOT}"
+    assert mine["home"] == tmp_path / "src"
+
+
+def test_a_server_with_processes_of_its_own_is_hosted_by_no_front(tmp_path: Path) -> None:
+    with pytest.raises(NotImplementedError, match="gunicorn runs as its own processes"):
+        get_server("gunicorn").hosting(ServerSpec(), WSGI_APP, tmp_path)
+
+
 @pytest.mark.skipif(not HAVE_APACHE, reason="apache2 is not installed")
 def test_mod_wsgi_config_passes_apache_check(tmp_path: Path) -> None:
     spec = StackSpec(server=ServerSpec(kind="mod_wsgi"), proxy=ProxySpec(kind="apache"))
-    conf = apache_conf.write_httpd_conf(
-        spec, workdir=tmp_path, listen_port=8123, app=WSGI_APP, python_path=[tmp_path]
-    )
-    assert (tmp_path / mod_wsgi.SCRIPT_NAME).stat().st_mode & 0o777 == 0o644
+    hosted = get_server("mod_wsgi").hosting(spec.server, WSGI_APP, tmp_path)
+    conf = apache_conf.write_httpd_conf(spec, workdir=tmp_path, listen_port=8123, wsgi=hosted)
     apache.apache_check(conf)
 
 

@@ -7,11 +7,10 @@ import pytest
 from servelab.apps import ResolvedApp
 from servelab.config.stack import ProxySpec, ServerSpec, StackSpec
 from servelab.errors import SpecError
-from servelab.fronts.registry import FRONT_KINDS
 from servelab.prepare.building import experiment_from_dict
 from servelab.prepare.checks import describe_stack
+from servelab.registry import FRONT_KINDS, SERVER_KINDS, get_server
 from servelab.servers import granian, hypercorn, installed, uwsgi
-from servelab.servers.registry import SERVER_KINDS, get_server
 
 ASGI = ResolvedApp("servelab.apps.seed_fastapi:app", "asgi", None, is_factory=False)
 
@@ -91,7 +90,7 @@ def test_describe_names_server_and_protocol() -> None:
 
 
 def test_every_server_and_front_with_a_process_can_be_exported() -> None:
-    from servelab.fronts.registry import PROCESS_FRONTS, get_front
+    from servelab.registry import PROCESS_FRONTS, get_front
 
     assert all(get_server(kind).exportable for kind in SERVER_KINDS)
     assert all(get_front(kind).exportable for kind in PROCESS_FRONTS)
