@@ -2,7 +2,8 @@
 keeps what it measured under --out (JSON), so ``report`` can print it again later.
 
     .venv/bin/python benchmarks/why.py quick --times 3 --out DIR
-    .venv/bin/python benchmarks/why.py planted --percent 5,10 --times 5 --out DIR
+    .venv/bin/python benchmarks/why.py planted --kinds compute,syscalls,crowded \
+        --percent 5,10 --times 5 --out DIR
     .venv/bin/python benchmarks/why.py report --out DIR
 
 - quick: ``servelab study quick`` without and with ``--profile``, alternately, TIMES each
@@ -13,11 +14,16 @@ keeps what it measured under --out (JSON), so ``report`` can print it again late
   measured CPU); and, from the profiled sessions, what the explanation says for unix
   socket and keepalive on every seed endpoint and what fraction of the stack's CPU per
   request difference its lines explain.
-- planted: the seed app against itself with ``extra_work()`` spinning PERCENT % of the
-  stack's CPU per request (measured once without profiling, ``calibration.json``), as
-  ``servelab run --profile`` measures it (tests/support ``planted_spin_toml``: 5 starts,
-  3 s windows): how often extra_work is the top contributor of the difference, and its
-  estimated µs/request with its interval against the planted µs/request.
+- planted: the seed app against itself with a planted function of each KIND spinning
+  PERCENT % of the stack's CPU per request (measured once per kind's stack without
+  profiling, ``calibration.json``), as ``servelab run --profile`` measures it
+  (tests/support ``planted_spin_toml``: 5 starts, 3 s windows). The kinds
+  (tests/support ``PLANTED_KINDS``): ``compute`` (``extra_work()``, user space),
+  ``syscalls`` (``extra_syscalls()``, about half in system calls), ``crowded`` (the
+  compute spin with 4 workers on 2 CPUs: py-spy counts waiting as running). Per run:
+  whether the planted function is the top contributor of the difference (self time;
+  and the inclusive view's first line), and whether its interval holds the planted
+  µs/request.
 
 Each session holds /tmp/servelab-cpu.lock (flock) while it measures.
 """
@@ -37,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from profile_overhead import measure
-from support import planted_spin_toml
+from support import PLANTED_KINDS, planted_spin_toml
 from validity import answer, load, save, show, study
 
 PLANTED = "extra_work (servelab/apps/seed_fastapi.py)"
@@ -103,27 +109,39 @@ def quick(out: Path, times: int, modes: tuple[bool, ...]) -> None:
             save(out, "quick", found)
 
 
-def planted(out: Path, percents: list[float], times: int) -> None:
+def planted(out: Path, kinds: list[str], percents: list[float], times: int) -> None:
     found = load(out, "planted") or []
-    calibration = load(out, "calibration")
-    if calibration is None:  # the stack's CPU per request, measured without profiling
-        spec = out / "calibrate.toml"
-        spec.write_text(planted_spin_toml("why-calibrate", 0, STARTS, WINDOW_S))
-        row = measure(spec, out / "results", profile=False)
-        calibration = {"stack_cpu_us_per_request": row["stack_cpu_us"]["base"], "run": row}
-        save(out, "calibration", calibration)
-    cpu_us = calibration["stack_cpu_us_per_request"]
-    for pct in percents:
-        spin = round(pct / 100 * cpu_us)
-        spec = out / f"planted-{pct:g}.toml"
-        spec.write_text(planted_spin_toml(f"why-planted-{pct:g}", spin, STARTS, WINDOW_S))
-        for n in range(1, times + 1):
-            row = measure(spec, out / "results", profile=True, function=PLANTED)
-            row.update(percent=pct, planted_us=spin)
-            print(f"planted {pct:g} % ({spin} µs of {cpu_us:.0f}) {n}: {json.dumps(row)}",
-                  flush=True)
-            found.append(row)
-            save(out, "planted", found)
+    calibration = load(out, "calibration") or {}
+    if "stack_cpu_us_per_request" in calibration:  # measured before kinds: compute's
+        calibration = {"compute": calibration}
+    for kind in kinds:
+        stack = "crowded" if PLANTED_KINDS[kind][2] > 1 else "compute"
+        if stack not in calibration:  # the stack's CPU per request, without profiling
+            spec = out / f"calibrate-{stack}.toml"
+            spec.write_text(planted_spin_toml("why-calibrate", 0, STARTS, WINDOW_S, stack))
+            row = measure(spec, out / "results", profile=False)
+            calibration[stack] = {"stack_cpu_us_per_request": row["stack_cpu_us"]["base"],
+                                  "run": row}
+            save(out, "calibration", calibration)
+        cpu_us = calibration[stack]["stack_cpu_us_per_request"]
+        function = PLANTED_KINDS[kind][1]
+        for pct in percents:
+            spin = round(pct / 100 * cpu_us)
+            spec = out / f"planted-{kind}-{pct:g}.toml"
+            spec.write_text(
+                planted_spin_toml(f"why-planted-{kind}-{pct:g}", spin, STARTS, WINDOW_S, kind)
+            )
+            for n in range(1, times + 1):
+                row = measure(spec, out / "results", profile=True, function=function)
+                row.update(kind=kind, percent=pct, planted_us=spin, function=function)
+                print(f"planted {kind} {pct:g} % ({spin} µs of {cpu_us:.0f}) {n}: "
+                      f"top {row.get('top') == function}, inclusive top "
+                      f"{row.get('inclusive_top') == function}, "
+                      f"{row.get('function_us')} {row.get('function_interval')} holds "
+                      f"{_inside(spin, row.get('function_interval'))}; {json.dumps(row)}",
+                      flush=True)
+                found.append(row)
+                save(out, "planted", found)
 
 
 # -- report ----------------------------------------------------------------------------
@@ -211,20 +229,25 @@ def report(out: Path) -> None:
                       f"{_share(top5, total)}; by part: "
                       + "; ".join(f"{p['name']} {p['us']:+.1f}" for p in e["parts"]))
     rows = load(out, "planted") or []
-    calibration = load(out, "calibration")
-    if calibration:
-        print(f"calibration: stack CPU {calibration['stack_cpu_us_per_request']:.0f} "
+    calibration = load(out, "calibration") or {}
+    if "stack_cpu_us_per_request" in calibration:
+        calibration = {"compute": calibration}
+    for stack, figures in sorted(calibration.items()):
+        print(f"calibration ({stack}): stack CPU {figures['stack_cpu_us_per_request']:.0f} "
               f"µs/request (no spin, without profiling)")
-    for pct in sorted({r["percent"] for r in rows}):
-        mine = [r for r in rows if r["percent"] == pct]
+    for kind, pct in sorted({(r.get("kind", "compute"), r["percent"]) for r in rows}):
+        mine = [r for r in rows if (r.get("kind", "compute"), r["percent"]) == (kind, pct)]
         planted_us = mine[0]["planted_us"]
-        top = sum(r.get("top") == PLANTED for r in mine)
+        function = mine[0].get("function", PLANTED)
+        top = sum(r.get("top") == function for r in mine)
+        inclusive = sum(r.get("inclusive_top") == function for r in mine)
         covered = sum(_inside(planted_us, r.get("function_interval")) for r in mine)
-        print(f"planted {pct:g} % ({planted_us} µs/request): extra_work top contributor in "
-              f"{top} of {len(mine)}; its estimate "
+        print(f"planted {kind} {pct:g} % ({planted_us} µs/request): top contributor in "
+              f"{top} of {len(mine)} (inclusive view: {inclusive}); its estimate "
               + ", ".join(f"{r.get('function_us', float('nan')):.1f} "
                           f"{r.get('function_interval')}" for r in mine)
               + f"; interval holds the planted figure in {covered} of {len(mine)}"
+              + "; waited " + ", ".join(f"{r.get('waited', float('nan')):.2f}" for r in mine)
               + "; answers " + ", ".join(f"{r['change_pct']:+.1f} %" for r in mine) + "; wall "
               + _spread([r["wall_s"] for r in mine], " s"))
 
@@ -239,6 +262,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True, help="results and figures go here")
     parser.add_argument("--times", type=int, default=3)
     parser.add_argument("--percent", default="5,10")
+    parser.add_argument("--kinds", default="compute,syscalls,crowded",
+                        help="planted: which planted functions, in order")
     parser.add_argument("--modes", default="without,with",
                         help="quick: which sessions each time, in order")
     args = parser.parse_args()
@@ -247,7 +272,8 @@ def main() -> None:
         modes = tuple(m.strip() == "with" for m in args.modes.split(","))
         quick(args.out, args.times, modes)
     elif args.part == "planted":
-        planted(args.out, [float(p) for p in args.percent.split(",")], args.times)
+        planted(args.out, args.kinds.split(","), [float(p) for p in args.percent.split(",")],
+                args.times)
     report(args.out)
 
 

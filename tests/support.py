@@ -505,10 +505,28 @@ def two_machines(prefix: str) -> Iterator[tuple[str, str, str, str]]:
             subprocess.run(["ip", "netns", "delete", name], capture_output=True, timeout=15)
 
 
-def planted_spin_toml(name: str, planted_us: int, repetitions: int, duration_s: float) -> str:
-    """An experiment file: the seed app's async-small behind nginx (TCP, 1 gunicorn
-    worker, wrk, runs in one piece) against the same stack whose ``extra_work()`` spins
-    ``planted_us`` of thread CPU per request (``SERVELAB_EXTRA_WORK_US``)."""
+# The planted function of each kind: the seed app's environment variable that plants it,
+# its name in a profile, and the gunicorn workers of its stack. "compute" spins in
+# user space; "syscalls" spends about half of its CPU in system calls; "crowded" is the
+# compute spin in a stack of 4 busy workers (and nginx) on this machine's 2 CPUs, where
+# py-spy counts a worker waiting for a CPU as running.
+PLANTED_KINDS: dict[str, tuple[str, str, int]] = {
+    "compute": ("SERVELAB_EXTRA_WORK_US", "extra_work (servelab/apps/seed_fastapi.py)", 1),
+    "syscalls": (
+        "SERVELAB_EXTRA_SYSCALLS_US", "extra_syscalls (servelab/apps/seed_fastapi.py)", 1
+    ),
+    "crowded": ("SERVELAB_EXTRA_WORK_US", "extra_work (servelab/apps/seed_fastapi.py)", 4),
+}
+
+
+def planted_spin_toml(
+    name: str, planted_us: int, repetitions: int, duration_s: float, kind: str = "compute"
+) -> str:
+    """An experiment file: the seed app's async-small behind nginx (TCP, gunicorn with
+    the kind's workers, wrk, runs in one piece) against the same stack whose planted
+    function of ``kind`` (``PLANTED_KINDS``; by default ``extra_work()``) spins
+    ``planted_us`` of thread CPU per request."""
+    variable, _, workers = PLANTED_KINDS[kind]
     return f"""
 name = "{name}"
 repetitions = {repetitions}
@@ -521,11 +539,11 @@ max_rounds = 1
 [baseline]
 name = "base"
 app = {{ ref = "fastapi" }}
-server = {{ kind = "gunicorn", worker_class = "uvicorn", workers = 1 }}
+server = {{ kind = "gunicorn", worker_class = "uvicorn", workers = {workers} }}
 proxy = {{ kind = "nginx", transport = "tcp" }}
 [[variants]]
 name = "spin"
-app = {{ ref = "fastapi", env = {{ SERVELAB_EXTRA_WORK_US = "{planted_us}" }} }}
+app = {{ ref = "fastapi", env = {{ {variable} = "{planted_us}" }} }}
 [[workloads]]
 name = "async-small"
 request = {{ method = "POST", path = "/async/items/", body = '{{"name": "n", "price": 1}}' }}

@@ -24,6 +24,22 @@ its own and the samples share only its user time. What remains is the waiting: a
 function that runs long stretches gains the waits of a CPU shared with other processes;
 ``RunProfile.waited`` (sampled seconds per CPU second) says how much, and an
 explanation says so past ``servelab.analysis.explain.WAITED``.
+
+That kernel line cost the functions whose own work is system calls their size: a
+function that spent half its time in system calls (a clock read by system call in a
+loop, as code that logs, writes files or talks to sockets makes them) read at less than
+half its planted CPU, the kernel line and the waits holding the rest (issue 37). py-spy
+now unwinds native frames too (``servelab.observe.profile``), and a sample says whether
+its thread was in a system call (``IN_KERNEL``) or woken and waiting for a CPU in one
+(``WAITING_IN_KERNEL``: an ``epoll_wait`` returning, a thread retaking the GIL). A part
+whose samples say so (``native_parts``) has its waiting samples left out and its whole
+CPU, user and system, shared by the rest: a system call's kernel time is charged to the
+Python frames that made it. Not split by kind: a sample taken in user space is often
+delivered at the thread's next system call (py-spy stops the thread with a signal), so
+the samples of a loop that makes system calls come out 68-83 % in the kernel for 56-69 %
+measured, and a user/system split would move its user time to functions that make none
+(``benchmarks/why.py planted``; docs/reports.md). Profiles stored before keep the
+kernel line.
 """
 
 from __future__ import annotations
@@ -34,6 +50,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from servelab.observe.profile import IN_KERNEL, WAITING_IN_KERNEL
 from servelab.results.records import ProcessUsage, RunRecord
 
 Stack = tuple[str, ...]
@@ -161,11 +178,31 @@ def leaf_name(stack: Stack) -> str:
     return f"{stack[0]} {leaf}" if leaf in SYNTHETIC else frame_function(leaf)
 
 
+def native_parts(samples: Mapping[Stack, float]) -> frozenset[str]:
+    """The parts (a stack's first frame) whose samples say where their threads were in
+    the kernel (py-spy ``--native``: some end in ``IN_KERNEL`` or ``WAITING_IN_KERNEL``)."""
+    return frozenset(
+        stack[0] for stack in samples if stack[-1] in (IN_KERNEL, WAITING_IN_KERNEL)
+    )
+
+
+def _sampled_stack(stack: Stack, part: str) -> Stack | None:
+    """A sample's stack under ``part``, charged to the Python frames that made its system
+    call (``IN_KERNEL`` left out; with no Python frame, the part's ``KERNEL``); None for a
+    thread that waited (``WAITING``, ``WAITING_IN_KERNEL``), which py-spy counts as busy."""
+    if len(stack) > 1 and (stack[-1] == WAITING_IN_KERNEL or frame_function(stack[-1]) in WAITING):
+        return None
+    if stack[-1] == IN_KERNEL:
+        return (part, *stack[1:-1]) if len(stack) > 2 else (part, KERNEL)
+    return (part, *stack[1:])
+
+
 def run_profile(run: RunRecord, folded: str) -> RunProfile:
-    """``run``'s folded stacks (as ``results.profiles`` stores them) per request. Where
-    the run recorded its processes' system time, a part's samples share its user time and
-    its system time is a ``KERNEL`` frame of its own (a sample in a system call shows
-    only the Python frame that made it)."""
+    """``run``'s folded stacks (as ``results.profiles`` stores them) per request. A part
+    whose samples say where its threads were in the kernel (``native_parts``) shares its
+    whole CPU among its samples, its system calls' kernel time charged to the frames that
+    made them. Otherwise, where the run recorded its processes' system time, a part's
+    samples share its user time and its system time is a ``KERNEL`` frame of its own."""
     masters = run.profile.masters if run.profile is not None else ()
     rate = run.profile.rate_hz if run.profile is not None else 100
     cpu = part_cpu_s(run.processes, masters)
@@ -174,19 +211,27 @@ def run_profile(run: RunRecord, folded: str) -> RunProfile:
     requests = max(run.load.requests_total, 1)
     # The sampled stacks name "app master"/"app workers"; a role of one process is "app".
     single = {part for part in cpu if " " not in part}
+
+    def part_of(frame: str) -> str:
+        role = frame.split(" ")[0]
+        return role if role in single else frame
+
+    native = {part_of(part) for part in native_parts(samples)}
     by_part: dict[str, float] = defaultdict(float)
     relabelled: dict[Stack, float] = defaultdict(float)
     for stack, count in samples.items():
-        if len(stack) > 1 and frame_function(stack[-1]) in WAITING:
-            continue  # a thread waiting on a lock, which py-spy counts as busy
-        role = stack[0].split(" ")[0]
-        part = role if role in single else stack[0]
-        relabelled[(part, *stack[1:])] += count
+        part = part_of(stack[0])
+        charged = _sampled_stack(stack, part)
+        if charged is None:
+            continue
+        relabelled[charged] += count
         by_part[part] += count
     stacks: dict[Stack, float] = {}
     for part, seconds in cpu.items():
         us = 1e6 * seconds / requests
         kernel_us = 1e6 * min(system.get(part, 0.0), seconds) / requests if system else 0.0
+        if by_part.get(part, 0.0) > 0 and part in native:
+            kernel_us = 0.0  # the samples in system calls hold it
         if kernel_us > 0:
             stacks[(part, KERNEL)] = kernel_us
             us -= kernel_us

@@ -29,6 +29,18 @@ each; the stack's CPU grew by 226-248), 192 µs/request paused (one experiment).
 explanation that names the wrong share is worse than a slower profiling window, so
 servelab pauses (``NONBLOCKING``).
 
+py-spy unwinds each sample's native frames too (``--native``), for what they say of
+the kernel, which Python frames cannot: a thread whose innermost native frames are a
+system call's C library wrapper (``send``, ``fstatat64``, a clock read that the vDSO
+hands to the kernel) was in the kernel, and its sample ends in ``IN_KERNEL``; one
+whose native frames wait (``epoll_wait``, a condition or a lock: the GIL) was
+runnable only because it had just been woken, and ends in ``WAITING_IN_KERNEL``
+(py-spy counts a thread as busy whenever the OS says it is runnable, and it reads
+that before pausing the process). The native frames themselves are then left out, so
+stacks stay Python frames, the same in every process and run. Unwinding costs py-spy
+more CPU per sample (``benchmarks/profile_overhead.py native``), on the driver's CPUs,
+in a window that is not measured.
+
 Turning samples into CPU per request is ``servelab.analysis.profile``'s (pure) work.
 """
 
@@ -50,6 +62,11 @@ from servelab.host.procs import JANITOR, tail
 
 RATE_HZ = 100  # py-spy's default: samples per second and process
 NONBLOCKING = False  # py-spy --nonblocking (see above)
+NATIVE = True  # py-spy --native: whether a sample was in a system call (see above)
+# A sample's last frame when its thread was in a system call, or waiting in the kernel
+# (woken, not yet running): stored so, in place of its native frames.
+IN_KERNEL = "(in a system call)"
+WAITING_IN_KERNEL = "(waiting in the kernel)"
 # Beyond the window's planned length, py-spy's own limit (--duration): a window that
 # overruns keeps being sampled, one that hangs does not keep py-spy forever.
 SLACK_S = 30.0
@@ -57,12 +74,70 @@ START_TIMEOUT_S = 5.0  # py-spy says "Sampling process" once it has attached
 STOP_TIMEOUT_S = 10.0  # after SIGINT, to write its output
 MASTER, WORKERS = "master", "workers"
 _PROCESS_FRAME = re.compile(r'process (\d+):"[^"]*"(?:;|$)')
+# A Python frame: ``name (file.py:12)``; a native one names a C file, a library or an
+# address: ``sock_send (socketmodule.c:4207)``, ``send (libc.so.6)``, ``0x7f12 ([vdso])``.
+_PYTHON_FRAME = re.compile(r" \((?:[^()]*\.pyx?|<[^()]*>):\d+\)$")
+# The C library's names for its system-call wrappers, as py-spy reads them from its symbol
+# table (``_syscall_name`` strips ``__GI___libc_`` and ``64``). Waiting ones first: a
+# sample in them is a thread woken and not yet running (or blocked: py-spy's race).
+WAITING_CALLS = frozenset({
+    "epoll_wait", "epoll_pwait", "epoll_pwait2", "poll", "ppoll", "select", "pselect",
+    "nanosleep", "clock_nanosleep", "pause", "sigsuspend", "sigtimedwait", "sigwaitinfo",
+    "wait4", "waitpid", "waitid", "pthread_cond_wait", "pthread_cond_timedwait",
+    "pthread_cond_clockwait", "pthread_mutex_lock", "pthread_mutex_timedlock",
+    "pthread_join", "sem_wait", "sem_timedwait", "sem_clockwait", "lll_lock_wait",
+    "futex_abstimed_wait_common", "futex_abstimed_wait_cancelable", "do_futex_wait",
+    "PyThread_acquire_lock_timed", "take_gil", "PyEval_RestoreThread",
+})
+SYSTEM_CALLS = frozenset({
+    "read", "write", "readv", "writev", "pread", "pwrite", "preadv", "pwritev", "send",
+    "recv", "sendto", "recvfrom", "sendmsg", "recvmsg", "sendmmsg", "recvmmsg",
+    "sendfile", "splice", "accept", "accept4", "connect", "bind", "listen", "shutdown",
+    "socket", "socketpair", "getsockopt", "setsockopt", "getsockname", "getpeername",
+    "open", "openat", "openat2", "close", "close_range", "stat", "fstat", "lstat",
+    "fstatat", "newfstatat", "statx", "statfs", "fstatfs", "access", "faccessat",
+    "lseek", "fsync", "fdatasync", "ftruncate", "getdents", "readlink", "readlinkat",
+    "unlink", "unlinkat", "rename", "renameat", "mkdir", "rmdir", "chmod", "fchmod",
+    "fcntl", "ioctl", "dup", "dup2", "dup3", "pipe", "pipe2", "eventfd", "epoll_ctl",
+    "epoll_create", "epoll_create1", "mmap", "munmap", "mremap", "mprotect", "madvise",
+    "brk", "sbrk", "getpid", "getppid", "gettid", "getuid", "geteuid", "getrusage",
+    "times", "clock_gettime", "clock_getres", "gettimeofday", "time", "getrandom",
+    "kill", "tgkill", "sched_yield", "sched_getaffinity", "uname", "prctl", "syscall",
+    "getcwd", "chdir", "umask", "futex", "pthread_cond_signal", "pthread_cond_broadcast",
+})
+
+
+def _syscall_name(frame: str) -> str:
+    """A native frame's function as the C library's documentation names it:
+    ``__GI___libc_write (libc.so.6)`` -> ``write``, ``fstatat64 (libc.so.6)`` ->
+    ``fstatat``."""
+    name = frame.rpartition(" (")[0] or frame
+    name = re.sub(r"^_*(?:GI_+)?(?:libc_)?", "", name)
+    return re.sub(r"(?:_nocancel|_time64|64)$", "", name)
+
+
+def python_frames(frames: list[str]) -> list[str]:
+    """One sample's frames (py-spy ``--native``, innermost last) as its Python frames,
+    ending in ``WAITING_IN_KERNEL`` when its innermost native frames (those below the
+    last Python frame) wait, or in ``IN_KERNEL`` when they are a system call's wrapper
+    or the vDSO (a clock the vDSO cannot read in user space is a system call made from
+    it). Frames without native ones come back as they are."""
+    python = [frame for frame in frames if _PYTHON_FRAME.search(frame)]
+    last = max((i for i, f in enumerate(frames) if _PYTHON_FRAME.search(f)), default=-1)
+    below = frames[last + 1:]
+    names = {_syscall_name(frame) for frame in below}
+    if names & WAITING_CALLS:
+        return [*python, WAITING_IN_KERNEL]
+    if names & SYSTEM_CALLS or (below and below[-1].endswith(" ([vdso])")):
+        return [*python, IN_KERNEL]
+    return python
 
 
 def label_stacks(raw: str, role: str) -> Counter[str]:
     """py-spy's folded ``--subprocesses`` output with each stack's process frames replaced
     by one frame naming its part: ``<role> master`` (the root process) or ``<role>
-    workers`` (any process it forked)."""
+    workers`` (any process it forked); its native frames (``--native``) are left out,
+    what they said kept as a last frame (``python_frames``)."""
     stacks: Counter[str] = Counter()
     for line in raw.splitlines():
         stack, _, count = line.rstrip().rpartition(" ")
@@ -73,7 +148,8 @@ def label_stacks(raw: str, role: str) -> Counter[str]:
             depth += 1
             stack = stack[found.end():]
         part = f"{role} {MASTER if depth <= 1 else WORKERS}"
-        stacks[f"{part};{stack}" if stack else part] += int(count)
+        frames = python_frames(stack.split(";")) if stack else []
+        stacks[";".join([part, *frames])] += int(count)
     return stacks
 
 
@@ -130,6 +206,7 @@ class StackProfiler:
                 popen = subprocess.Popen(
                     [self.executable, "record", "--format", "raw", "--subprocesses",
                      *(["--nonblocking"] if NONBLOCKING else []),
+                     *(["--native"] if NATIVE else []),
                      "--rate", str(self.rate_hz), "--duration", str(limit),
                      "--pid", str(pid), "--output", str(out)],
                     stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,

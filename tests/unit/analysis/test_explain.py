@@ -17,7 +17,7 @@ from servelab.analysis.explain import (
 from servelab.analysis.profile import KERNEL, NOT_PROFILED, RunProfile, mean_stacks, run_profile
 from servelab.results.records import ProfileInfo
 
-from .profiles import app_lines, folded_run, sampled_run, usage
+from .profiles import PLANTED, app_lines, folded_run, planted_run, sampled_run, usage
 
 
 def test_the_planted_function_explains_the_difference() -> None:
@@ -138,3 +138,24 @@ def test_a_function_that_is_its_whole_part_is_no_line() -> None:
     names = [c.name for c in covering(baseline, variant)]
     assert names and "main (m.py)" not in names
     assert "main (m.py)" in [c.name for c in covering(baseline, variant, whole=1.01)]
+
+
+@pytest.mark.parametrize("kind", ["compute", "syscalls", "crowded"])
+def test_the_planted_function_of_each_kind_comes_out_at_its_size(kind: str) -> None:
+    """f() costs 300 µs/request more in the variant; its sending grows a little too (the
+    waits py-spy counts as running land there: respond() +10 … +30)."""
+    baseline = [planted_run("base", n, kind, 0.0) for n in range(1, 5)]
+    variant = [
+        planted_run("slow", n, kind, 300.0 + e, noise=w)
+        for n, (e, w) in enumerate([(-6.0, 10.0), (3.0, 30.0), (5.0, 20.0), (-2.0, 25.0)], 1)
+    ]
+    explanation = explain(baseline, variant)
+    assert explanation is not None
+    top = explanation.functions[0]
+    assert top.name == PLANTED
+    assert top.comparison.interval is not None
+    low, high = top.comparison.interval
+    assert low < 300.0 < high
+    # The inclusive view names f(), not handle_request(), which holds f() and respond().
+    assert explanation.inclusive[0].name == PLANTED
+    assert f"app workers {KERNEL}" not in [c.name for c in explanation.functions]

@@ -14,9 +14,10 @@ from servelab.analysis.profile import (
     part_cpu_s,
     run_profile,
 )
+from servelab.observe.profile import IN_KERNEL
 from servelab.results.records import ProcessUsage, ProfileInfo
 
-from .profiles import sampled_run, usage
+from .profiles import PLANTED, planted_run, sampled_run, usage
 
 
 def test_parse_folded_adds_repeats_and_skips_other_lines() -> None:
@@ -103,3 +104,53 @@ def test_without_system_time_the_samples_share_all_of_the_cpu() -> None:
     profile = sampled_run("slow", 1, 0.05)  # its processes recorded no system time
     assert not any(KERNEL in stack for stack in profile.stacks)
     assert profile.functions()["handle (app.py)"] == pytest.approx(1000.0)
+
+
+@pytest.mark.parametrize("kind", ["compute", "syscalls", "crowded"])
+def test_a_planted_function_of_each_kind_keeps_its_size(kind: str) -> None:
+    """f() costs 300 µs/request: in user space, half of it in system calls (its samples
+    mostly in the kernel), or in a worker that waits for its CPU; the worker's own
+    sending is kernel time, its selector's and the GIL's waits are samples py-spy counts
+    as busy."""
+    profile = planted_run("slow", 1, kind, 300.0)
+    functions = profile.functions()
+    assert functions[PLANTED] == pytest.approx(300.0)
+    assert functions["respond (srv.py)"] == pytest.approx(200.0)  # its system calls
+    assert functions["handle (app.py)"] == pytest.approx(600.0)
+    assert not any("select" in name for name in functions)  # woken, not running
+    assert not any(KERNEL in name for name in functions if name.startswith("app"))
+    assert sum(profile.stacks.values()) == pytest.approx(profile.total)
+
+
+def test_kernel_time_is_charged_to_the_frames_that_made_the_system_calls() -> None:
+    """f() makes system calls for half of its 300 µs: shared out as user time only, with
+    the worker's system time as a line of its own, it would read 300 * 1150/1350 * 9/114
+    = 20 µs (the user/system split of its samples is not its time's)."""
+    profile = planted_run("slow", 1, "syscalls", 300.0)
+    kernel = sum(v for s, v in profile.stacks.items()
+                 if s[0] != "nginx" and s[-1] in (KERNEL, IN_KERNEL))
+    assert kernel == pytest.approx(0.0)  # none left on its own: nginx is not sampled
+    assert profile.stacks[("nginx", KERNEL)] == pytest.approx(200.0)
+    assert profile.functions()[PLANTED] == pytest.approx(300.0)
+    f_stacks = [s for s in profile.stacks if s[-1].startswith("f (app.py")]
+    assert f_stacks == [("app workers", "main (srv.py:1)", "handle_request (srv.py:5)",
+                         "f (app.py:12)")]  # its system calls' samples merged into it
+
+
+def test_a_part_whose_samples_cannot_say_keeps_its_kernel_line() -> None:
+    # Profiles stored before py-spy unwound native frames: no sample says it was in the
+    # kernel, and the part's system time stays a line of its own.
+    profile = planted_run("slow", 1, "compute", 300.0)
+    assert (("app workers", KERNEL) not in profile.stacks)
+    worker = ProcessUsage(role="app", pid=11, name="w", cpu_s=1.5, peak_rss_bytes=0,
+                          system_s=0.5)
+    run = fake_run(
+        "v", "w", 1, load=fake_load(requests=1000), processes=(worker,),
+        profile=ProfileInfo(file="f", samples=0, rate_hz=100, masters=(11,)),
+    )
+    old = run_profile(run, "app master;main (srv.py:1) 100\n")
+    assert old.stacks[("app", KERNEL)] == pytest.approx(500.0)
+    assert old.stacks[("app", "main (srv.py:1)")] == pytest.approx(1000.0)
+    new = run_profile(run, f"app master;main (srv.py:1) 100\napp master;{IN_KERNEL} 10\n")
+    assert new.stacks[("app", KERNEL)] == pytest.approx(1500.0 / 11)  # no Python frame
+    assert new.stacks[("app", "main (srv.py:1)")] == pytest.approx(1500.0 * 10 / 11)

@@ -12,10 +12,13 @@ import pytest
 
 from servelab.host.profiler import profiler_problem, py_spy
 from servelab.observe.profile import (
+    IN_KERNEL,
+    WAITING_IN_KERNEL,
     StackProfiler,
     WindowProfile,
     label_stacks,
     merge_profiles,
+    python_frames,
 )
 
 RAW = (
@@ -30,6 +33,39 @@ def test_process_frames_become_the_part() -> None:
         "app master;main (gunicorn/app.py:3);sleep (arbiter.py:9)": 4,
         "app workers;run (w.py:1)": 90,
         "app workers;f (a.py:2)": 6,
+    }
+
+
+# py-spy --native's frames, as it wrote them for a loop reading a thread's CPU clock, a
+# socket send, a selector woken by its socket, and a thread retaking the GIL.
+ROOT = "0x7fdeb23278ec (libc.so.6);thread_run (libpython3.11.so.1.0);main (m.py:3)"
+NATIVE = {
+    "syscalls (m.py:14);clock_gettime (libc.so.6);0x7fdeb2a83be1 ([vdso])": IN_KERNEL,
+    "sender (m.py:17);sock_send (socketmodule.c:4207);sock_call_ex (socketmodule.c:921);"
+    "send (libc.so.6)": IN_KERNEL,
+    "stat (m.py:9);os_stat (libpython3.11.so.1.0);__GI___fstatat64 (libc.so.6)": IN_KERNEL,
+    "EpollSelector.select (selectors.py:468);select_epoll_poll (selectmodule.c.h:841);"
+    "epoll_wait (libc.so.6)": WAITING_IN_KERNEL,
+    "sender (m.py:17);sock_send (socketmodule.c:4207);sock_call_ex (socketmodule.c:923);"
+    "pthread_cond_timedwait (libc.so.6);0x7fdeb22a3f16 (libc.so.6)": WAITING_IN_KERNEL,
+    "compute (m.py:7)": None,
+    "stat (m.py:9);os_stat (libpython3.11.so.1.0);0x7fdeb2374223 (libc.so.6)": None,
+}
+
+
+@pytest.mark.parametrize(("frames", "last"), NATIVE.items())
+def test_native_frames_say_where_the_thread_was(frames: str, last: str | None) -> None:
+    python = [f for f in f"{ROOT};{frames}".split(";") if ".py:" in f]
+    assert python_frames(f"{ROOT};{frames}".split(";")) == (
+        python if last is None else [*python, last]
+    )
+
+
+def test_python_frames_without_native_ones_are_kept() -> None:
+    frames = ["<module> (<frozen runpy>:88)", "main (m.py:1)", "f (lib.pyx:3)"]
+    assert python_frames(frames) == frames
+    assert label_stacks(f'process 10:"x";{ROOT};{list(NATIVE)[1]} 5\n', "app") == {
+        f"app master;main (m.py:3);sender (m.py:17);{IN_KERNEL}": 5
     }
 
 
