@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import io
 import re
-import statistics
 from pathlib import Path
 
 import pytest
@@ -23,11 +22,6 @@ from servelab.report.why import run_profiles
 pytestmark = pytest.mark.integration
 
 PLANTED_US = 300  # the seed app's extra_work() spins this much thread CPU per request
-# Two short sessions' stack CPU per request differ by several per cent on this VM (a
-# 2-start and a 4-start mean of 2-second windows, minutes apart; the machine's own speed
-# drifts 5-9 % between 10 s windows): 5 % failed once in a full run. Sampled inside the
-# measured windows, py-spy's pauses raised it by about 30 % on quick's stacks.
-NOISE_PCT = 25.0  # two short sessions minutes apart on a VM whose speed drifts up to 2x
 
 
 def _experiment(tmp_path: Path, repetitions: int, kind: str = "compute") -> servelab.Experiment:
@@ -88,44 +82,30 @@ def test_the_planted_function_is_the_top_contributor(
     assert "app workers;" in folded and "extra_work (servelab/apps/seed_fastapi.py:" in folded
 
 
-def test_the_parts_add_up_to_the_stack_cpu_measured_without_profiling(
-    profiled: ReportInput, without_py_spy: tuple[ReportInput, str]
+def test_the_parts_add_up_to_the_stack_cpu_of_the_measured_window(
+    profiled: ReportInput,
 ) -> None:
-    """Each profiled run's parts add up to its own measured stack CPU per request, and
-    their mean is the same stacks' CPU per request measured without profiling (py-spy
-    samples in a window of its own after each measured one: no overhead in the figures,
-    as the report says), within two short sessions' noise."""
+    """Each profiled run's parts add up to its own measured stack CPU per request, the
+    figure of a window py-spy did not sample (it samples in a window of its own after each
+    measured one, and is stopped and waited for before the next: no overhead in the
+    figures, as the report says; the order is tested in tests/unit/measuring/
+    test_executor_slots.py).
+
+    Not asserted: that a session without --profile measures the same CPU per request. Two
+    short sessions minutes apart differ by up to a third on this project's VM (a fresh-clone
+    run read the base +31 %, the machine-speed probe -4 %), and even their variants' ratio
+    by 13 % (1.34 and 1.54 in one run), more than the in-window overhead it would catch."""
     from servelab.report.why import ABOUT
 
     assert "measured without py-spy" in ABOUT
     profiles = run_profiles(profiled)
     runs = {(r.variant, r.repetition): r for r in profiled.runs}
+    assert len(profiles) == len(runs) == 8
     for profile in profiles:
         run = runs[(profile.variant, profile.repetition)]
         assert sum(profile.parts.values()) == pytest.approx(
             1e6 * run.stack_cpu_s / run.load.requests_total, rel=1e-6
         )
-    plain, _ = without_py_spy
-    # The two sessions run minutes apart on a machine whose own speed drifts (up to 2x
-    # between starts on this project's VM): a difference the speed probe before each
-    # start saw is the machine's, not py-spy's.
-    drift = _mean_speed(plain.runs) / _mean_speed(profiled.runs)
-    for variant in ("base", "spin"):
-        with_profile = statistics.fmean(p.total for p in profiles if p.variant == variant)
-        without = statistics.fmean(
-            1e6 * r.stack_cpu_s / r.load.requests_total
-            for r in plain.runs if r.variant == variant
-        )
-        assert any(
-            with_profile == pytest.approx(expected, rel=NOISE_PCT / 100)
-            for expected in (without, without * drift)
-        ), (variant, with_profile, without, drift)
-
-
-def _mean_speed(runs) -> float:
-    """The runs' mean machine-speed probe (1.0 where none was taken)."""
-    speeds = [r.cpu_speed for r in runs if r.cpu_speed]
-    return statistics.fmean(speeds) if speeds else 1.0
 
 
 @pytest.fixture(scope="module")
