@@ -319,3 +319,29 @@ def measure(
     """
     store = run(experiment, options, user_app, console=console, out=Console(file=io.StringIO()))
     return ReportInput.from_store(store)
+
+
+def capacity(
+    experiment: Experiment,
+    plan: Any,  # servelab.capacity.CapacityPlan
+    options: RunOptions = RunOptions(),  # noqa: B008 (frozen: one shared default is safe)
+    user_app: UserApp = UserApp(),  # noqa: B008
+    *,
+    console: Console | None = None,
+    out: Console | None = None,
+) -> list[Any]:
+    """Each of ``experiment``'s stacks searched for the largest arrival rate that keeps
+    ``plan.slo``, with an interval (servelab.capacity); the first workload's request is
+    sent. Trials are written as they end, the answers after each variant, in a new
+    directory under ``options.results_dir``. Returns one VariantCapacity per stack."""
+    from servelab.capacity.run import measure_capacities
+
+    console = console or Console(stderr=True, soft_wrap=True)
+    out = out or Console()
+    plan.check()  # before anything starts
+    ready = prepare(experiment, options, user_app, say=saying(console))
+    with started(ready, saying(console)) as running:
+        return measure_capacities(
+            running.experiment, running.cpu_plan, options, plan, console=console, out=out,
+            setup=running.setup,
+        )

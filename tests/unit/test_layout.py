@@ -27,6 +27,7 @@ EXCEPTIONS = {
     ("config/stack.py", "uvicorn"): "gunicorn's worker class 'uvicorn' (a knob value)",
     ("config/stack.py", "uwsgi"): "the uwsgi protocol a front speaks",
     ("cli/measure.py", "uvicorn"): "gunicorn's worker class 'uvicorn' (ramp --worker-class)",
+    ("cli/capacity.py", "uvicorn"): "gunicorn's worker class 'uvicorn' (its --worker-class)",
     ("measuring/ramp.py", "uvicorn"): "gunicorn's worker class 'uvicorn' for ASGI apps",
     ("tune/space.py", "uvicorn"): "gunicorn's worker class 'uvicorn', tried for ASGI apps",
     ("servers/gunicorn.py", "uvicorn"): "gunicorn's worker class 'uvicorn'",
@@ -308,7 +309,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("analysis", ("analysis",)),  # statistics; the stopping rule asks it while measuring
     ("measuring", ("measuring",)),
     ("output", ("report", "export")),
-    ("commands", ("studies", "check", "tune", "session", "api")),
+    ("commands", ("studies", "check", "tune", "capacity", "session", "api")),
     ("cli", ("cli", "__main__")),
 ]
 LAYER_RULE = (

@@ -239,6 +239,17 @@ class OhaDriver(LoadDriver):
         rows = _query(workdir / REQUESTS_DB, "SELECT duration * 1000.0 FROM oha")
         return [float(row[0]) for row in rows]
 
+    def send_rate(self, workdir: Path) -> float:
+        """The rate at which the last run's answered requests actually went out (needs
+        ``keep_latencies``): oha's ``start`` is a request's real send time, its scheduled
+        one being ``start_latency_correction``. 0 for fewer than two requests."""
+        [(count, first, last)] = _query(
+            workdir / REQUESTS_DB, "SELECT COUNT(*), MIN(start), MAX(start) FROM oha"
+        )
+        if count < 2 or last <= first:
+            return 0.0
+        return (count - 1) / (last - first)
+
 
 def count_slow_requests(db: Path, slow_ms: float) -> int:
     """Answered requests slower than ``slow_ms`` in oha's ``--db-url`` database.

@@ -302,27 +302,47 @@ def build_ramp(options: RampOptions) -> Experiment:
             f"ramp SLO: {describe_validation_error(exc)}",
             "--p99-ms > 0, 0 <= --max-error-ratio < 1, 0 <= --extra-steps <= 10",
         ) from None
-    app: dict[str, Any] = {"ref": options.app}
-    if options.sleep_s is not None:
-        if not options.sleep_s > 0:
-            raise SpecError(f"--sleep must be positive, got {options.sleep_s:g}", "e.g. 0.01")
-        app["env"] = {"SERVELAB_SLEEP_S": f"{options.sleep_s:g}"}
-    elif options.app == "sleepy":
-        app["env"] = {"SERVELAB_SLEEP_S": "0.01"}
-    worker_class = options.worker_class or ("sync" if options.app == "sleepy" else "uvicorn")
-    server: dict[str, Any] = {"kind": options.server, "workers": options.workers}
-    if "worker_class" in get_server(options.server).knobs:
-        server["worker_class"] = worker_class
-    stack = {
-        "name": f"{options.app}-{options.transport}",
-        "app": app,
-        "server": server,
-        "proxy": {"transport": options.transport},
-        "network": {"somaxconn": options.somaxconn, "namespace": options.netns},
-    }
+    stack = stack_dict(
+        options.app, options.sleep_s, options.server, options.worker_class, options.workers,
+        options.transport, options.somaxconn, options.netns,
+    )
     request: dict[str, Any] = {"method": options.method, "path": options.path}
     if options.body is not None:
         request["body"] = options.body
     return ramp_experiment(
         "ramp", stack, request, options.plan, slo, repetitions=options.repetitions
     )
+
+
+def stack_dict(
+    app_ref: str,
+    sleep_s: float | None,
+    server_kind: str,
+    worker_class: str | None,
+    workers: int,
+    transport: str,
+    somaxconn: int | None = None,
+    netns: str = "auto",
+) -> dict[str, Any]:
+    """One stack as `servelab ramp` and `servelab capacity` choose it on the command line:
+    a built-in app (the sleepy app sleeps ``sleep_s``, 0.01 s by default) behind nginx;
+    SpecError (one line) for bad values."""
+    app: dict[str, Any] = {"ref": app_ref}
+    if sleep_s is not None:
+        if not sleep_s > 0:
+            raise SpecError(f"--sleep must be positive, got {sleep_s:g}", "e.g. 0.01")
+        app["env"] = {"SERVELAB_SLEEP_S": f"{sleep_s:g}"}
+    elif app_ref == "sleepy":
+        app["env"] = {"SERVELAB_SLEEP_S": "0.01"}
+    worker_class = worker_class or ("sync" if app_ref == "sleepy" else "uvicorn")
+    server: dict[str, Any] = {"kind": server_kind, "workers": workers}
+    if "worker_class" in get_server(server_kind).knobs:
+        server["worker_class"] = worker_class
+    stack = {
+        "name": f"{app_ref}-{transport}",
+        "app": app,
+        "server": server,
+        "proxy": {"transport": transport},
+        "network": {"somaxconn": somaxconn, "namespace": netns},
+    }
+    return stack

@@ -91,6 +91,21 @@ CASES: list[tuple[list[str], str]] = [
     (["ramp", "--workers", "0"], "must be 1 or more"),
     (["ramp", "--server", "waitress"], "Invalid value for '--server'"),
     (["ramp", "--somaxconn", "99999"], "somaxconn 99999 is out of range"),
+    # capacity
+    (["capacity", "--slo", "p99<abc"], "cannot read 'p99<abc' in the SLO"),
+    (["capacity", "--slo", "p98<100ms"], "the SLO names 'p98', which is no latency statistic"),
+    (["capacity", "--slo", "p99<100"], "has no time unit"),
+    (["capacity", "--slo", "errors<1%"], "bounds no latency"),
+    (["capacity", "--slo", "p99<100ms,errors<150%"], "is not below 100 %"),
+    (["capacity", "--slo", ""], "the SLO is empty"),
+    (["capacity", "--start", "0"], "--start must be a positive rate"),
+    (["capacity", "--start", "-5"], "--start must be a positive rate"),
+    (["capacity", "--start", "100", "--max-rate", "50"], "the rate range is empty"),
+    (["capacity", "--trial-seconds", "0"], "--trial-seconds must be in"),
+    (["capacity", "--max-trials", "2"], "--max-trials must be 3 to 200"),
+    (["capacity", "--half-width", "0"], "--half-width must be between 0 and 50 %"),
+    (["capacity", "--workers", "0"], "--workers must be 1 or more"),
+    (["capacity", "--budget", "3m"], "--budget does not apply to a capacity search"),
     # experiment files
     (["run", "/nonexistent.toml"], "does not exist"),
     (["run", "/tmp"], "/tmp is a directory"),
@@ -170,7 +185,7 @@ def test_bad_input_is_refused_in_one_line(args: list[str], message: str, tmp_pat
         path = tmp_path / "space.toml"
         path.write_text(args[0][len(SPACE) :])
         args = ["tune", "--space", str(path), *args[1:]]
-    measuring = args[0] in ("study", "run", "ramp", "tune")
+    measuring = args[0] in ("study", "run", "ramp", "capacity", "tune")
     results = ["--results", str(tmp_path / "results")] if measuring else []
     done = run_cli(*args, *results, cwd=tmp_path)
     assert done.returncode == 2, done.stderr

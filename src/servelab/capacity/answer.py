@@ -1,0 +1,74 @@
+"""A capacity search's answer in words: a line per variant for the terminal, and the
+markdown summary (capacity.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from servelab.capacity.run import VariantCapacity
+from servelab.capacity.slo import Slo
+
+
+def rate(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
+def variant_line(answer: VariantCapacity, slo: Slo, confidence: float) -> str:
+    """``base: holds 812 req/s [781, 845] (90 %) at p99 < 100 ms, errors < 0.1 %; 11
+    trials; first failed requests at 1,040 req/s``."""
+    e = answer.estimate
+    trials = f"{len(answer.trials)} trials"
+    if e.below_min:
+        said = f"breaks the SLO at every rate tried, down to {rate(e.lowest_broken)} req/s"
+    elif e.above_max:
+        said = f"holds the SLO at every rate tried, up to {rate(e.highest_held)} req/s"
+    elif e.interval is not None and e.rate is not None:
+        low, high = e.interval
+        said = (
+            f"holds {rate(e.rate)} req/s [{rate(low)}, {rate(high)}] "
+            f"({100 * confidence:g} %)"
+        )
+    elif e.rate is not None:
+        said = (
+            f"holds about {rate(e.rate)} req/s, no interval yet (held {rate(e.highest_held)}, "
+            f"broke at {rate(e.lowest_broken)}): give it more --max-trials"
+        )
+    else:
+        said = "no answer"
+    tail = (
+        f"; first failed requests at {rate(answer.first_errors_rate)} req/s"
+        if answer.first_errors_rate is not None else ""
+    )
+    stopped = f"; stopped: {answer.stopped_because}" if answer.stopped_because else ""
+    return f"{answer.variant}: {said} at {slo}; {trials}{tail}{stopped}"
+
+
+def markdown(
+    answers: Sequence[VariantCapacity], slo: Slo, confidence: float, where: str
+) -> str:
+    lines = [
+        f"# Capacity at {slo}",
+        "",
+        f"The largest arrival rate each variant holds, with its {100 * confidence:g} % "
+        f"interval; {where}.",
+        "",
+        "| variant | capacity [req/s] | interval | trials | held / broke at | first errors |",
+        "|---|---:|---|---:|---|---:|",
+    ]
+    for a in answers:
+        e = a.estimate
+        interval = f"[{rate(e.interval[0])}, {rate(e.interval[1])}]" if e.interval else "-"
+        lines.append(
+            f"| {a.variant} | {rate(e.rate)} | {interval} | {len(a.trials)} | "
+            f"{rate(e.highest_held)} / {rate(e.lowest_broken)} | {rate(a.first_errors_rate)} |"
+        )
+    lines += ["", "## Trials", "", "| variant | # | rate | sent at | p99 ms | errors | trusted |",
+              "|---|---:|---:|---:|---:|---:|---|"]
+    for a in answers:
+        for t in a.trials:
+            trusted = "yes" if t.trusted else "no: " + "; ".join(t.problems)
+            lines.append(
+                f"| {a.variant} | {t.number} | {t.rate:,.1f} | {t.send_rate:,.1f} | "
+                f"{t.latency_ms.get('p99', 0):,.1f} | {t.errors} | {trusted} |"
+            )
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,367 @@
+"""Measuring a capacity: each variant's stack started once, its throughput probed, then
+the search's trials at fixed rates on it, one after another, every trial written as it
+ends (trials.jsonl) and the answer after every trial (capacity.json).
+
+Between trials the stack drains: the driver waits for every request of a trial (or its
+timeout), and a cool-down as long as the trial's own p99 (at least COOL_DOWN_S) lets a
+queue left in the server empty before the next schedule starts, so one trial's backlog
+does not spill into the next. A trial the driver could not be trusted with
+(``trials.judged``) is run once more at the same rate; twice untrusted, the search for
+that variant stops and says why: the driver, not the stack, reached its limit.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from servelab.capacity.search import CapacitySearch, Estimate, SearchSettings
+from servelab.capacity.slo import Slo
+from servelab.capacity.trials import Trial, judged, measured_latencies
+from servelab.config.experiment import Experiment
+from servelab.config.load import LoadSpec, Workload
+from servelab.config.run import RunOptions
+from servelab.config.stack import StackSpec
+from servelab.errors import SpecError
+from servelab.fronts.base import LOOPBACK
+from servelab.host.cpus import CpuPlan, parse_cpu_list
+from servelab.load.base import LoadDriver
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+COOL_DOWN_S = 1.0
+PROBE_S = 2.0  # the closed-model throughput probe that also warms the stack up
+MAX_TRIAL_S = 60.0
+TRIALS_FILE = "trials.jsonl"
+ANSWER_FILE = "capacity.json"
+MARKDOWN_FILE = "capacity.md"
+
+
+@dataclass(frozen=True)
+class CapacityPlan:
+    """How to search: the rates allowed (None: from the throughput probe), the trials."""
+
+    slo: Slo
+    start_rate: float | None = None
+    max_rate: float | None = None
+    min_rate: float = 1.0
+    trial_s: float = 5.0
+    half_width: float = 0.05
+    max_trials: int = 20
+    confidence: float = 0.90
+    connections: int = 1000
+    timeout_s: float = 10.0
+
+    def check(self) -> None:
+        """SpecError (one line, with the fix) for a plan that cannot run; before anything
+        starts."""
+        for label, value in (("--start", self.start_rate), ("--max-rate", self.max_rate)):
+            if value is not None and not (value > 0 and math.isfinite(value)):
+                raise SpecError(
+                    f"{label} must be a positive rate, got {value:g}", f"e.g. {label} 100"
+                )
+        if not (self.min_rate > 0 and math.isfinite(self.min_rate)):
+            raise SpecError(
+                f"--min-rate must be positive, got {self.min_rate:g}", "e.g. --min-rate 1"
+            )
+        low = self.start_rate if self.start_rate is not None else self.min_rate
+        if self.max_rate is not None and self.max_rate < max(low, self.min_rate):
+            raise SpecError(
+                f"the rate range is empty: --max-rate {self.max_rate:g} is below "
+                f"{max(low, self.min_rate):g}",
+                "raise --max-rate, or lower --start / --min-rate",
+            )
+        if not 0 < self.trial_s <= MAX_TRIAL_S:
+            raise SpecError(
+                f"--trial-seconds must be in (0, {MAX_TRIAL_S:g}], got {self.trial_s:g}",
+                "e.g. --trial-seconds 5",
+            )
+        if not 0 < self.half_width < 0.5:
+            raise SpecError(
+                f"--half-width must be between 0 and 50 %, got {100 * self.half_width:g} %",
+                "e.g. --half-width 5",
+            )
+        if not 3 <= self.max_trials <= 200:
+            raise SpecError(f"--max-trials must be 3 to 200, got {self.max_trials}", "e.g. 20")
+        if not 0.5 <= self.confidence < 1:
+            raise SpecError(
+                f"--confidence must be in [0.5, 1), got {self.confidence:g}", "e.g. 0.9"
+            )
+        if self.connections < 1 or not self.timeout_s > 0:
+            raise SpecError("--connections and --timeout must be positive", "e.g. 1000 and 10")
+
+    def settings(self, probed_rps: float | None) -> SearchSettings:
+        """The search's rates: the user's, else half the probed throughput to start and
+        twice it at most (a stack holds no more than it serves flat out, give or take the
+        machine's drift)."""
+        guess = probed_rps if probed_rps and probed_rps > 0 else 100.0
+        start = self.start_rate or max(self.min_rate, guess / 2)
+        high = self.max_rate or max(start, 2 * guess)
+        return SearchSettings(
+            start_rate=min(start, high), max_rate=high, min_rate=min(self.min_rate, start),
+            # From half the probed throughput, 1.5x steps reach past it in two trials
+            # without trials far past saturation (whose queues take long to drain).
+            factor=1.5 if probed_rps and not self.start_rate else 2.0,
+            half_width=self.half_width, max_trials=self.max_trials,
+            confidence=self.confidence,
+        )
+
+    def load(self, rate: float) -> LoadSpec:
+        requests = max(2, math.ceil(rate * self.trial_s))
+        return LoadSpec(
+            model="open", rate=rate, requests=requests, concurrency=self.connections,
+            timeout_s=self.timeout_s, max_time_s=requests / rate + self.timeout_s + 10.0,
+        )
+
+
+@dataclass(frozen=True)
+class VariantCapacity:
+    variant: str
+    estimate: Estimate
+    trials: tuple[Trial, ...]
+    probed_rps: float | None
+    stopped_because: str | None = None  # the driver could not be trusted
+    first_errors_rate: float | None = None  # the lowest rate at which a request failed
+
+    def to_dict(self) -> dict[str, Any]:
+        e = self.estimate
+        return {
+            "variant": self.variant,
+            "capacity_rps": e.rate,
+            "interval_rps": list(e.interval) if e.interval else None,
+            "highest_held_rps": e.highest_held,
+            "lowest_broken_rps": e.lowest_broken,
+            "below_min_rate": e.below_min,
+            "above_max_rate": e.above_max,
+            "trials_on_the_line": e.fitted,
+            "trials": len(self.trials),
+            "probed_rps": self.probed_rps,
+            "first_errors_rps": self.first_errors_rate,
+            "stopped_because": self.stopped_because,
+        }
+
+
+class CapacityEvents:
+    """What the CLI shows as a search goes: a line per trial, the answer per variant."""
+
+    def on_variant(self, variant: str, settings: SearchSettings) -> None: ...
+
+    def on_trial(self, trial: Trial, estimate: Estimate) -> None: ...
+
+
+def search_variant(
+    executor: Any,
+    spec: StackSpec,
+    workload: Workload,
+    plan: CapacityPlan,
+    keep: Callable[[Trial], None],
+    events: CapacityEvents,
+    sleep: Callable[[float], None] = time.sleep,
+) -> VariantCapacity:
+    """One variant's search on one start of its stack (``executor``: measuring's
+    Executor, real or fake)."""
+    slo = plan.slo
+    with executor.launch(spec, workload.request) as stack, executor.scratch() as scratch:
+        probe = LoadSpec(
+            model="closed", concurrency=max(8, 4 * spec.server.workers),
+            duration_s=PROBE_S, timeout_s=plan.timeout_s, max_time_s=PROBE_S + 30,
+        )
+        probed = executor.send(stack, workload, probe, scratch).rps
+        settings = plan.settings(probed)
+        events.on_variant(spec.name, settings)
+        search = CapacitySearch(settings)
+        trials: list[Trial] = []
+        stopped = None
+        while (rate := search.next_rate()) is not None:
+            rate = round(rate, 1)
+            trial = _trial(executor, stack, workload, plan, rate, spec.name, len(trials) + 1,
+                           scratch)
+            keep(trial)
+            trials.append(trial)
+            if not trial.trusted:  # once more; twice untrusted: the driver's limit
+                sleep(_cool_down(trial))
+                trial = _trial(executor, stack, workload, plan, rate, spec.name,
+                               len(trials) + 1, scratch)
+                keep(trial)
+                trials.append(trial)
+                if not trial.trusted:
+                    stopped = f"at {rate:,.1f} req/s: {'; '.join(trial.problems)}"
+                    events.on_trial(trial, search.estimate())
+                    break
+            search.tell(trial.outcome(slo))
+            events.on_trial(trial, search.estimate())
+            sleep(_cool_down(trial))
+    first_errors = min((t.rate for t in trials if t.trusted and t.errors), default=None)
+    return VariantCapacity(
+        spec.name, search.estimate(), tuple(trials), probed, stopped, first_errors
+    )
+
+
+def _cool_down(trial: Trial) -> float:
+    return max(COOL_DOWN_S, min(10.0, trial.latency_ms.get("p99", 0.0) / 1000))
+
+
+def _trial(
+    executor: Any, stack: Any, workload: Workload, plan: CapacityPlan, rate: float,
+    variant: str, number: int, scratch: Path,
+) -> Trial:
+    load = plan.load(rate)
+    window = executor.measure(stack, workload, load, scratch)
+    measured = window.load
+    answered = len(window.latencies_ms)
+    driver_cpus = window.driver_cpus or executor.cpu_plan.driver
+    n_cpus = len(parse_cpu_list(driver_cpus)) if driver_cpus else os.cpu_count() or 1
+    share = measured.driver_cpu_s / measured.duration_s / n_cpus if measured.duration_s else 0.0
+    send_rate = executor.driver.send_rate(scratch / "measure")
+    trial = Trial(
+        variant=variant, number=number, rate=rate, started=window.started,
+        seconds=load.requests / rate if load.requests else plan.trial_s,
+        sent=load.requests or answered, send_rate=send_rate, answered=answered,
+        errors=max(0, (load.requests or 0) - measured.ok_responses),
+        latency_ms=measured_latencies(window.latencies_ms),
+        driver_cpu_share=share, connections=plan.connections,
+    )
+    return judged(trial, plan.slo)
+
+
+class TrialLog:
+    """trials.jsonl and capacity.json in one directory: every trial appended as it ends,
+    the answers rewritten after each (results are never lost to a stop)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        directory.mkdir(parents=True, exist_ok=True)
+        self.path = directory / TRIALS_FILE
+
+    def add(self, trial: Trial) -> None:
+        with self.path.open("a") as f:
+            f.write(json.dumps(trial.to_dict()) + "\n")
+
+    def write_answer(self, header: dict[str, Any], answers: list[VariantCapacity]) -> None:
+        text = json.dumps({**header, "variants": [a.to_dict() for a in answers]}, indent=2)
+        tmp = self.directory / f".{ANSWER_FILE}.tmp"
+        tmp.write_text(text + "\n")
+        tmp.replace(self.directory / ANSWER_FILE)
+
+
+def read_trials(directory: Path) -> list[Trial]:
+    path = directory / TRIALS_FILE
+    return [Trial.from_dict(json.loads(line)) for line in path.read_text().splitlines() if line]
+
+
+def new_result_directory(results_dir: Path, name: str) -> Path:
+    """results_dir/capacity-<name>-<time>/, new for each search."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    path = results_dir / f"capacity-{name}-{stamp}"
+    n = 1
+    while path.exists():
+        n += 1
+        path = results_dir / f"capacity-{name}-{stamp}-{n}"
+    path.mkdir(parents=True)
+    return path
+
+
+def measure_capacities(
+    experiment: Experiment,
+    cpu_plan: CpuPlan,
+    options: RunOptions,
+    plan: CapacityPlan,
+    *,
+    console: Console,
+    out: Console,
+    executor_factory: Callable[[LoadDriver], AbstractContextManager[Any]] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    setup: Mapping[str, Any] | None = None,
+) -> list[VariantCapacity]:
+    """Every variant's capacity, the baseline's first, each on one start of its stack;
+    trials.jsonl, capacity.json and capacity.md in a new directory under the results
+    directory (``executor_factory``: the tests' fake executor; default the host's;
+    ``setup``: what was set up around the stacks, recorded with the machine's facts)."""
+    from servelab.capacity.answer import markdown, variant_line
+    from servelab.host.procs import JANITOR
+    from servelab.measuring import host_executor
+    from servelab.prepare.environment import collect_environment
+    from servelab.registry import get_driver
+
+    driver = get_driver(experiment.driver, experiment.driver_options)
+    driver.executable()  # a missing driver is an error before any stack starts
+    if not hasattr(driver, "send_rate"):
+        raise SpecError(
+            f"load driver {driver.name} cannot keep each request's send time",
+            "use the oha driver for capacity",
+        )
+    driver.keep_latencies = True
+    listen = options.listen or LOOPBACK
+    factory = executor_factory or (
+        lambda d: host_executor(d, cpu_plan, experiment, listen_host=listen)
+    )
+    directory = new_result_directory(options.results_dir, experiment.name)
+    log = TrialLog(directory)
+    where = f"measured on {cpu_plan.describe()}"
+    header = {
+        "experiment": experiment.name, "slo": str(plan.slo), "confidence": plan.confidence,
+        "trial_s": plan.trial_s, "where": where,
+        "environment": collect_environment(setup) if executor_factory is None else {},
+    }
+    console.print(
+        f"[bold]capacity[/bold] {len(experiment.stacks)} variant(s) at {plan.slo}, "
+        f"{plan.trial_s:g} s trials; {where}; results in {directory}", highlight=False,
+    )
+    events = ConsoleEvents(console, plan)
+    workload = experiment.workloads[0]
+    answers: list[VariantCapacity] = []
+    try:
+        with JANITOR.running(), factory(driver) as executor:
+            for spec in experiment.stacks:
+                try:
+                    answer = search_variant(
+                        executor, spec, workload, plan, log.add, events, sleep=sleep
+                    )
+                finally:
+                    executor.stopped()
+                answers.append(answer)
+                log.write_answer(header, answers)
+                out.print(variant_line(answer, plan.slo, plan.confidence), highlight=False)
+    finally:
+        (directory / MARKDOWN_FILE).write_text(
+            markdown(answers, plan.slo, plan.confidence, where)
+        )
+    out.print(f"capacity: {directory / MARKDOWN_FILE}", highlight=False)
+    return answers
+
+
+class ConsoleEvents(CapacityEvents):
+    """A line per trial on the console: its rate, what it measured, the estimate so far."""
+
+    def __init__(self, console: Console, plan: CapacityPlan) -> None:
+        self.console = console
+        self.plan = plan
+
+    def on_variant(self, variant: str, settings: SearchSettings) -> None:
+        self.console.print(
+            f"{variant}: rates {settings.start_rate:,.0f} to {settings.max_rate:,.0f} req/s, "
+            f"at most {settings.max_trials} trials", highlight=False,
+        )
+
+    def on_trial(self, trial: Trial, estimate: Estimate) -> None:
+        held = "held" if trial.outcome(self.plan.slo).held else "broke"
+        so_far = ""
+        if estimate.interval is not None and estimate.rate is not None:
+            so_far = (
+                f"; so far {estimate.rate:,.0f} [{estimate.interval[0]:,.0f}, "
+                f"{estimate.interval[1]:,.0f}]"
+            )
+        untrusted = f" (not trusted: {'; '.join(trial.problems)})" if trial.problems else ""
+        self.console.print(
+            f"  trial {trial.number}: {trial.rate:,.1f} req/s, p99 "
+            f"{trial.latency_ms['p99']:,.1f} ms, {trial.errors} errors: {held}{untrusted}"
+            f"{so_far}", highlight=False, markup=False,
+        )

@@ -1,0 +1,121 @@
+"""`servelab capacity`: the largest arrival rate a stack holds under an SLO, with an
+interval (servelab.capacity)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from servelab import api
+from servelab.cli.how_to_run import run_options
+from servelab.cli.options import console, out
+from servelab.cli.user_app import app_options
+from servelab.config.run import RunOptions, UserApp
+from servelab.errors import SpecError
+from servelab.registry import DEFAULT_SERVER, standalone_servers
+
+# Measuring options a capacity search has no use for: it sets its own order and stopping.
+NOT_FOR_CAPACITY = {
+    "order": "--order", "order_seed": "--order-seed", "slices": "--slices",
+    "side_by_side": "--side-by-side", "precision_pct": "--precision",
+    "budget_s": "--budget", "min_effect_pct": "--min-effect", "profile": "--profile",
+}  # fmt: skip
+
+
+@click.command()
+@click.argument("file", required=False, type=click.Path(path_type=Path))
+@click.option(
+    "--slo", default="p99<100ms,errors<0.1%", show_default=True,
+    help="The objective: latency bounds (p50, p90, p95, p99, p999, mean; us, ms or s) and "
+    "an error ratio, comma-separated.",
+)
+@click.option("--start", type=float, help="First rate [req/s] (default: half the probed "
+              "throughput).")
+@click.option("--max-rate", type=float, help="Highest rate tried (default: twice the probed "
+              "throughput).")
+@click.option("--min-rate", type=float, default=1.0, show_default=True,
+              help="Lowest rate tried.")
+@click.option("--trial-seconds", type=float, default=5.0, show_default=True,
+              help="Each trial's schedule, at its fixed rate.")
+@click.option("--half-width", type=float, default=5.0, show_default=True,
+              help="Stop once the interval is within +- this many % of the capacity.")
+@click.option("--max-trials", type=int, default=20, show_default=True,
+              help="Trials per variant at most.")
+@click.option("--confidence", type=float, default=0.90, show_default=True,
+              help="Of the interval.")
+@click.option("--connections", type=int, default=1000, show_default=True,
+              help="Connections the driver may open to keep the schedule.")
+@click.option("--timeout", type=float, default=10.0, show_default=True, help="Per request [s].")
+@click.option("--sleep", type=float, help="The built-in sleepy app: seconds per request "
+              "(default 0.01).")
+@click.option("--server", type=click.Choice(standalone_servers()), default=DEFAULT_SERVER,
+              show_default=True, help="The app server (behind nginx), without FILE.")
+@click.option("--worker-class", type=click.Choice(["sync", "gthread", "uvicorn"]))
+@click.option("--workers", type=int, default=2, show_default=True)
+@click.option("--transport", type=click.Choice(["tcp", "unix"]), default="unix",
+              show_default=True)
+@app_options
+@run_options
+def capacity(
+    file: Path | None,
+    slo: str,
+    start: float | None,
+    max_rate: float | None,
+    min_rate: float,
+    trial_seconds: float,
+    half_width: float,
+    max_trials: int,
+    confidence: float,
+    connections: int,
+    timeout: float,
+    sleep: float | None,
+    user: UserApp,
+    run: RunOptions,
+    **stack: Any,
+) -> None:
+    """How many requests per second each stack holds while the SLO holds, with an
+    interval: fixed-rate trials (open model, latency from each request's intended send
+    time), placed by a search made for noise. Without FILE: one stack, the built-in sleepy
+    app or --app; with FILE: each of the experiment's variants, its first workload's
+    request."""
+    from servelab.capacity import CapacityPlan, capacity_experiment, parse_slo
+    from servelab.measuring.ramp import stack_dict
+    from servelab.prepare.building import experiment_from_dict, load_experiment
+
+    given = [flag for name, flag in NOT_FOR_CAPACITY.items() if getattr(run, name)]
+    if given:
+        raise SpecError(
+            f"{', '.join(given)} {'does' if len(given) == 1 else 'do'} not apply to a "
+            "capacity search (it sets its own trials)",
+            "drop them; --max-trials and --half-width bound the search",
+        )
+    plan = CapacityPlan(
+        slo=parse_slo(slo), start_rate=start, max_rate=max_rate, min_rate=min_rate,
+        trial_s=trial_seconds, half_width=half_width / 100, max_trials=max_trials,
+        confidence=confidence, connections=connections, timeout_s=timeout,
+    )
+    plan.check()  # before anything starts
+    if stack["workers"] < 1:
+        raise SpecError(f"--workers must be 1 or more, got {stack['workers']}", "e.g. 2")
+    if file is not None:
+        experiment = load_experiment(file)
+        experiment = experiment_from_dict(
+            capacity_experiment(
+                experiment.name, [s.model_dump(exclude_none=True) for s in experiment.stacks],
+                experiment.workloads[0].request.model_dump(exclude_none=True),
+            ),
+            source=str(file),
+        )
+    else:
+        app_ref = "sleepy"
+        built = stack_dict(
+            app_ref, sleep, stack["server"], stack["worker_class"], stack["workers"],
+            stack["transport"],
+        )
+        experiment = experiment_from_dict(
+            capacity_experiment("capacity", [built], {"method": "GET", "path": "/"}),
+            source="capacity",
+        )
+    api.capacity(experiment, plan, run, user, console=console, out=out)

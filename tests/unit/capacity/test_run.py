@@ -1,0 +1,148 @@
+"""A capacity search measured through a fake executor (no servers): the probe, the trials
+at the rates the search asks, every trial written as it ends, the answer files, a driver
+that cannot keep up stopped and reported rather than taken as a capacity."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import random
+from pathlib import Path
+from types import SimpleNamespace
+
+from rich.console import Console
+from support import FakeExecutor, fake_load
+
+from servelab.capacity import CapacityPlan, capacity_experiment, parse_slo
+from servelab.capacity.run import TRIALS_FILE, measure_capacities, read_trials
+from servelab.capacity.simulated import SimulatedStack
+from servelab.config.run import RunOptions
+from servelab.host.cpus import CpuPlan
+from servelab.measuring.executor import Window
+from servelab.prepare.building import experiment_from_dict
+
+SLO = parse_slo("p99<100ms,errors<0.1%")
+
+
+class QueueExecutor(FakeExecutor):
+    """Every stack a simulated queue (``stacks``: variant -> SimulatedStack); the driver
+    sends at ``send_share`` of the rate asked and uses ``driver_share`` of its CPU."""
+
+    def __init__(self, stacks, *, send_share: float = 1.0, driver_share: float = 0.2):
+        super().__init__()
+        self.stacks = stacks
+        self.rng = random.Random(7)
+        self.rates: list[float] = []
+        self.driver = SimpleNamespace(
+            name="oha", keep_latencies=False, send_rate=lambda workdir: self.sent_at,
+        )
+        self.send_share = send_share
+        self.driver_share = driver_share
+        self.sent_at = 0.0
+
+    def send(self, stack, workload, load, scratch):  # the throughput probe
+        self.log.append(("probe", stack.variant))
+        return fake_load(rps=self.stacks[stack.variant].saturation * 0.9, duration_s=2.0)
+
+    def measure(self, stack, workload, load, scratch):
+        simulated = self.stacks[stack.variant]
+        self.rates.append(load.rate)
+        outcome = simulated.trial(load.rate, 100.0, self.rng)
+        p99 = 100.0 / outcome.margin
+        requests = load.requests
+        failed = requests // 10 if outcome.errors_broke else 0
+        self.sent_at = load.rate * self.send_share
+        duration = requests / load.rate
+        self.log.append(("measure", stack.variant, load.rate))
+        return Window(
+            started="2026-11-26T00:00:00+0000",
+            load=fake_load(
+                rps=(requests - failed) / duration, duration_s=duration,
+                requests=requests - failed, mean_ms=p99 / 2, p99_ms=p99,
+                driver_cpu_s=self.driver_share * duration,
+            ),
+            usage=(), observed={}, neighbour_share=None,
+            latencies_ms=tuple([p99 / 2] * 50 + [p99] * 50),
+        )
+
+
+def _running(tmp_path: Path, stacks: dict[str, SimulatedStack]):
+    stack_dicts = [
+        {"name": name, "app": {"ref": "sleepy"}, "server": {"kind": "gunicorn"}}
+        for name in stacks
+    ]
+    experiment = experiment_from_dict(
+        capacity_experiment("cap", stack_dicts, {"path": "/"}), source="test"
+    )
+    return experiment, CpuPlan("0", "1"), RunOptions(results_dir=tmp_path)
+
+
+def _measure(tmp_path, stacks, executor, plan):
+    said, printed = io.StringIO(), io.StringIO()
+    answers = measure_capacities(
+        *_running(tmp_path, stacks), plan,
+        console=Console(file=said, width=300), out=Console(file=printed, width=300),
+        executor_factory=lambda driver: _context(executor), sleep=lambda s: None,
+    )
+    return answers, said.getvalue(), printed.getvalue()
+
+
+def _context(value):
+    import contextlib
+
+    return contextlib.nullcontext(value)
+
+
+def test_each_variant_searched_on_one_start_every_trial_written(tmp_path: Path) -> None:
+    stacks = {"base": SimulatedStack(saturation=1000), "fast": SimulatedStack(saturation=1500)}
+    executor = QueueExecutor(stacks)
+    plan = CapacityPlan(slo=SLO, max_trials=25, connections=100_000)
+    answers, said, printed = _measure(tmp_path, stacks, executor, plan)
+    assert [a.variant for a in answers] == ["base", "fast"]
+    assert [e for e in executor.log if e[0] in ("launch", "stop", "probe")] == [
+        ("launch", "base"), ("probe", "base"), ("stop", "base"),
+        ("launch", "fast"), ("probe", "fast"), ("stop", "fast"),
+    ]
+    for answer, stack in zip(answers, stacks.values(), strict=True):
+        truth = stack.capacity(100.0)
+        assert answer.estimate.interval is not None
+        low, high = answer.estimate.interval
+        assert low <= truth <= high and (high - low) / 2 <= 0.05 * answer.estimate.rate
+        # From half the probed throughput (0.9 x saturation), 1.5x steps: no far overshoot.
+        assert answer.trials[0].rate == round(0.45 * stack.saturation, 1)
+        assert max(t.rate for t in answer.trials) <= 2 * 0.9 * stack.saturation
+    [directory] = [p for p in tmp_path.iterdir() if p.name.startswith("capacity-cap-")]
+    trials = read_trials(directory)
+    assert len(trials) == sum(len(a.trials) for a in answers)
+    assert trials == [t for a in answers for t in a.trials]
+    answer_file = json.loads((directory / "capacity.json").read_text())
+    assert answer_file["slo"] == "p99 < 100 ms, errors < 0.1 %"
+    assert [v["variant"] for v in answer_file["variants"]] == ["base", "fast"]
+    assert math.isclose(answer_file["variants"][0]["capacity_rps"], answers[0].estimate.rate)
+    assert "| base |" in (directory / "capacity.md").read_text()
+    assert printed.count("holds") == 2 and "[" in printed
+    assert "trial 1:" in said
+
+
+def test_a_driver_that_cannot_keep_up_is_reported_not_taken_as_a_capacity(
+    tmp_path: Path,
+) -> None:
+    stacks = {"base": SimulatedStack(saturation=1000)}
+    executor = QueueExecutor(stacks, send_share=0.9)  # 10 % short of every rate
+    plan = CapacityPlan(slo=SLO, connections=100_000)
+    [answer], _, printed = _measure(tmp_path, stacks, executor, plan)
+    # The first trial held with the driver short: once more at the same rate, then stop.
+    assert executor.rates == [450.0, 450.0]
+    assert answer.stopped_because is not None and "asked" in answer.stopped_because
+    assert answer.estimate.rate is None and answer.estimate.interval is None
+    assert "stopped: at 450.0 req/s" in printed
+    lines = (next(tmp_path.glob("capacity-*")) / TRIALS_FILE).read_text().splitlines()
+    assert len(lines) == 2 and all(json.loads(line)["problems"] for line in lines)
+
+
+def test_a_cpu_bound_driver_is_reported_too(tmp_path: Path) -> None:
+    stacks = {"base": SimulatedStack(saturation=1000)}
+    executor = QueueExecutor(stacks, driver_share=0.97)
+    [answer], _, _ = _measure(tmp_path, stacks, executor, CapacityPlan(slo=SLO))
+    assert "load driver used 97 %" in (answer.stopped_because or "")
