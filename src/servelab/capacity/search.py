@@ -10,11 +10,15 @@ Why this design (docs/capacity.md has the figures):
   window varies ~9 %) costs many trials near the boundary.
 - Near saturation a queue's waiting time grows as 1 / (capacity - rate) (Kingman's
   heavy-traffic formula; p99 of M/M/1 is ln(100) / (mu - lambda) exactly), so the margin
-  falls about linearly with the rate there. The search fits that line by least squares
-  to the trials whose margin is within a factor MARGIN_SPAN of 1, and the capacity is
-  where it crosses 1. The interval is Fieller's for that ratio of estimates: it is
-  unbounded (no answer yet) while the slope is not told from noise, and it carries the
-  noise the trials showed, the machine's drift between them included.
+  falls steadily with the rate there, and its logarithm is read with a symmetric noise
+  (a trial's p99 is off by a factor, not by milliseconds). The search fits a line to the
+  log margins of the trials near the bracket (chosen by their rate, within WINDOW of its
+  centre, never by their margin: choosing by the response biases a least-squares fit),
+  each clipped to MARGIN_SPAN (far past saturation a queue's latency is the trial's
+  length), and the capacity is where the line crosses 0. The interval is Fieller's for
+  that ratio of estimates: unbounded (no answer yet) while the slope is not told from
+  the noise; it carries the noise the trials showed, the machine's drift between them
+  included.
 - It brackets first (doubling up from the start rate, halving down if that already
   broke the SLO), then places trials on both sides of the crossing, a few per cent
   away, where a line's intercept and slope are both learnt; it stops when the interval's
@@ -29,11 +33,14 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-MARGIN_SPAN = 4.0  # trials with a margin in [1/4, 4] are on the line
+MARGIN_SPAN = 4.0  # margins are clipped to [1/4, 4]: past that a trial says "far"
 MIN_FIT_TRIALS = 4
+MIN_LINE_TRIALS = 5
 MIN_EACH_SIDE = 2  # an interval needs two trials on the line on either side of the SLO
 STEP_MIN = 0.02  # a refining trial sits 2-10 % of the estimate from it
 STEP_MAX = 0.10
+WINDOW = math.log(1.25)  # trials within 25 % of the bracket's centre are fitted
+STEP_FLOOR = 0.005  # closer than this a trial tells the sides apart no better than noise
 
 
 @dataclass(frozen=True)
@@ -116,10 +123,21 @@ class CapacitySearch:
             return None
         if estimate.fitted < MIN_FIT_TRIALS or estimate.rate is None:
             return self._between(held, broken)
+        line = self._on_line()
+        above = sum(o.rate > estimate.rate for o in line)
+        upwards = above <= len(line) - above  # the side with fewer trials on the line
         step = min(STEP_MAX, max(STEP_MIN, (width or STEP_MAX) / 2))
-        above = sum(o.rate > estimate.rate for o in self._on_line())
-        below = estimate.fitted - above
-        rate = estimate.rate * (1 + step if above <= below else 1 - step)
+        # Nearer than any trial that fell off the line on that side: near saturation the
+        # latency turns steeply (a few per cent of the rate on this project's stacks), and
+        # a trial past the turn says only "too much".
+        off = [
+            abs(o.rate / estimate.rate - 1) for o in self.outcomes
+            if self._off_line(o) and (o.rate > estimate.rate) == upwards
+        ]
+        if off:
+            step = min(step, min(off) / 2)
+        step = max(step, STEP_FLOOR)
+        rate = estimate.rate * (1 + step if upwards else 1 - step)
         return min(s.max_rate, max(s.min_rate, rate))
 
     def _between(self, held: float, broken: float) -> float:
@@ -138,12 +156,20 @@ class CapacitySearch:
         return held + share * (broken - held)
 
     def _on_line(self) -> list[Outcome]:
+        """The trials the line is fitted to: chosen by their rate (near the crossing),
+        never by their margin (choosing by the response biases a least-squares fit); a
+        margin past MARGIN_SPAN either way is clipped to it."""
         capped = min((o.rate for o in self.outcomes if o.errors_broke), default=math.inf)
-        return [
-            o for o in self.outcomes
-            if not o.errors_broke and o.rate < capped
-            and 1 / MARGIN_SPAN <= o.margin <= MARGIN_SPAN
-        ]  # fmt: skip
+        usable = [o for o in self.outcomes if not o.errors_broke and o.rate < capped]
+        held = [o.rate for o in usable if o.margin >= 1]
+        broken = [o.rate for o in usable if o.margin < 1]
+        if not held or not broken:
+            return []
+        centre = math.sqrt(max(held) * min(broken))
+        return [o for o in usable if abs(math.log(o.rate / centre)) <= WINDOW]
+
+    def _off_line(self, outcome: Outcome) -> bool:
+        return not 1 / MARGIN_SPAN <= outcome.margin <= MARGIN_SPAN
 
     def estimate(self) -> Estimate:
         s = self.settings
@@ -154,9 +180,13 @@ class CapacitySearch:
         line = self._on_line()
         rate = interval = None
         held_on_line = sum(o.margin >= 1 for o in line)
-        if min(held_on_line, len(line) - held_on_line) >= MIN_EACH_SIDE:
+        if (
+            min(held_on_line, len(line) - held_on_line) >= MIN_EACH_SIDE
+            and len(line) >= MIN_LINE_TRIALS
+        ):
             rate, interval = crossing(
-                [o.rate for o in line], [o.margin for o in line], s.confidence
+                [o.rate for o in line], [clipped_log(o.margin) for o in line], s.confidence,
+                level=0.0,
             )
             capped = min((o.rate for o in self.outcomes if o.errors_broke), default=None)
             if capped is not None and interval is not None:
@@ -170,10 +200,15 @@ class CapacitySearch:
         return Estimate(rate, interval, held, broken, below_min, above_max, len(line))
 
 
+def clipped_log(margin: float) -> float:
+    bound = math.log(MARGIN_SPAN)
+    return max(-bound, min(bound, math.log(margin))) if margin > 0 else -bound
+
+
 def crossing(
-    rates: Sequence[float], margins: Sequence[float], confidence: float
+    rates: Sequence[float], margins: Sequence[float], confidence: float, level: float = 1.0
 ) -> tuple[float | None, tuple[float, float] | None]:
-    """Where the least-squares line of ``margins`` on ``rates`` crosses 1, and Fieller's
+    """Where the least-squares line of ``margins`` on ``rates`` crosses ``level``, and Fieller's
     interval for it at ``confidence`` (None when the slope is not negative beyond the
     noise: the interval would be unbounded)."""
     from scipy import stats
@@ -188,7 +223,7 @@ def crossing(
     if slope >= 0:
         return None, None
     intercept = mean_y - slope * mean_x
-    root = (1 - intercept) / slope
+    root = (level - intercept) / slope
     residual = sum(
         (y - intercept - slope * x) ** 2 for x, y in zip(rates, margins, strict=True)
     ) / (n - 2)
@@ -199,7 +234,7 @@ def crossing(
     g = t * t * residual / (slope * slope * sxx)
     if g >= 1:
         return root, None
-    u0 = (1 - mean_y) / slope  # the root, centred
+    u0 = (level - mean_y) / slope  # the root, centred
     spread = (t / abs(slope)) * math.sqrt(residual * ((1 - g) / n + u0 * u0 / sxx))
     low = mean_x + (u0 - spread) / (1 - g)
     high = mean_x + (u0 + spread) / (1 - g)
