@@ -329,6 +329,7 @@ def capacity(
     *,
     console: Console | None = None,
     out: Console | None = None,
+    **measuring: Any,
 ) -> list[Any]:
     """Each of ``experiment``'s stacks searched for the largest arrival rate that keeps
     ``plan.slo``, with an interval (servelab.capacity); the first workload's request is
@@ -343,5 +344,5 @@ def capacity(
     with started(ready, saying(console)) as running:
         return measure_capacities(
             running.experiment, running.cpu_plan, options, plan, console=console, out=out,
-            setup=running.setup,
+            setup=running.setup, **measuring,
         )

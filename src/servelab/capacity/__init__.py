@@ -5,16 +5,19 @@ measured and whether it is trusted, ``run`` the measuring, ``answer`` the words.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from servelab.capacity.run import CapacityPlan, VariantCapacity
 from servelab.capacity.slo import Slo, parse_slo
+from servelab.config.experiment import Experiment
 
 __all__ = [
     "CapacityPlan",
     "Slo",
     "VariantCapacity",
     "capacity_experiment",
+    "capacity_of_file",
     "parse_slo",
 ]
 
@@ -40,3 +43,19 @@ def capacity_experiment(
         "warmup": {"requests": 0},  # the throughput probe warms each stack
         "repetitions": 1,
     }
+
+
+def capacity_of_file(path: Path) -> Experiment:
+    """The experiment file's stacks (its baseline first) with its first workload's
+    request, as a capacity search measures them; the file's errors as `servelab run`
+    tells them."""
+    from servelab.prepare.building import experiment_from_dict, load_experiment
+
+    experiment = load_experiment(path)
+    return experiment_from_dict(
+        capacity_experiment(
+            experiment.name, [s.model_dump(exclude_none=True) for s in experiment.stacks],
+            experiment.workloads[0].request.model_dump(exclude_none=True),
+        ),
+        source=str(path),
+    )

@@ -62,6 +62,15 @@ def markdown(
             f"| {a.variant} | {rate(e.rate)} | {interval} | {len(a.trials)} | "
             f"{rate(e.highest_held)} / {rate(e.lowest_broken)} | {rate(a.first_errors_rate)} |"
         )
+    if len(answers) > 1:
+        from servelab.capacity.compare import compare_capacities
+
+        lines += ["", f"Against {answers[0].variant} (ratio of capacities, its "
+                  f"{100 * confidence:g} % interval, Holm over the variants):", ""]
+        lines += [
+            f"- {c.describe(answers[0].variant)}"
+            for c in compare_capacities(answers, confidence)
+        ]
     lines += ["", "## Trials", "", "| variant | # | rate | sent at | p99 ms | errors | trusted |",
               "|---|---:|---:|---:|---:|---:|---|"]
     for a in answers:

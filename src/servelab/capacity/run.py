@@ -1,6 +1,8 @@
-"""Measuring a capacity: each variant's stack started once, its throughput probed, then
-the search's trials at fixed rates on it, one after another, every trial written as it
-ends (trials.jsonl) and the answer after every trial (capacity.json).
+"""Measuring a capacity: every variant's stack started once and its throughput probed,
+then the searches' trials at fixed rates in turns (a trial of each variant whose search
+goes on, then again), as quick measures stacks that would share CPUs: the machine's drift
+falls on every variant alike. Every trial is written as it ends (trials.jsonl), the answers
+after every turn (capacity.json).
 
 Between trials the stack drains: the driver waits for every request of a trial (or its
 timeout), and a cool-down as long as the trial's own p99 (at least COOL_DOWN_S) lets a
@@ -12,17 +14,18 @@ that variant stops and says why: the driver, not the stack, reached its limit.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
 import time
 from collections.abc import Callable, Mapping
-from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from contextlib import AbstractContextManager, ExitStack
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from servelab.capacity.search import CapacitySearch, Estimate, SearchSettings
+from servelab.capacity.search import CapacitySearch, Estimate, Search, SearchSettings
 from servelab.capacity.slo import Slo
 from servelab.capacity.trials import Trial, judged, measured_latencies
 from servelab.config.experiment import Experiment
@@ -157,59 +160,94 @@ class CapacityEvents:
     def on_trial(self, trial: Trial, estimate: Estimate) -> None: ...
 
 
-def search_variant(
+@dataclass
+class VariantSearch:
+    """One variant's search on its running stack, a trial at a time, so that the variants'
+    trials can go in turns (the machine's drift then falls on all of them alike)."""
+
+    spec: StackSpec
+    stack: Any  # what the executor's launch yielded
+    scratch: Path
+    search: Search
+    probed: float | None
+    trials: list[Trial] = field(default_factory=list)
+    stopped: str | None = None  # the driver could not be trusted
+    done: bool = False
+
+    def step(
+        self, executor: Any, workload: Workload, plan: CapacityPlan,
+        keep: Callable[[Trial], None], events: CapacityEvents,
+    ) -> Trial | None:
+        """The next trial (twice at one rate when the first is not trusted), or None when
+        the search is over."""
+        rate = None if self.done else self.search.next_rate()
+        if rate is None:
+            self.done = True
+            return None
+        rate = round(rate, 1)
+        trial = self._trial(executor, workload, plan, rate, keep)
+        if not trial.trusted:  # once more; twice untrusted: the driver's limit
+            trial = self._trial(executor, workload, plan, rate, keep)
+            if not trial.trusted:
+                self.stopped = f"at {rate:,.1f} req/s: {'; '.join(trial.problems)}"
+                self.done = True
+                events.on_trial(trial, self.search.estimate())
+                return trial
+        self.search.tell(trial.outcome(plan.slo))
+        events.on_trial(trial, self.search.estimate())
+        return trial
+
+    def _trial(
+        self, executor: Any, workload: Workload, plan: CapacityPlan, rate: float,
+        keep: Callable[[Trial], None],
+    ) -> Trial:
+        trial = run_trial(
+            executor, self.stack, workload, plan, rate, self.spec.name, len(self.trials) + 1,
+            self.scratch,
+        )
+        keep(trial)
+        self.trials.append(trial)
+        return trial
+
+    def answer(self) -> VariantCapacity:
+        first_errors = min(
+            (t.rate for t in self.trials if t.trusted and t.errors), default=None
+        )
+        return VariantCapacity(
+            self.spec.name, self.search.estimate(), tuple(self.trials), self.probed,
+            self.stopped, first_errors,
+        )
+
+
+def start_search(
     executor: Any,
     spec: StackSpec,
     workload: Workload,
     plan: CapacityPlan,
-    keep: Callable[[Trial], None],
+    resources: ExitStack,
     events: CapacityEvents,
-    sleep: Callable[[float], None] = time.sleep,
-) -> VariantCapacity:
-    """One variant's search on one start of its stack (``executor``: measuring's
-    Executor, real or fake)."""
-    slo = plan.slo
-    with executor.launch(spec, workload.request) as stack, executor.scratch() as scratch:
-        probe = LoadSpec(
-            model="closed", concurrency=max(8, 4 * spec.server.workers),
-            duration_s=PROBE_S, timeout_s=plan.timeout_s, max_time_s=PROBE_S + 30,
-        )
-        probed = executor.send(stack, workload, probe, scratch).rps
-        settings = plan.settings(probed)
-        events.on_variant(spec.name, settings)
-        search = CapacitySearch(settings)
-        trials: list[Trial] = []
-        stopped = None
-        while (rate := search.next_rate()) is not None:
-            rate = round(rate, 1)
-            trial = _trial(executor, stack, workload, plan, rate, spec.name, len(trials) + 1,
-                           scratch)
-            keep(trial)
-            trials.append(trial)
-            if not trial.trusted:  # once more; twice untrusted: the driver's limit
-                sleep(_cool_down(trial))
-                trial = _trial(executor, stack, workload, plan, rate, spec.name,
-                               len(trials) + 1, scratch)
-                keep(trial)
-                trials.append(trial)
-                if not trial.trusted:
-                    stopped = f"at {rate:,.1f} req/s: {'; '.join(trial.problems)}"
-                    events.on_trial(trial, search.estimate())
-                    break
-            search.tell(trial.outcome(slo))
-            events.on_trial(trial, search.estimate())
-            sleep(_cool_down(trial))
-    first_errors = min((t.rate for t in trials if t.trusted and t.errors), default=None)
-    return VariantCapacity(
-        spec.name, search.estimate(), tuple(trials), probed, stopped, first_errors
+    make_search: Callable[[SearchSettings], Search] = CapacitySearch,
+) -> VariantSearch:
+    """``spec``'s stack started (until ``resources`` closes), warmed up and its throughput
+    probed, and its search set up from the probe (``make_search``: the search, or another
+    way to place trials, as benchmarks/capacity.py compares them)."""
+    stack = resources.enter_context(executor.launch(spec, workload.request))
+    scratch = resources.enter_context(executor.scratch())
+    probe = LoadSpec(
+        model="closed", concurrency=max(8, 4 * spec.server.workers),
+        duration_s=PROBE_S, timeout_s=plan.timeout_s, max_time_s=PROBE_S + 30,
     )
+    probed = executor.send(stack, workload, probe, scratch).rps
+    settings = plan.settings(probed)
+    events.on_variant(spec.name, settings)
+    return VariantSearch(spec, stack, scratch, make_search(settings), probed)
 
 
 def _cool_down(trial: Trial) -> float:
     return max(COOL_DOWN_S, min(10.0, trial.latency_ms.get("p99", 0.0) / 1000))
 
 
-def _trial(
+def run_trial(
     executor: Any, stack: Any, workload: Workload, plan: CapacityPlan, rate: float,
     variant: str, number: int, scratch: Path,
 ) -> Trial:
@@ -246,7 +284,15 @@ class TrialLog:
             f.write(json.dumps(trial.to_dict()) + "\n")
 
     def write_answer(self, header: dict[str, Any], answers: list[VariantCapacity]) -> None:
-        text = json.dumps({**header, "variants": [a.to_dict() for a in answers]}, indent=2)
+        from servelab.capacity.compare import compare_capacities
+
+        comparisons = (
+            compare_capacities(answers, header["confidence"]) if len(answers) > 1 else []
+        )
+        text = json.dumps({
+            **header, "variants": [a.to_dict() for a in answers],
+            "comparisons": [dataclasses.asdict(c) for c in comparisons],
+        }, indent=2)
         tmp = self.directory / f".{ANSWER_FILE}.tmp"
         tmp.write_text(text + "\n")
         tmp.replace(self.directory / ANSWER_FILE)
@@ -280,12 +326,14 @@ def measure_capacities(
     executor_factory: Callable[[LoadDriver], AbstractContextManager[Any]] | None = None,
     sleep: Callable[[float], None] = time.sleep,
     setup: Mapping[str, Any] | None = None,
+    make_search: Callable[[SearchSettings], Search] = CapacitySearch,
 ) -> list[VariantCapacity]:
     """Every variant's capacity, the baseline's first, each on one start of its stack;
     trials.jsonl, capacity.json and capacity.md in a new directory under the results
     directory (``executor_factory``: the tests' fake executor; default the host's;
     ``setup``: what was set up around the stacks, recorded with the machine's facts)."""
     from servelab.capacity.answer import markdown, variant_line
+    from servelab.capacity.compare import compare_capacities
     from servelab.host.procs import JANITOR
     from servelab.measuring import host_executor
     from servelab.prepare.environment import collect_environment
@@ -317,23 +365,35 @@ def measure_capacities(
     )
     events = ConsoleEvents(console, plan)
     workload = experiment.workloads[0]
-    answers: list[VariantCapacity] = []
+    searches: list[VariantSearch] = []
     try:
         with JANITOR.running(), factory(driver) as executor:
-            for spec in experiment.stacks:
-                try:
-                    answer = search_variant(
-                        executor, spec, workload, plan, log.add, events, sleep=sleep
-                    )
-                finally:
-                    executor.stopped()
-                answers.append(answer)
-                log.write_answer(header, answers)
-                out.print(variant_line(answer, plan.slo, plan.confidence), highlight=False)
+            try:
+                with ExitStack() as resources:
+                    for spec in experiment.stacks:
+                        searches.append(start_search(
+                            executor, spec, workload, plan, resources, events, make_search,
+                        ))
+                    # In turns: a trial of each variant whose search goes on, then again.
+                    while not all(s.done for s in searches):
+                        for search in searches:
+                            trial = search.step(executor, workload, plan, log.add, events)
+                            if trial is not None:
+                                sleep(_cool_down(trial))
+                        log.write_answer(header, [s.answer() for s in searches])
+            finally:
+                executor.stopped()
     finally:
+        answers = [s.answer() for s in searches]
+        if answers:
+            log.write_answer(header, answers)
         (directory / MARKDOWN_FILE).write_text(
             markdown(answers, plan.slo, plan.confidence, where)
         )
+    for answer in answers:
+        out.print(variant_line(answer, plan.slo, plan.confidence), highlight=False)
+    for comparison in compare_capacities(answers, plan.confidence) if len(answers) > 1 else ():
+        out.print(comparison.describe(answers[0].variant), highlight=False)
     out.print(f"capacity: {directory / MARKDOWN_FILE}", highlight=False)
     return answers
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 MARGIN_SPAN = 4.0  # margins are clipped to [1/4, 4]: past that a trial says "far"
 MIN_FIT_TRIALS = 4
@@ -92,6 +93,17 @@ class Estimate:
         if self.interval is None or not self.rate:
             return None
         return (self.interval[1] - self.interval[0]) / 2 / self.rate
+
+
+class Search(Protocol):
+    """What places trials (ask/tell): this module's search, or the ramps it is compared
+    with (benchmarks/capacity.py)."""
+
+    def next_rate(self) -> float | None: ...
+
+    def tell(self, outcome: Outcome) -> None: ...
+
+    def estimate(self) -> Estimate: ...
 
 
 @dataclass

@@ -80,9 +80,9 @@ def capacity(
     time), placed by a search made for noise. Without FILE: one stack, the built-in sleepy
     app or --app; with FILE: each of the experiment's variants, its first workload's
     request."""
-    from servelab.capacity import CapacityPlan, capacity_experiment, parse_slo
+    from servelab.capacity import CapacityPlan, capacity_experiment, capacity_of_file, parse_slo
     from servelab.measuring.ramp import stack_dict
-    from servelab.prepare.building import experiment_from_dict, load_experiment
+    from servelab.prepare.building import experiment_from_dict
 
     given = [flag for name, flag in NOT_FOR_CAPACITY.items() if getattr(run, name)]
     if given:
@@ -100,14 +100,7 @@ def capacity(
     if stack["workers"] < 1:
         raise SpecError(f"--workers must be 1 or more, got {stack['workers']}", "e.g. 2")
     if file is not None:
-        experiment = load_experiment(file)
-        experiment = experiment_from_dict(
-            capacity_experiment(
-                experiment.name, [s.model_dump(exclude_none=True) for s in experiment.stacks],
-                experiment.workloads[0].request.model_dump(exclude_none=True),
-            ),
-            source=str(file),
-        )
+        experiment = capacity_of_file(file)
     else:
         app_ref = "sleepy"
         built = stack_dict(

@@ -1,0 +1,302 @@
+"""Issue "Capacity under an SLO": does `servelab capacity`'s interval hold the capacity,
+how wide is it, how many trials and how long does it take, and how does it compare with a
+linear ramp and with doubling-then-bisection? Prints figures; asserts nothing.
+
+    .venv/bin/python benchmarks/capacity.py simulate [--searches 400]
+    .venv/bin/python benchmarks/capacity.py real --stack sleepy|fastapi [--searches 10]
+        [--sweep-passes 5] [--sweep-rates 15] [--baselines 3] [--out DIR]
+
+- simulate: simulated queues with a known capacity (servelab.capacity.simulated), soft
+  and sharp knees, p99 noise 5-20 %, machine drift 0-5 % between trials: coverage of the
+  90 % interval, median half-width, trials; and the two baselines at the same precision.
+- real: one stack, at p99 < 100 ms, errors < 0.1 %:
+  1. ground truth: a dense sweep, --sweep-rates rates from 0.85 to 1.10 x a first
+     search's estimate, each pass a fresh start of the stack measuring every rate once in
+     a shuffled order, --sweep-passes passes; the same line fitted to all its trials (the
+     clipped log margin against the rate), its crossing and 90 % interval;
+  2. --searches capacity searches (`servelab capacity`, each a fresh start): how often the
+     interval holds the truth's point, the median half-width, trials and wall time;
+  3. --baselines searches each of a linear ramp (from half the probed throughput, steps of
+     10 % of the truth: +-5 % resolution) and of doubling-then-bisection (until the
+     bracket is within +-5 %), one trial per step: the same figures.
+
+Stacks: "sleepy" is servelab's default capacity stack (the sleepy app, 10 ms per request,
+on gunicorn sync with 2 workers, behind nginx over a unix socket); "fastapi" is the seed's
+FastAPI app on uvicorn (2 workers), POST /async/items/ with the seed's item body. Each
+measurement holds /tmp/servelab-cpu.lock (flock); stack on CPU 0, load driver on CPU 1
+(servelab's default plan).
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import io
+import math
+import random
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich.console import Console
+
+from servelab import api
+from servelab.capacity import CapacityPlan, capacity_experiment, parse_slo
+from servelab.capacity.search import (
+    CapacitySearch,
+    Estimate,
+    Outcome,
+    SearchSettings,
+    clipped_log,
+    crossing,
+)
+from servelab.capacity.simulated import SimulatedStack
+from servelab.config.run import RunOptions
+from servelab.measuring.ramp import stack_dict
+from servelab.prepare.building import experiment_from_dict
+from servelab.studies.seeds import SEED_ITEM_BODY
+
+LOCK = "/tmp/servelab-cpu.lock"
+SLO = parse_slo("p99<100ms,errors<0.1%")
+LIMIT_MS = 100.0
+SIM_CASES = [  # (scale ms x req/s, p99 noise, drift between trials)
+    (20_000.0, 0.05, 0.0), (20_000.0, 0.10, 0.0), (20_000.0, 0.20, 0.0),
+    (20_000.0, 0.10, 0.05), (4_000.0, 0.10, 0.0), (4_000.0, 0.10, 0.03),
+    (4_000.0, 0.20, 0.05),
+]
+
+
+# -- the baselines, placing trials as the users' scripts do --------------------------------
+
+
+@dataclass
+class LinearRamp:
+    """`servelab ramp` / k6's stepped ramp: start, +step, ... until the first broken trial;
+    the capacity is the last held rate, its bracket [last held, first broken]."""
+
+    settings: SearchSettings
+    step: float
+    outcomes: list[Outcome] = field(default_factory=list)
+
+    def next_rate(self) -> float | None:
+        if not self.outcomes:
+            return self.settings.start_rate
+        last = self.outcomes[-1]
+        if not last.held or last.rate >= self.settings.max_rate:
+            return None
+        return min(self.settings.max_rate, last.rate + self.step)
+
+    def tell(self, outcome: Outcome) -> None:
+        self.outcomes.append(outcome)
+
+    def estimate(self) -> Estimate:
+        return _bracket(self.outcomes)
+
+
+@dataclass
+class DoublingBisection:
+    """Double until a trial breaks the SLO, then bisect on held / broken until the bracket
+    is within +-half_width of its middle (one trial a step, as hand-rolled scripts and
+    Nighthawk do)."""
+
+    settings: SearchSettings
+    outcomes: list[Outcome] = field(default_factory=list)
+    low: float | None = None
+    high: float | None = None
+
+    def next_rate(self) -> float | None:
+        if not self.outcomes:
+            return self.settings.start_rate
+        if self.high is None:
+            if self.low is not None and self.low >= self.settings.max_rate:
+                return None
+            return min(self.settings.max_rate, 2 * (self.low or self.settings.start_rate))
+        if self.low is None:
+            rate = self.high / 2
+            return rate if rate >= self.settings.min_rate else None
+        middle = (self.low + self.high) / 2
+        if (self.high - self.low) / 2 <= self.settings.half_width * middle:
+            return None
+        return middle
+
+    def tell(self, outcome: Outcome) -> None:
+        self.outcomes.append(outcome)
+        if outcome.held:
+            self.low = outcome.rate
+        else:
+            self.high = outcome.rate
+
+    def estimate(self) -> Estimate:
+        if self.low is None or self.high is None:
+            return _bracket(self.outcomes)
+        middle = (self.low + self.high) / 2
+        return Estimate(middle, (min(self.low, self.high), max(self.low, self.high)),
+                        self.low, self.high)
+
+
+def _bracket(outcomes: list[Outcome]) -> Estimate:
+    held = [o.rate for o in outcomes if o.held]
+    broken = [o.rate for o in outcomes if not o.held]
+    if not held or not broken:
+        return Estimate(max(held) if held else None, None, max(held, default=None),
+                        min(broken, default=None))
+    low, high = max(held), min(broken)
+    return Estimate(low, (min(low, high), max(low, high)), low, high)
+
+
+@dataclass
+class FixedRates:
+    """The ground truth's sweep: every rate given, once each, in the order given."""
+
+    settings: SearchSettings
+    rates: list[float]
+    outcomes: list[Outcome] = field(default_factory=list)
+
+    def next_rate(self) -> float | None:
+        return self.rates[len(self.outcomes)] if len(self.outcomes) < len(self.rates) else None
+
+    def tell(self, outcome: Outcome) -> None:
+        self.outcomes.append(outcome)
+
+    def estimate(self) -> Estimate:
+        return _bracket(self.outcomes)
+
+
+# -- simulated ------------------------------------------------------------------------------
+
+
+def _run_search(search, stack: SimulatedStack, rng: random.Random) -> tuple[Estimate, int]:
+    while (rate := search.next_rate()) is not None:
+        search.tell(stack.trial(rate, LIMIT_MS, rng))
+    return search.estimate(), len(search.outcomes)
+
+
+def _summary(label: str, truth: float, results: list[tuple[Estimate, int]]) -> str:
+    covered = [e.interval is not None and e.interval[0] <= truth <= e.interval[1]
+               for e, _ in results]
+    widths = [e.relative_half_width for e, _ in results if e.relative_half_width is not None]
+    trials = [n for _, n in results]
+    return (
+        f"  {label:<22} coverage {sum(covered) / len(results):.2f}  half-width median "
+        f"{100 * statistics.median(widths) if widths else math.nan:5.1f} %  trials median "
+        f"{statistics.median(trials):4.1f} (max {max(trials)})"
+    )
+
+
+def simulate(searches: int) -> None:
+    print(f"simulated queues, {searches} searches each, the 90 % interval at p99 < 100 ms")
+    for scale, noise, drift in SIM_CASES:
+        stack = SimulatedStack(scale_ms_per_s=scale, noise=noise, drift=drift)
+        truth = stack.capacity(LIMIT_MS)
+        settings = SearchSettings(start_rate=0.45 * stack.saturation,
+                                  max_rate=1.8 * stack.saturation, factor=1.5, max_trials=20)
+        print(f"knee {100 * (1 - truth / stack.saturation):.0f} % below saturation, noise "
+              f"{100 * noise:g} %, drift {100 * drift:g} %: capacity {truth:,.0f}")
+        for label, make in (
+            ("capacity search", CapacitySearch),
+            ("linear ramp (10 %)", lambda s, step=0.1 * truth: LinearRamp(s, step)),
+            ("doubling-bisection", DoublingBisection),
+        ):
+            results = [
+                _run_search(make(settings), stack, random.Random(seed))
+                for seed in range(searches)
+            ]
+            print(_summary(label, truth, results))
+
+
+# -- real -----------------------------------------------------------------------------------
+
+
+def _experiment(stack: str):
+    if stack == "sleepy":
+        built = stack_dict("sleepy", None, "gunicorn", None, 2, "unix")
+        request = {"method": "GET", "path": "/"}
+    else:
+        built = stack_dict("fastapi", None, "uvicorn", None, 2, "unix")
+        request = {"method": "POST", "path": "/async/items/", "body": SEED_ITEM_BODY,
+                   "headers": {"Content-Type": "application/json"}}
+    return experiment_from_dict(capacity_experiment(f"bench-{stack}", [built], request),
+                                source="benchmark")
+
+
+def _measure(stack: str, out: Path, **measuring) -> tuple[object, float]:
+    """One search (a fresh start of the stack) under the machine lock: its answer and
+    its wall time (from taking the lock)."""
+    plan = measuring.pop("plan", CapacityPlan(slo=SLO))
+    with open(LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        began = time.monotonic()
+        [answer] = api.capacity(
+            _experiment(stack), plan, RunOptions(results_dir=out),
+            console=Console(file=io.StringIO()), out=Console(file=io.StringIO()), **measuring,
+        )
+        return answer, time.monotonic() - began
+
+
+def real(stack: str, searches: int, passes: int, n_rates: int, baselines: int, out: Path) -> None:
+    print(f"stack {stack}, SLO {SLO}; results under {out}")
+    first, seconds = _measure(stack, out)
+    centre = first.estimate.rate
+    print(f"first search: {centre:,.1f} {first.estimate.interval} in {len(first.trials)} "
+          f"trials, {seconds:.0f} s")
+    rates = [round(centre * (0.85 + 0.25 * i / (n_rates - 1)), 1) for i in range(n_rates)]
+    trials = []
+    for k in range(passes):
+        order = rates[:]
+        random.Random(k).shuffle(order)
+        answer, seconds = _measure(
+            stack, out, plan=CapacityPlan(slo=SLO, max_trials=200),
+            make_search=lambda s, order=order: FixedRates(s, order),
+        )
+        trials += [t for t in answer.trials if t.trusted]
+        print(f"sweep pass {k + 1}/{passes}: {len(answer.trials)} trials, {seconds:.0f} s")
+    truth, interval = crossing([t.rate for t in trials],
+                               [clipped_log(t.outcome(SLO).margin) for t in trials], 0.9,
+                               level=0.0)
+    held = {r: sum(t.outcome(SLO).held for t in trials if t.rate == r) for r in rates}
+    print(f"ground truth: {truth:,.1f} req/s, 90 % interval {interval} from {len(trials)} "
+          f"trials; held per rate: " + ", ".join(f"{r:g}:{n}/{passes}" for r, n in held.items()))
+    for label, make, n in (
+        ("capacity search", None, searches),
+        ("linear ramp (10 %)", lambda s: LinearRamp(s, 0.1 * truth), baselines),
+        ("doubling-bisection", DoublingBisection, baselines),
+    ):
+        results, walls = [], []
+        for _ in range(n):
+            answer, seconds = _measure(stack, out, **({"make_search": make} if make else {}))
+            results.append((answer.estimate, len(answer.trials)))
+            walls.append(seconds)
+            e = answer.estimate
+            print(f"  {label}: {e.rate} {e.interval} {len(answer.trials)} trials {seconds:.0f} s",
+                  flush=True)
+        if results:
+            print(_summary(label, truth, results)
+                  + f"  wall median {statistics.median(walls):.0f} s "
+                  f"(range {min(walls):.0f}-{max(walls):.0f})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    sim = commands.add_parser("simulate")
+    sim.add_argument("--searches", type=int, default=400)
+    measured = commands.add_parser("real")
+    measured.add_argument("--stack", choices=["sleepy", "fastapi"], default="sleepy")
+    measured.add_argument("--searches", type=int, default=10)
+    measured.add_argument("--sweep-passes", type=int, default=5)
+    measured.add_argument("--sweep-rates", type=int, default=15)
+    measured.add_argument("--baselines", type=int, default=3)
+    measured.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    if args.command == "simulate":
+        simulate(args.searches)
+        return
+    out = args.out or Path(tempfile.mkdtemp(prefix="servelab-capacity-bench-"))
+    real(args.stack, args.searches, args.sweep_passes, args.sweep_rates, args.baselines, out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
