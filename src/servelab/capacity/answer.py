@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from servelab.capacity.run import VariantCapacity
 from servelab.capacity.slo import Slo
+from servelab.report.drawing import Chart
 
 
 def rate(value: float | None) -> str:
@@ -81,3 +82,37 @@ def markdown(
                 f"{t.latency_ms.get('p99', 0):,.1f} | {t.errors} | {trusted} |"
             )
     return "\n".join(lines) + "\n"
+
+
+def capacity_chart(answers: Sequence[VariantCapacity], slo: Slo, confidence: float) -> Chart:
+    """Each variant's trials (p99 and failed share against the rate, every trial marked),
+    the SLO's p99 and error bounds, each capacity's interval shaded."""
+    from servelab.report.charts import ramp_chart
+
+    p99 = next((b.limit_ms for b in slo.bounds if b.stat == "p99"), None)
+    shaded = {a.variant: a.estimate.interval for a in answers if a.estimate.interval}
+    return ramp_chart(
+        {a.variant: [(t.rate, t.latency_ms.get("p99", 0.0), t.error_ratio) for t in a.trials]
+         for a in answers},
+        p99_limit_ms=p99, max_error_ratio=slo.max_error_ratio, name="capacity",
+        shaded=shaded, joined=False,
+        title=f"Capacity at {slo}: trials, and each {100 * confidence:g} % interval shaded",
+    )
+
+
+def html_page(markdown_text: str, chart: Chart | None) -> str:
+    """capacity.html: the chart inline and capacity.md's text, self-contained (no script,
+    no external file), so it opens offline."""
+    import html as escaping
+
+    body = escaping.escape(markdown_text)
+    figure = (
+        f"<figure>{chart.inline_svg}<figcaption>{escaping.escape(chart.description)}"
+        "</figcaption></figure>" if chart is not None else ""
+    )
+    return (
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        "<title>servelab capacity</title><style>body{font-family:sans-serif;margin:2em;"
+        "max-width:70em}svg{max-width:100%;height:auto}pre{white-space:pre-wrap}</style>"
+        f"</head><body>{figure}<pre>{body}</pre></body></html>\n"
+    )

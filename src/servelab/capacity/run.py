@@ -332,7 +332,7 @@ def measure_capacities(
     trials.jsonl, capacity.json and capacity.md in a new directory under the results
     directory (``executor_factory``: the tests' fake executor; default the host's;
     ``setup``: what was set up around the stacks, recorded with the machine's facts)."""
-    from servelab.capacity.answer import markdown, variant_line
+    from servelab.capacity.answer import variant_line
     from servelab.capacity.compare import compare_capacities
     from servelab.host.procs import JANITOR
     from servelab.measuring import host_executor
@@ -387,9 +387,7 @@ def measure_capacities(
         answers = [s.answer() for s in searches]
         if answers:
             log.write_answer(header, answers)
-        (directory / MARKDOWN_FILE).write_text(
-            markdown(answers, plan.slo, plan.confidence, where)
-        )
+        write_answer_files(directory, answers, plan, where)
     for answer in answers:
         out.print(variant_line(answer, plan.slo, plan.confidence), highlight=False)
     for comparison in compare_capacities(answers, plan.confidence) if len(answers) > 1 else ():
@@ -425,3 +423,20 @@ class ConsoleEvents(CapacityEvents):
             f"{trial.latency_ms['p99']:,.1f} ms, {trial.errors} errors: {held}{untrusted}"
             f"{so_far}", highlight=False, markup=False,
         )
+
+
+def write_answer_files(
+    directory: Path, answers: list[VariantCapacity], plan: CapacityPlan, where: str
+) -> None:
+    """capacity.md, and with trials the chart (capacity.svg, capacity.png) and
+    capacity.html (the two together, self-contained)."""
+    from servelab.capacity.answer import capacity_chart, html_page, markdown
+
+    text = markdown(answers, plan.slo, plan.confidence, where)
+    (directory / MARKDOWN_FILE).write_text(text)
+    chart = None
+    if any(a.trials for a in answers):
+        chart = capacity_chart(answers, plan.slo, plan.confidence)
+        (directory / "capacity.svg").write_text(chart.svg)
+        (directory / "capacity.png").write_bytes(chart.png)
+    (directory / "capacity.html").write_text(html_page(text, chart))

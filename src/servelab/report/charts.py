@@ -376,12 +376,18 @@ def ramp_chart(
     p99_limit_ms: float | None = None,
     max_error_ratio: float | None = None,
     name: str = "ramp",
+    shaded: Mapping[str, tuple[float, float]] | None = None,
+    joined: bool = True,
+    title: str | None = None,
 ) -> Chart:
     """p99 latency and error ratio against the arrival rate.
 
     ``series``: a list of (rate req/s, p99 ms, error ratio 0..1) points, or a
     mapping of series name (a variant) to such lists. Limits, when given, are
     drawn as dashed lines (an SLO); the first rate with errors is marked.
+    ``shaded``: per series, a band of rates shaded in its colour (a capacity's
+    interval); ``joined``: points joined by lines (a ramp's steps), else marked alone
+    (a search's trials, repeated and out of order).
     """
     given = dict(series) if isinstance(series, Mapping) else {"": list(series)}
     named = {k: sorted(RampPoint(*p) for p in v) for k, v in given.items() if v}
@@ -397,10 +403,15 @@ def ramp_chart(
                 BASELINE_COLOUR
             )
             rates = [p.rate for p in points]
+            style = "-" if joined else "none"
             top.plot(rates, [p.p99_ms for p in points], marker="o", color=colour,
-                     label=label or None)
+                     label=label or None, linestyle=style)
             bottom.plot(rates, [100 * p.error_ratio for p in points], marker="o", color=colour,
-                        label=label or None)
+                        label=label or None, linestyle=style)
+            band = (shaded or {}).get(label)
+            if band is not None:
+                for ax in (top, bottom):
+                    ax.axvspan(*band, color=colour, alpha=0.15, lw=0)
             all_p99 += [p.p99_ms for p in points]
             erring = [p.rate for p in points if p.error_ratio > 0]
             if erring and (first_error is None or min(erring) < first_error):
@@ -423,7 +434,7 @@ def ramp_chart(
                 color="#7a7f87",
             )
         top.set_ylabel("p99 latency [ms]")
-        top.set_title(RAMP_TITLE)
+        top.set_title(title or RAMP_TITLE)
         bottom.set_ylabel("failed requests [%]")
         bottom.set_xlabel("arrival rate [requests/s]")
         bottom.set_ylim(bottom=0)
@@ -434,9 +445,10 @@ def ramp_chart(
     return render(
         figure,
         name,
-        RAMP_TITLE,
+        title or RAMP_TITLE,
         "p99 latency (top) and the share of failed requests (bottom) at each fixed arrival "
-        "rate (open model: latency counted from each request's scheduled send time).",
+        "rate (open model: latency counted from each request's scheduled send time)"
+        + ("; shaded: each variant's capacity interval." if shaded else "."),
     )
 
 

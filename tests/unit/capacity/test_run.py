@@ -136,6 +136,11 @@ def test_variants_searched_in_turns_on_one_start_each_every_trial_written(
     assert "fast: +" in printed and "capacity vs base (more;" in printed
     assert answer_file["comparisons"][0]["verdict"] == "more"
     assert "Against base" in (directory / "capacity.md").read_text()
+    svg = (directory / "capacity.svg").read_text()
+    assert svg.count("<path") > 10 and "p99 limit 100 ms" in svg
+    assert (directory / "capacity.png").read_bytes().startswith(b"\x89PNG")
+    page = (directory / "capacity.html").read_text()
+    assert "<svg" in page and "Against base" in page and "<script" not in page
     assert "trial 1:" in said
 
 
