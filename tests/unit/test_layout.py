@@ -309,7 +309,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("analysis", ("analysis",)),  # statistics; the stopping rule asks it while measuring
     ("measuring", ("measuring",)),
     ("output", ("report", "export")),
-    ("commands", ("studies", "check", "tune", "capacity", "session", "api")),
+    ("commands", ("studies", "check", "tune", "capacity", "history", "session", "api")),
     ("cli", ("cli", "__main__")),
 ]
 LAYER_RULE = (

@@ -91,6 +91,12 @@ CASES: list[tuple[list[str], str]] = [
     (["ramp", "--workers", "0"], "must be 1 or more"),
     (["ramp", "--server", "waitress"], "Invalid value for '--server'"),
     (["ramp", "--somaxconn", "99999"], "somaxconn 99999 is out of range"),
+    # bisect
+    (["bisect"], "Missing option '--good'"),
+    (["bisect", "--good", "HEAD~1"], "servelab bisect needs your app in a git repository"),
+    (["bisect", "--good", "HEAD~1", "--app", APP, "--retries", "-1"], "--retries 0 or more"),
+    (["bisect", "--good", "HEAD~1", "--app", APP, "-d", "1"], "--duration must be at least 2"),
+    (["bisect", "--good", "HEAD~1", "--app", APP], "servelab bisect needs the app in a git"),
     # capacity
     (["capacity", "--slo", "p99<abc"], "cannot read 'p99<abc' in the SLO"),
     (["capacity", "--slo", "p98<100ms"], "the SLO names 'p98', which is no latency statistic"),
@@ -185,7 +191,7 @@ def test_bad_input_is_refused_in_one_line(args: list[str], message: str, tmp_pat
         path = tmp_path / "space.toml"
         path.write_text(args[0][len(SPACE) :])
         args = ["tune", "--space", str(path), *args[1:]]
-    measuring = args[0] in ("study", "run", "ramp", "capacity", "tune")
+    measuring = args[0] in ("study", "run", "ramp", "capacity", "bisect", "tune")
     results = ["--results", str(tmp_path / "results")] if measuring else []
     done = run_cli(*args, *results, cwd=tmp_path)
     assert done.returncode == 2, done.stderr

@@ -1,0 +1,132 @@
+"""`servelab bisect` for real: the commits from the good revision to the bad one, each
+step a `servelab check` of one commit (its own temporary worktree) against the good one
+(one worktree for the whole bisection), its verdict read as same (held), slower
+(crossed) or unknown (inconclusive; measured again with twice the budget). The user's
+checkout is never touched (check.versions: detached worktrees, removed afterwards).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from servelab.check import CheckOutcome, CheckSpec, run_check
+from servelab.check.versions import (
+    git,
+    git_worktree,
+    repository_of,
+    require_clean,
+    resolve_revision,
+)
+from servelab.config.run import RunOptions
+from servelab.errors import SpecError
+from servelab.history.bisect import Bisection, Decision, Outcome, Step
+
+DEFAULT_STEP_BUDGET_S = 90.0  # a step's first check; each retry twice the last
+DECISIONS: dict[str, Decision] = {"held": "same", "crossed": "slower", "inconclusive": "unknown"}
+EXIT_CODES = {"no change": 0, "found": 1, "unresolved": 10}  # as check's pass/fail/unknown
+
+
+@dataclass(frozen=True)
+class BisectSpec:
+    check: CheckSpec  # the app (its app_dir in the repository), thresholds, stack, request
+    good: str
+    bad: str
+    retries: int = 1
+
+
+def commits_between(repo: Path, good: str, bad: str) -> list[str]:
+    """The good commit, then every commit on the path from it to the bad one, oldest
+    first (first parents only: a merged branch is one step, as `git bisect
+    --first-parent`); SpecError when the bad one does not descend from the good one."""
+    if git(repo, "merge-base", "--is-ancestor", good, bad).returncode != 0:
+        raise SpecError(
+            f"the bad revision {bad[:10]} does not descend from the good one {good[:10]}",
+            "give --good an ancestor of --bad (git log --oneline --graph)",
+        )
+    done = git(repo, "rev-list", "--reverse", "--first-parent", "--ancestry-path",
+               f"{good}..{bad}")
+    path = done.stdout.split()
+    if not path:
+        raise SpecError("--good and --bad name the same commit", "give two different commits")
+    return [good, *path]
+
+
+def run_bisect(
+    spec: BisectSpec,
+    options: RunOptions,
+    *,
+    say: Callable[[str], None],
+    measure: Callable[[Any], Path],
+    startup_timeout_s: float = 30.0,
+    on_step: Callable[[Step, CheckOutcome], None] = lambda step, outcome: None,
+) -> Outcome:
+    """Bisect ``spec.good``..``spec.bad``; ``measure`` runs each step's prepared check
+    (as `servelab check` does)."""
+    app_dir = (spec.check.app.app_dir or Path.cwd()).resolve()
+    try:
+        repo = repository_of(app_dir)
+    except SpecError as exc:
+        raise SpecError(
+            exc.problem.replace("--baseline-ref", "servelab bisect"),
+            "run it on an app in a git repository (--app-dir)",
+        ) from None
+    good = resolve_revision(repo, spec.good)
+    bad = resolve_revision(repo, spec.bad)
+    require_clean(repo)
+    commits = commits_between(repo, good, bad)
+    say(f"bisecting {len(commits) - 1} commits from {spec.good} ({good[:10]}) to {spec.bad} "
+        f"({bad[:10]}): each step a check against the good one")
+    bisection = Bisection(commits, retries=spec.retries)
+    budget = options.budget_s or DEFAULT_STEP_BUDGET_S
+    relative = app_dir.relative_to(repo)
+    with git_worktree(repo, good) as good_tree:
+        while (asked := bisection.next()) is not None:
+            commit, attempt = asked
+            with git_worktree(repo, commit) as tree:
+                check = replace(
+                    spec.check,
+                    app=spec.check.app.model_copy(update={"app_dir": tree / relative}),
+                    baseline_dir=good_tree / relative, baseline_ref=None,
+                )
+                outcome = run_check(
+                    check, replace(options, budget_s=budget * 2 ** (attempt - 1)),
+                    say=say, measure=measure, startup_timeout_s=startup_timeout_s,
+                )
+            step = Step(commit, DECISIONS[outcome.state], attempt, _detail(outcome))
+            bisection.tell(step)
+            on_step(step, outcome)
+    return bisection.outcome()
+
+
+def _detail(outcome: CheckOutcome) -> str:
+    """The step's figures in words: each threshold's change and interval."""
+    return "; ".join(
+        f"{j.threshold.text}: {j.state} ({j.reason})" for j in outcome.judgements
+    )
+
+
+def outcome_json(outcome: Outcome, good: str, bad: str) -> str:
+    return json.dumps({
+        "good": good, "bad": bad, "ending": outcome.ending, "first_bad": outcome.first_bad,
+        "last_good": outcome.last_good, "summary": outcome.summary(),
+        "steps": [asdict(s) for s in outcome.steps],
+    }, indent=2) + "\n"
+
+
+def summary_markdown(outcome: Outcome, good: str, bad: str) -> str:
+    mark = {"found": "❌ found", "no change": "✅ no change", "unresolved": "❔ unresolved"}
+    lines = [
+        f"### servelab bisect: {mark[outcome.ending]}", "",
+        f"{outcome.summary()} (from `{good}` to `{bad}`).", "",
+        "| # | commit | attempt | decision | figures |", "|---:|---|---:|---|---|",
+    ]
+    lines += [
+        f"| {n} | `{s.commit[:10]}` | {s.attempt} | {s.decision} | {s.detail} |"
+        for n, s in enumerate(outcome.steps, 1)
+    ]
+    return "\n".join(lines) + "\n"
+

@@ -1,0 +1,72 @@
+"""servelab bisect for real: a generated git repository of a small WSGI app, 12 commits,
+one of which triples the work of every request; bisect names that commit, every step a
+check in temporary worktrees, and leaves the user's checkout as it was."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+APP = """
+import hashlib
+
+ROUNDS = {rounds}  # {note}
+
+
+def app(environ, start_response):
+    digest = b"servelab"
+    for _ in range(ROUNDS):
+        digest = hashlib.sha256(digest).digest()
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    return [digest.hex().encode()]
+"""
+CULPRIT = 7  # the commit (0-based) that triples the work
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.org", *args],
+        check=True, capture_output=True, text=True,
+    ).stdout.strip()
+
+
+def test_bisect_names_the_commit_that_made_it_slower(tmp_path: Path, no_leftover_processes) -> None:
+    repo = tmp_path / "repo"
+    (repo / "web").mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    for number in range(12):
+        rounds = 6000 if number >= CULPRIT else 2000
+        (repo / "web" / "shop.py").write_text(APP.format(rounds=rounds, note=f"v{number}"))
+        git(repo, "add", ".")
+        git(repo, "commit", "-q", "-m", f"version {number}")
+    commits = git(repo, "rev-list", "--reverse", "HEAD").split()
+    head_before = git(repo, "rev-parse", "HEAD")
+    done = subprocess.run(
+        [sys.executable, "-m", "servelab", "bisect", "--app", "shop:app",
+         "--app-dir", str(repo / "web"), "--good", commits[0], "--bad", "main",
+         "--fail-if", "rps < -20%", "--budget", "30", "-d", "2",
+         "--json", str(tmp_path / "bisect.json"), "--results", str(tmp_path / "results")],
+        capture_output=True, text=True, timeout=900, cwd=tmp_path, check=False,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr[-3000:]
+    answer = json.loads((tmp_path / "bisect.json").read_text())
+    assert answer["ending"] == "found"
+    assert answer["first_bad"] == commits[CULPRIT], answer
+    assert answer["last_good"] == commits[CULPRIT - 1]
+    decisions = {s["commit"]: s["decision"] for s in answer["steps"]}
+    assert all(
+        decision == ("slower" if commits.index(commit) >= CULPRIT else "same")
+        for commit, decision in decisions.items() if decision != "unknown"
+    ), decisions
+    assert len(answer["steps"]) <= 8
+    assert "### servelab bisect: ❌ found" in done.stdout
+    # The checkout as it was: no worktree left, HEAD and the files unchanged.
+    assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+    assert git(repo, "status", "--porcelain") == ""
+    assert git(repo, "rev-parse", "HEAD") == head_before
