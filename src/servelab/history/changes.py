@@ -99,12 +99,11 @@ def change_points(
     # Each size again from the levels on either side, between its neighbours (a change
     # found first was sized against a part that held another change).
     edges = [0, *(c.index for c in found), len(logs)]
-    return [
-        replace(c, **dict(zip(("change_pct", "interval_pct"),
-                              _size(logs[edges[i]:c.index], logs[c.index:edges[i + 2]], sd),
-                              strict=True)))
-        for i, c in enumerate(found)
-    ]
+    sized = []
+    for i, change in enumerate(found):
+        size, interval = _size(logs[edges[i]:change.index], logs[change.index:edges[i + 2]], sd)
+        sized.append(replace(change, change_pct=size, interval_pct=interval))
+    return sized
 
 
 def _size(
