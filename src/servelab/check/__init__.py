@@ -215,7 +215,7 @@ def run_check(
     waits for each version's answer."""
     from servelab import api
     from servelab.apps.interpreter import with_app_python
-    from servelab.check.versions import baseline_version
+    from servelab.check.versions import baseline_version, describe_version
 
     thresholds = parse_thresholds(check.thresholds)
     started = time.monotonic()
@@ -239,7 +239,11 @@ def run_check(
             fit=lambda experiment: _fitted(experiment, say),
         )
         probe_both(ready.experiment, startup_timeout_s)
-        result_dir = measure(ready)
+        versions = {
+            CANDIDATE: describe_version(check.app.app_dir),
+            BASELINE: describe_version(where or check.app.app_dir),
+        }
+        result_dir = measure(replace(ready, setup={**ready.setup, "app_versions": versions}))
     from servelab.results.store import ResultStore
 
     store = ResultStore.open(result_dir)

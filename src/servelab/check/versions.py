@@ -105,3 +105,20 @@ def baseline_version(
     require_clean(repo)
     with git_worktree(repo, commit) as tree:
         yield tree / app_dir.relative_to(repo), f"{baseline_ref} at {commit[:10]}"
+
+
+def describe_version(app_dir: Path | None) -> dict[str, object]:
+    """What names a version of the app for its history: the commit of the repository
+    holding ``app_dir`` (its committer time, and whether tracked files had uncommitted
+    changes), or only the directory where it is in none."""
+    where = (app_dir or Path.cwd()).resolve()
+    described: dict[str, object] = {"dir": str(where)}
+    if shutil.which("git") is None:
+        return described
+    done = git(where, "log", "-1", "--format=%H %cI")
+    if done.returncode != 0 or not done.stdout.strip():
+        return described
+    commit, time = done.stdout.split()
+    status = git(where, "status", "--porcelain", "--untracked-files=no", "--", ".")
+    described.update(commit=commit, time=time, dirty=bool(status.stdout.strip()))
+    return described

@@ -79,6 +79,20 @@ def _app_python_rows(fact: Fact, pythons: Any, driver: str) -> list[Row]:
     return rows
 
 
+def _app_versions_rows(fact: Fact, versions: Any, driver: str) -> list[Row]:
+    """One row per version a check measured: its commit (and time), or its directory."""
+    rows = []
+    for role, version in (versions or {}).items() if isinstance(versions, dict) else ():
+        commit = version.get("commit")
+        said = (
+            f"{commit[:10]} of {version.get('time', '?')}"
+            + (" with uncommitted changes" if version.get("dirty") else "")
+            if commit else str(version.get("dir"))
+        )
+        rows.append((f"{fact.label}: {role}", said))
+    return rows
+
+
 @dataclass(frozen=True)
 class Fact:
     """One fact of every experiment's environment: its key in the stored dict, and how
@@ -134,6 +148,9 @@ FACTS: tuple[Fact, ...] = (
     Fact("database", "Database"),
     # The interpreters that ran the apps and their servers (servelab.apps.interpreter).
     Fact("app_python", "App's Python", shown_as=_app_python_rows),
+    # The app's versions a check compared (servelab.check.versions.describe_version):
+    # role -> commit, its time, uncommitted changes, directory; history reads them.
+    Fact("app_versions", "App version", shown_as=_app_versions_rows),
     Fact("driver_version", "Load driver", shown_as=_driver_row, shown_unrecorded=True),
     Fact("cpu_plan", "CPU placement", shown_as=_placement_rows),
 )

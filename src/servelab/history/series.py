@@ -1,0 +1,141 @@
+"""The app's history from a results directory: every finished `servelab check` names the
+commits of the two versions it measured (the environment's ``app_versions``), so each
+check gives a figure for each of them. Points of one commit from several checks are its
+reruns: their spread is the noise band the change points are judged against.
+
+Results from different machines (host, CPU model, CPU count, kernel: the environment's
+machine facts) are never mixed in one series: each machine has its own.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from servelab.history.changes import ChangePoint, change_points, rerun_sd
+from servelab.prepare.environment import FACTS
+from servelab.results.records import RunRecord
+
+CHECK_EXPERIMENT = "check"
+
+
+@dataclass(frozen=True)
+class Metric:
+    key: str
+    label: str
+    unit: str
+    higher_is_better: bool
+    of_runs: Callable[[Sequence[RunRecord]], float | None]
+
+
+def _rps(runs: Sequence[RunRecord]) -> float | None:
+    values = [r.load.rps for r in runs if r.load.rps > 0]
+    return statistics.geometric_mean(values) if values else None
+
+
+def _cpu_us(runs: Sequence[RunRecord]) -> float | None:
+    values = [1e6 * r.stack_cpu_s / r.load.requests_total for r in runs
+              if r.load.requests_total and r.stack_cpu_s > 0]
+    return statistics.geometric_mean(values) if values else None
+
+
+METRICS = {
+    "rps": Metric("rps", "Requests/s", "req/s", True, _rps),
+    "cpu": Metric("cpu", "Stack CPU per request", "µs", False, _cpu_us),
+}
+
+
+@dataclass(frozen=True)
+class Point:
+    """One version's figure in one check."""
+
+    commit: str
+    time: str  # the commit's committer time (ISO 8601)
+    value: float
+    check_id: int
+    role: str  # candidate / baseline
+    dirty: bool = False
+
+
+@dataclass(frozen=True)
+class CommitLevel:
+    commit: str
+    time: str
+    values: tuple[float, ...]  # every check's figure of it
+
+    @property
+    def level(self) -> float:
+        return statistics.geometric_mean(self.values)
+
+
+@dataclass(frozen=True)
+class Series:
+    machine: str
+    workload: str
+    metric: Metric
+    commits: tuple[CommitLevel, ...]  # oldest first
+    noise_sd: float | None  # of one figure's log, from reruns; None without reruns
+    changes: tuple[ChangePoint, ...]
+
+    def band_pct(self) -> float | None:
+        """The noise band: +-2 sd of one figure, in percent."""
+        return None if self.noise_sd is None else 100 * math.expm1(2 * self.noise_sd)
+
+
+def machine_of(environment: dict[str, object]) -> str:
+    machine_keys = [fact.key for fact in FACTS if fact.machine]
+    return ", ".join(str(environment.get(key, "?")) for key in machine_keys)
+
+
+def read_points(results_dir: Path, metric: Metric) -> dict[tuple[str, str], list[Point]]:
+    """(machine, workload) -> every finished check's figures of both versions that name a
+    commit without uncommitted changes."""
+    from servelab.results.database import DB_FILE, Database
+
+    database = Database(results_dir / DB_FILE)
+    found: dict[tuple[str, str], list[Point]] = {}
+    try:
+        for row in database.list_experiments():
+            if row.name != CHECK_EXPERIMENT or row.finished_at is None:
+                continue
+            environment = database.environment(row.id)
+            versions = environment.get("app_versions") or {}
+            runs = database.runs(row.id)
+            for role, version in versions.items():
+                commit = version.get("commit")
+                if not commit or version.get("dirty"):
+                    continue
+                for workload in sorted({r.workload for r in runs}):
+                    mine = [r for r in runs if r.variant == role and r.workload == workload]
+                    value = metric.of_runs(mine)
+                    if value is None:
+                        continue
+                    found.setdefault((machine_of(environment), workload), []).append(
+                        Point(commit, str(version.get("time", "")), value, row.id, role)
+                    )
+    finally:
+        database.close()
+    return found
+
+
+def build_series(
+    machine: str, workload: str, metric: Metric, points: Sequence[Point],
+    false_alarms_per_100: float,
+) -> Series:
+    by_commit: dict[str, list[Point]] = {}
+    for point in points:
+        by_commit.setdefault(point.commit, []).append(point)
+    commits = tuple(sorted(
+        (CommitLevel(c, ps[0].time, tuple(p.value for p in ps)) for c, ps in by_commit.items()),
+        key=lambda level: level.time,
+    ))
+    noise = rerun_sd({c.commit: c.values for c in commits})
+    changes: tuple[ChangePoint, ...] = ()
+    if noise and len(commits) >= 4:
+        changes = tuple(
+            change_points([c.level for c in commits], noise, false_alarms_per_100)
+        )
+    return Series(machine, workload, metric, commits, noise, changes)
