@@ -26,12 +26,18 @@ def test_every_fact_is_shown_under_its_label_and_unknown_keys_last() -> None:
         "database": "SQLite file",
         "app_python": [{"path": "/app/.venv/bin/python", "version": "3.12.1",
                         "packages": {"gunicorn": "23.0.0"}, "frameworks": {"flask": "3.1.0"}}],
+        "app_versions": {
+            "candidate": {"commit": "a1b2c3d4e5f6", "time": "2026-11-26T10:00:00+00:00",
+                          "dirty": True, "dir": "/app"},
+            "baseline": {"dir": "/old"},
+        },
         "driver_version": "1.16.0",
         "cpu_plan": PLAN,
         "from_elsewhere": {"a": 1},
     }
     rows = describe_environment(environment, "oha")
-    labels = [label for label, _ in rows]
+    labels = [label.split(":")[0] for label, _ in rows]
+    labels = [label for i, label in enumerate(labels) if i == 0 or label != labels[i - 1]]
     assert labels[: len(FACTS) - 1] == [f.label for f in FACTS[:-1]]
     assert labels[-3:] == ["CPU placement", "CPU priority", "from_elsewhere"]
     shown = dict(rows)
@@ -41,6 +47,10 @@ def test_every_fact_is_shown_under_its_label_and_unknown_keys_last() -> None:
     )
     assert shown["CPU placement"] == "stack on CPUs 0, load driver on CPUs 1"
     assert shown["from_elsewhere"] == "a=1"
+    assert shown["App version: candidate"] == (
+        "a1b2c3d4e5 of 2026-11-26T10:00:00+00:00 with uncommitted changes"
+    )
+    assert shown["App version: baseline"] == "/old"
 
 
 def test_older_environments_show_what_they_recorded() -> None:
