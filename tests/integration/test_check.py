@@ -75,6 +75,16 @@ def test_a_slower_head_fails_the_check(tmp_path: Path, no_leftover_processes) ->
     xmlschema.XMLSchema(SCHEMA).validate(str(tmp_path / "junit.xml"))
     junit = (tmp_path / "junit.xml").read_text()
     assert 'name="rps &lt; -5%"' in junit and 'type="threshold crossed"' in junit
+    # Both versions' commits are recorded with the result (servelab history reads them).
+    from servelab.results.database import DB_FILE, Database
+
+    database = Database(tmp_path / "results" / DB_FILE)
+    [row] = database.list_experiments()
+    versions = database.environment(row.id)["app_versions"]
+    database.close()
+    assert versions["candidate"]["commit"] == git(repo, "rev-parse", "HEAD")
+    assert versions["baseline"]["commit"] == git(repo, "rev-parse", "HEAD~1")
+    assert versions["candidate"]["dirty"] is False
     # The worktree is gone, the checkout untouched.
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
     assert git(repo, "status", "--porcelain") == ""
