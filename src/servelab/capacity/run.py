@@ -36,6 +36,7 @@ from servelab.errors import SpecError
 from servelab.fronts.base import LOOPBACK
 from servelab.host.cpus import CpuPlan, parse_cpu_list
 from servelab.load.base import LoadDriver
+from servelab.measuring.executor import MEASURED_DIR
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -258,7 +259,7 @@ def run_trial(
     driver_cpus = window.driver_cpus or executor.cpu_plan.driver
     n_cpus = len(parse_cpu_list(driver_cpus)) if driver_cpus else os.cpu_count() or 1
     share = measured.driver_cpu_s / measured.duration_s / n_cpus if measured.duration_s else 0.0
-    send_rate = executor.driver.send_rate(scratch / "measure")
+    send_rate = executor.driver.send_rate(scratch / MEASURED_DIR)
     trial = Trial(
         variant=variant, number=number, rate=rate, started=window.started,
         seconds=load.requests / rate if load.requests else plan.trial_s,

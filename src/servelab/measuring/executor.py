@@ -53,6 +53,9 @@ class Window:
     profile: WindowProfile | None = None
 
 
+# Where in its scratch directory ``measure`` leaves the driver's files of the last window
+# (oha's request database: servelab.capacity reads each request's send time there).
+MEASURED_DIR = "measure"
 # The roles whose processes are Python and sampled with --profile: the app server's tree.
 PROFILED_ROLES = ("app",)
 
@@ -243,7 +246,7 @@ class HostExecutor:
     ) -> Window:
         """Drive ``stack`` with ``load`` once, watching its processes, logs and CPUs."""
         with NeighbourMeter(self.cpu_plan.stack) as neighbours:
-            window = self._drive(stack, workload, load, scratch / "measure")
+            window = self._drive(stack, workload, load, scratch / MEASURED_DIR)
         share = neighbours.share(sum(p.cpu_s for p in window.usage))
         profile = self._profile(stack, workload, load, scratch / "profile")
         return replace(window, neighbour_share=share, profile=profile)
