@@ -54,6 +54,29 @@ def results_list(results_dir: Path, as_json: bool) -> None:
     out.print(table)
 
 
+@results.command("merge")
+@click.argument("other", type=click.Path(path_type=Path))
+@results_dir_option
+def results_merge(other: Path, results_dir: Path) -> None:
+    """Merge the results directory OTHER (a CI run's artifact, say) into --results: every
+    experiment not yet there is copied with its runs and files under a new id; one
+    already there (same name, start, spec and machine) is not copied twice. OTHER is
+    only read."""
+    from servelab.results.database import DB_FILE, Database
+
+    if other.resolve() == results_dir.resolve():
+        raise ServelabError(f"{other} is --results itself", "merge another results directory")
+    theirs = Database(other / DB_FILE)  # refused in one line if it is none, or damaged
+    try:
+        added, skipped = Database(results_dir / DB_FILE, create=True).merge_from(theirs)
+    finally:
+        theirs.close()
+    for their_id, new_id in added:
+        out.print(f"#{their_id} of {other} -> #{new_id}", highlight=False)
+    out.print(f"merged {len(added)} experiment(s) into {results_dir}; {skipped} already there",
+              highlight=False)
+
+
 @results.command("show")
 @click.argument("result", shell_complete=complete_result)
 @results_dir_option

@@ -26,6 +26,7 @@ class Step:
     decision: Decision
     attempt: int  # 1 for the first measurement of this commit, 2... for more
     detail: str = ""  # the figures behind it, in words
+    starts: int = 0  # fresh starts of each version the step's check measured
 
 
 @dataclass(frozen=True)

@@ -96,7 +96,9 @@ def run_bisect(
                     check, replace(options, budget_s=budget * 2 ** (attempt - 1)),
                     say=say, measure=measure, startup_timeout_s=startup_timeout_s,
                 )
-            step = Step(commit, DECISIONS[outcome.state], attempt, _detail(outcome))
+            step = Step(
+                commit, DECISIONS[outcome.state], attempt, _detail(outcome), outcome.starts
+            )
             bisection.tell(step)
             on_step(step, outcome)
     return bisection.outcome()

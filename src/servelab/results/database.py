@@ -323,6 +323,61 @@ class Database:
             )
         return listed
 
+    def merge_from(self, other: Database) -> tuple[list[tuple[int, int]], int]:
+        """Every experiment of ``other`` (another results directory's database) not yet
+        here, copied with its runs under a new id, and its directory beside this database
+        (its files, the id in experiment.json rewritten). An experiment is the same when
+        its name, creation time, spec hash and environment agree: merging twice, or
+        merging back a copy, adds nothing. Returns ((their id, new id) of each added,
+        how many were already here)."""
+        import shutil
+
+        mine = {
+            tuple(row) for row in self.conn.execute(
+                "SELECT name, created_at, spec_hash, environment_json FROM experiments"
+            )
+        }
+        added: list[tuple[int, int]] = []
+        skipped = 0
+        for row in other.conn.execute(
+            "SELECT id, name, created_at, spec_json, spec_hash, environment_json, export_dir, "
+            "finished_at FROM experiments ORDER BY id"
+        ).fetchall():
+            their_id, name, created, spec_json, hash_, env_json, their_dir, finished = row
+            if (name, created, hash_, env_json) in mine:
+                skipped += 1
+                continue
+            source = other._beside(their_dir)
+            with self.transaction() as conn:
+                cursor = conn.execute(
+                    "INSERT INTO experiments (name, created_at, spec_json, spec_hash, "
+                    "environment_json, export_dir, finished_at) VALUES (?, ?, ?, ?, ?, '', ?)",
+                    (name, created, spec_json, hash_, env_json, finished),
+                )
+                new_id = int(cursor.lastrowid or 0)
+                target = self.path.parent.resolve() / f"{new_id}-{_slug(name)}"
+                conn.execute("UPDATE experiments SET export_dir = ? WHERE id = ?",
+                             (str(target), new_id))
+                conn.executemany(
+                    "INSERT INTO runs (experiment_id, variant, workload, repetition, "
+                    "started_at, rps, errors, record_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    [(new_id, *run) for run in other.conn.execute(
+                        "SELECT variant, workload, repetition, started_at, rps, errors, "
+                        "record_json FROM runs WHERE experiment_id = ? ORDER BY id",
+                        (their_id,),
+                    )],
+                )
+                if source.is_dir():  # its files (report, profiles), before the commit
+                    shutil.copytree(source, target)
+                    header = target / EXPERIMENT_FILE
+                    if header.is_file():
+                        document = json.loads(header.read_text())
+                        document["id"] = new_id
+                        header.write_text(json.dumps(document, indent=2))
+            mine.add((name, created, hash_, env_json))
+            added.append((their_id, new_id))
+        return added, skipped
+
     # -- runs ---------------------------------------------------------------
     def add_run(self, experiment_id: int, run: RunRecord) -> None:
         try:

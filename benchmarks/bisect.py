@@ -1,0 +1,119 @@
+"""Issue "Continuous benchmarking": does `servelab bisect` find the culprit, how long does
+it take, and how many measurements does it spend against plain bisection? Prints figures;
+asserts nothing.
+
+    .venv/bin/python benchmarks/bisect.py [--commits 40] [--culprit 23] [--extra 0.10]
+        [--searches 3] [--none 1] [--budget 90]
+
+A generated git repository of a small WSGI app (every request hashes ROUNDS times), one
+commit per version; from commit --culprit on, ROUNDS grows by --extra (0.10: +10 % CPU per
+request). Each search is `servelab bisect --fail-if "cpu > +5%"` from the first commit to
+the last (each step a check of one commit against the first, in temporary worktrees);
+--none searches run on a repository whose commits are all alike. Printed per search: the
+answer, its steps and their decisions, the checks' starts (fresh starts of each version,
+the measurements), the wall time; and what plain bisection with 5 starts per step would
+have spent: (1 + ceil(log2(commits))) x 5 x 2 starts.
+
+Each search holds /tmp/servelab-cpu.lock (flock) while it runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import math
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+LOCK = "/tmp/servelab-cpu.lock"
+BASE_ROUNDS = 4000
+APP = """
+import hashlib
+
+ROUNDS = {rounds}  # version {number}
+
+
+def app(environ, start_response):
+    digest = b"servelab"
+    for _ in range(ROUNDS):
+        digest = hashlib.sha256(digest).digest()
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    return [digest.hex().encode()]
+"""
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=b", "-c", "user.email=b@example.org", *args],
+        check=True, capture_output=True, text=True,
+    ).stdout.strip()
+
+
+def repository(root: Path, commits: int, culprit: int | None, extra: float) -> list[str]:
+    (root / "web").mkdir(parents=True)
+    git(root, "init", "-q", "-b", "main")
+    for number in range(commits):
+        slower = culprit is not None and number >= culprit
+        rounds = round(BASE_ROUNDS * (1 + extra)) if slower else BASE_ROUNDS
+        (root / "web" / "shop.py").write_text(APP.format(rounds=rounds, number=number))
+        git(root, "add", ".")
+        git(root, "commit", "-q", "-m", f"version {number}")
+    return git(root, "rev-list", "--reverse", "HEAD").split()
+
+
+def search(repo: Path, commits: list[str], budget: float, work: Path) -> dict:
+    out = work / f"bisect-{time.monotonic_ns()}.json"
+    with open(LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        began = time.monotonic()
+        done = subprocess.run(
+            [sys.executable, "-m", "servelab", "bisect", "--app", "shop:app",
+             "--app-dir", str(repo / "web"), "--good", commits[0], "--bad", "main",
+             "--fail-if", "cpu > +5%", "--budget", str(budget), "--json", str(out),
+             "--results", str(work / "results")],
+            capture_output=True, text=True, timeout=7200, check=False,
+        )
+        wall = time.monotonic() - began
+    if not out.is_file():
+        print(done.stderr[-2000:])
+        return {"ending": "error", "steps": [], "wall": wall}
+    answer = json.loads(out.read_text())
+    answer["wall"] = wall
+    return answer
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--commits", type=int, default=40)
+    parser.add_argument("--culprit", type=int, default=23)
+    parser.add_argument("--extra", type=float, default=0.10)
+    parser.add_argument("--searches", type=int, default=3)
+    parser.add_argument("--none", type=int, default=1)
+    parser.add_argument("--budget", type=float, default=90.0)
+    args = parser.parse_args()
+    plain = (1 + math.ceil(math.log2(args.commits))) * 5 * 2
+    work = Path(tempfile.mkdtemp(prefix="servelab-bisect-bench-"))
+    for label, culprit, n in (("culprit", args.culprit, args.searches), ("none", None, args.none)):
+        repo = work / f"repo-{label}"
+        commits = repository(repo, args.commits, culprit, args.extra)
+        for k in range(n):
+            answer = search(repo, commits, args.budget, work)
+            steps = answer.get("steps", [])
+            right = (
+                answer.get("first_bad") == commits[culprit] if culprit is not None
+                else answer.get("ending") == "no change"
+            )
+            starts = 2 * sum(s.get("starts", 0) for s in steps)
+            print(f"{label} search {k + 1}: {answer.get('ending')} "
+                  f"{'right' if right else 'WRONG'}; {len(steps)} steps "
+                  f"({', '.join(s['decision'] for s in steps)}); {starts} starts; "
+                  f"{answer['wall']:.0f} s; plain bisection x5: {plain} starts", flush=True)
+    print(f"results under {work}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
