@@ -116,3 +116,25 @@ def html_page(markdown_text: str, chart: Chart | None) -> str:
         "max-width:70em}svg{max-width:100%;height:auto}pre{white-space:pre-wrap}</style>"
         f"</head><body>{figure}<pre>{body}</pre></body></html>\n"
     )
+
+
+def trials_csv(answers: Sequence[VariantCapacity]) -> str:
+    """Every trial, one row each (--export-csv)."""
+    import csv
+    import io
+
+    from servelab.capacity.slo import LATENCY_STATS
+
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(["variant", "trial", "rate", "send_rate", "sent", "answered", "errors",
+                     *(f"{stat}_ms" for stat in LATENCY_STATS), "driver_cpu_share",
+                     "trusted", "problems"])
+    for answer in answers:
+        for t in answer.trials:
+            writer.writerow([
+                t.variant, t.number, t.rate, f"{t.send_rate:.3f}", t.sent, t.answered,
+                t.errors, *(f"{t.latency_ms.get(stat, 0):.3f}" for stat in LATENCY_STATS),
+                f"{t.driver_cpu_share:.3f}", t.trusted, "; ".join(t.problems),
+            ])
+    return buffer.getvalue()

@@ -388,7 +388,7 @@ def measure_capacities(
         answers = [s.answer() for s in searches]
         if answers:
             log.write_answer(header, answers)
-        write_answer_files(directory, answers, plan, where)
+        write_answer_files(directory, answers, plan, where, dict(options.result_files))
     for answer in answers:
         out.print(variant_line(answer, plan.slo, plan.confidence), highlight=False)
     for comparison in compare_capacities(answers, plan.confidence) if len(answers) > 1 else ():
@@ -427,14 +427,25 @@ class ConsoleEvents(CapacityEvents):
 
 
 def write_answer_files(
-    directory: Path, answers: list[VariantCapacity], plan: CapacityPlan, where: str
+    directory: Path, answers: list[VariantCapacity], plan: CapacityPlan, where: str,
+    exports: Mapping[str, Path] | None = None,
 ) -> None:
     """capacity.md, and with trials the chart (capacity.svg, capacity.png) and
-    capacity.html (the two together, self-contained)."""
-    from servelab.capacity.answer import capacity_chart, html_page, markdown
+    capacity.html (the two together, self-contained); ``exports`` (--export-FORMAT):
+    json the answer (capacity.json), markdown capacity.md, csv every trial."""
+    import shutil
+
+    from servelab.capacity.answer import capacity_chart, html_page, markdown, trials_csv
 
     text = markdown(answers, plan.slo, plan.confidence, where)
     (directory / MARKDOWN_FILE).write_text(text)
+    exports = exports or {}
+    if "markdown" in exports:
+        exports["markdown"].write_text(text)
+    if "csv" in exports:
+        exports["csv"].write_text(trials_csv(answers))
+    if "json" in exports and (directory / ANSWER_FILE).is_file():
+        shutil.copyfile(directory / ANSWER_FILE, exports["json"])
     chart = None
     if any(a.trials for a in answers):
         chart = capacity_chart(answers, plan.slo, plan.confidence)

@@ -43,6 +43,10 @@ def history(
         if not sep or not rev.strip() or not reason.strip():
             raise SpecError(f"--known {item!r} is not REV=REASON", "e.g. --known a1b2c3=upgraded")
         marked[rev.strip()] = reason.strip()
+    from servelab.results.outdir import check_writable_path
+
+    target = out_dir or results_dir / "history"
+    check_writable_path(target, "--out", directory=True)  # before anything is read
     rate = DEFAULT_FALSE_ALARMS if false_alarms is None else false_alarms
     if not 0 < rate < 50:
         raise SpecError(f"--false-alarms must be between 0 and 50, got {rate:g}", "e.g. 0.2")
@@ -62,7 +66,6 @@ def history(
         console.print(f"servelab: {len(machines)} machines in these results: one series each, "
                       "never mixed", highlight=False)
     markdown, page = write_page(series, marked, rate)
-    target = out_dir or results_dir / "history"
     target.mkdir(parents=True, exist_ok=True)
     (target / "history.md").write_text(markdown)
     (target / "history.html").write_text(page)

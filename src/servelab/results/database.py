@@ -323,30 +323,46 @@ class Database:
             )
         return listed
 
+    def _identities(self) -> dict[int, tuple[str, ...]]:
+        """Each experiment's identity across databases: its name, start, spec hash,
+        environment and a digest of its runs (ids differ from one database to another)."""
+        import hashlib
+
+        digests: dict[int, Any] = {}
+        for experiment_id, record in self.conn.execute(
+            "SELECT experiment_id, record_json FROM runs ORDER BY id"
+        ):
+            digests.setdefault(experiment_id, hashlib.sha256()).update(record.encode())
+        return {
+            int(row[0]): (*row[1:], digests[row[0]].hexdigest() if row[0] in digests else "")
+            for row in self.conn.execute(
+                "SELECT id, name, created_at, spec_hash, environment_json FROM experiments"
+            )
+        }
+
     def merge_from(self, other: Database) -> tuple[list[tuple[int, int]], int]:
         """Every experiment of ``other`` (another results directory's database) not yet
         here, copied with its runs under a new id, and its directory beside this database
-        (its files, the id in experiment.json rewritten). An experiment is the same when
-        its name, creation time, spec hash and environment agree: merging twice, or
-        merging back a copy, adds nothing. Returns ((their id, new id) of each added,
-        how many were already here)."""
+        (its files, the id in experiment.json rewritten). An experiment is here already
+        when one with the same identity (``_identities``) is, as many times as ``other``
+        has it: merging twice, or merging back a copy, adds nothing. Returns ((their id,
+        new id) of each added, how many were already here)."""
         import shutil
+        from collections import Counter
 
-        mine = {
-            tuple(row) for row in self.conn.execute(
-                "SELECT name, created_at, spec_hash, environment_json FROM experiments"
-            )
-        }
+        here = Counter(self._identities().values())
         added: list[tuple[int, int]] = []
         skipped = 0
-        for row in other.conn.execute(
-            "SELECT id, name, created_at, spec_json, spec_hash, environment_json, export_dir, "
-            "finished_at FROM experiments ORDER BY id"
-        ).fetchall():
-            their_id, name, created, spec_json, hash_, env_json, their_dir, finished = row
-            if (name, created, hash_, env_json) in mine:
+        theirs = other._identities()
+        for their_id, identity in sorted(theirs.items()):
+            if here[identity] > 0:
+                here[identity] -= 1
                 skipped += 1
                 continue
+            (name, created, spec_json, hash_, env_json, their_dir, finished) = other.conn.execute(
+                "SELECT name, created_at, spec_json, spec_hash, environment_json, export_dir, "
+                "finished_at FROM experiments WHERE id = ?", (their_id,),
+            ).fetchone()
             source = other._beside(their_dir)
             with self.transaction() as conn:
                 cursor = conn.execute(
@@ -374,7 +390,6 @@ class Database:
                         document = json.loads(header.read_text())
                         document["id"] = new_id
                         header.write_text(json.dumps(document, indent=2))
-            mine.add((name, created, hash_, env_json))
             added.append((their_id, new_id))
         return added, skipped
 

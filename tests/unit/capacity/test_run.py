@@ -75,7 +75,8 @@ def _running(tmp_path: Path, stacks: dict[str, SimulatedStack]):
     experiment = experiment_from_dict(
         capacity_experiment("cap", stack_dicts, {"path": "/"}), source="test"
     )
-    return experiment, CpuPlan("0", "1"), RunOptions(results_dir=tmp_path)
+    exports = tuple((fmt, tmp_path / f"export.{fmt}") for fmt in ("json", "markdown", "csv"))
+    return experiment, CpuPlan("0", "1"), RunOptions(results_dir=tmp_path, result_files=exports)
 
 
 def _measure(tmp_path, stacks, executor, plan):
@@ -141,6 +142,11 @@ def test_variants_searched_in_turns_on_one_start_each_every_trial_written(
     assert (directory / "capacity.png").read_bytes().startswith(b"\x89PNG")
     page = (directory / "capacity.html").read_text()
     assert "<svg" in page and "Against base" in page and "<script" not in page
+    # --export-json / -markdown / -csv: the answer, its summary, every trial.
+    assert json.loads((tmp_path / "export.json").read_text()) == answer_file
+    assert (tmp_path / "export.markdown").read_text().startswith("# Capacity at p99 < 100 ms")
+    rows = (tmp_path / "export.csv").read_text().splitlines()
+    assert rows[0].startswith("variant,trial,rate,send_rate") and len(rows) == len(trials) + 1
     assert "trial 1:" in said
 
 

@@ -25,19 +25,24 @@ COMMANDS = {
     "ramp": ["ramp"],
     "check": ["check", "--app", APP, "--baseline-dir", "BASE"],
     "tune": ["tune"],
+    "capacity": ["capacity"],
+    "bisect": ["bisect", "--good", "HEAD~1", "--app", APP],
+    "history": ["history", "--results", str(SLEEPY.parent)],
     "report": ["report", str(SLEEPY)],
     "export": ["export", str(SLEEPY), "--no-check"],
 }
 # The path options that servelab only reads (report's and export's --results: where RESULT
 # is looked up; what they write goes to --out, checked when it is written, before a boot).
 READ_ONLY = {"--app-dir", "--python", "--body-file", "--baseline-dir", "--space"}
-READ_BY = {"report": {"--results"}, "export": {"--results"}}
+READ_BY = {"report": {"--results"}, "export": {"--results"}, "history": {"--results"}}
 # The options every measuring command has, and what each writes.
 MEASURING = {"--results": "dir", "--out": "dir", "--export-json": "file",
              "--export-markdown": "file", "--export-csv": "file"}
 WRITES = {
-    **{name: MEASURING for name in ("study", "run", "ramp", "tune")},
+    **{name: MEASURING for name in ("study", "run", "ramp", "tune", "capacity")},
     "check": {**MEASURING, "--summary-md": "file", "--junit": "file"},
+    "bisect": {**MEASURING, "--summary-md": "file", "--json": "file"},
+    "history": {"--out": "dir"},
     "report": {"--out": "dir"},
     "export": {"--out": "dir"},
 }
@@ -80,13 +85,14 @@ def test_an_unwritable_output_is_one_line_before_anything_starts(
     target = PLACES[place](tmp_path)
     if WRITES[command][option] == "file":
         target = target.with_suffix(".out")
-    results = [] if option in ("--results", "--out") or command in ("report", "export") else [
-        "--results", str(tmp_path / "results")]
+    results = [] if option in ("--results", "--out") or command in (
+        "report", "export", "history") else ["--results", str(tmp_path / "results")]
     done = run_cli(*args, option, str(target), *results, cwd=tmp_path)
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert "Traceback" not in done.stderr
     (line,) = done.stderr.strip().splitlines()
-    shown = "--results" if option == "--out" and command not in ("report", "export") else option
+    shown = "--results" if option == "--out" and command not in (
+        "report", "export", "history") else option
     assert line.startswith(f"servelab: error: {shown} {target}: cannot write there"), line
     assert "(fix: " in line
     assert not (tmp_path / "results").exists() and not list(tmp_path.glob("servelab-results"))

@@ -23,8 +23,14 @@ def _store(root: Path, host: str) -> ResultStore:
 
 
 def _digest(root: Path) -> str:
-    return hashlib.sha256(b"".join(p.read_bytes() for p in sorted(root.rglob("*"))
-                                   if p.is_file())).hexdigest()
+    """What a results directory holds: its experiments' files, and its database's rows
+    (SQLite may fold its write-ahead log into the file when it is read: same rows)."""
+    files = b"".join(p.read_bytes() for p in sorted(root.rglob("*"))
+                     if p.is_file() and not p.name.startswith(DB_FILE))
+    database = Database(root / DB_FILE)
+    rows = repr([(r, database.runs(r.id)) for r in database.list_experiments()])
+    database.close()
+    return hashlib.sha256(files + rows.encode()).hexdigest()
 
 
 def test_merge_copies_once_and_reads_the_same(tmp_path: Path) -> None:
