@@ -17,8 +17,9 @@ from servelab.errors import SpecError
               help="The results directory the checks were stored in.")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
               help="Where history.html and history.md go [default: RESULTS/history].")
-@click.option("--metric", "metrics", type=click.Choice(["rps", "cpu"]), multiple=True,
-              help="Figures to follow (repeatable) [default: both].")
+@click.option("--metric", "metrics", type=click.Choice(["rps", "rps_per_cpu"]), multiple=True,
+              help="Figures to follow (repeatable): requests/s, requests per CPU second of "
+              "the stack [default: both].")
 @click.option("--known", multiple=True, metavar="REV=REASON",
               help="A change you know of (an upgrade, a new machine), shown with its reason; "
                    "repeatable.")
@@ -34,7 +35,7 @@ def history(
     self-contained HTML page and its markdown summary."""
     from servelab.history.changes import DEFAULT_FALSE_ALARMS
     from servelab.history.page import write_page
-    from servelab.history.series import METRICS, build_series, read_points
+    from servelab.history.series import HISTORY_METRICS, METRICS, build_series, read_points
     from servelab.results.database import DB_FILE
 
     marked = {}
@@ -54,7 +55,7 @@ def history(
         raise SpecError(f"no servelab results in {results_dir} (no {DB_FILE})",
                         "pass --results DIR where `servelab check` stored its results")
     series = []
-    for key in metrics or ("rps", "cpu"):
+    for key in metrics or HISTORY_METRICS:
         metric = METRICS[key]
         for (machine, workload), points in sorted(read_points(results_dir, metric).items()):
             series.append(build_series(machine, workload, metric, points, rate))

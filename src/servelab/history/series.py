@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from servelab.analysis.metrics import METRIC_BY_KEY, Metric
 from servelab.history.changes import ChangePoint, change_points, rerun_sd
 from servelab.prepare.environment import FACTS
 from servelab.results.records import RunRecord
@@ -22,30 +23,16 @@ from servelab.results.records import RunRecord
 CHECK_EXPERIMENT = "check"
 
 
-@dataclass(frozen=True)
-class Metric:
-    key: str
-    label: str
-    unit: str
-    higher_is_better: bool
-    of_runs: Callable[[Sequence[RunRecord]], float | None]
+# What a history follows: the check's own figures (analysis.metrics), per version the
+# geometric mean of its runs'. Requests per CPU second is the inverse of the stack's CPU
+# per request: what a change of the app's code moves, whatever else the machine ran.
+HISTORY_METRICS = ("rps", "rps_per_cpu")
+METRICS = {key: METRIC_BY_KEY[key] for key in HISTORY_METRICS}
 
 
-def _rps(runs: Sequence[RunRecord]) -> float | None:
-    values = [r.load.rps for r in runs if r.load.rps > 0]
+def figure(metric: Metric, runs: Sequence[RunRecord]) -> float | None:
+    values = [v for v in map(metric.value, runs) if v > 0]
     return statistics.geometric_mean(values) if values else None
-
-
-def _cpu_us(runs: Sequence[RunRecord]) -> float | None:
-    values = [1e6 * r.stack_cpu_s / r.load.requests_total for r in runs
-              if r.load.requests_total and r.stack_cpu_s > 0]
-    return statistics.geometric_mean(values) if values else None
-
-
-METRICS = {
-    "rps": Metric("rps", "Requests/s", "req/s", True, _rps),
-    "cpu": Metric("cpu", "Stack CPU per request", "µs", False, _cpu_us),
-}
 
 
 @dataclass(frozen=True)
@@ -110,7 +97,7 @@ def read_points(results_dir: Path, metric: Metric) -> dict[tuple[str, str], list
                     continue
                 for workload in sorted({r.workload for r in runs}):
                     mine = [r for r in runs if r.variant == role and r.workload == workload]
-                    value = metric.of_runs(mine)
+                    value = figure(metric, mine)
                     if value is None:
                         continue
                     found.setdefault((machine_of(environment), workload), []).append(

@@ -72,11 +72,11 @@ def test_the_page_and_its_summary(tmp_path: Path) -> None:
                    "--known", f"{COMMITS[STEP_AT][:8]}=new serializer")
     assert done.returncode == 0, done.stderr
     markdown = (tmp_path / "h" / "history.md").read_text()
-    assert "## Requests/s, app, on ci-1" in markdown
+    assert "## Requests per second, app, on ci-1" in markdown
     assert f"| `{COMMITS[STEP_AT][:10]}` |" in markdown and "new serializer" in markdown
     page = (tmp_path / "h" / "history.html").read_text()
     assert page.count("<svg") == 2 and "<script" not in page  # requests/s, CPU per request
-    assert "## Stack CPU per request, app, on ci-1" in markdown
+    assert "## Requests per CPU second, app, on ci-1" in markdown
     assert "known: new serializer" in page
 
 
