@@ -7,7 +7,7 @@ asserts nothing.
 
 A generated git repository of a small WSGI app (every request hashes ROUNDS times), one
 commit per version; from commit --culprit on, ROUNDS grows by --extra (0.10: +10 % CPU per
-request). Each search is `servelab bisect --fail-if "cpu > +5%"` from the first commit to
+request). Each search is `servelab bisect --fail-if "rps < -5%"` from the first commit to
 the last (each step a check of one commit against the first, in temporary worktrees);
 --none searches run on a repository whose commits are all alike. Printed per search: the
 answer, its steps and their decisions, the checks' starts (fresh starts of each version,
@@ -73,7 +73,7 @@ def search(repo: Path, commits: list[str], budget: float, work: Path) -> dict:
         done = subprocess.run(
             [sys.executable, "-m", "servelab", "bisect", "--app", "shop:app",
              "--app-dir", str(repo / "web"), "--good", commits[0], "--bad", "main",
-             "--fail-if", "cpu > +5%", "--budget", str(budget), "--json", str(out),
+             "--fail-if", "rps < -5%", "--budget", str(budget), "--json", str(out),
              "--results", str(work / "results")],
             capture_output=True, text=True, timeout=7200, check=False,
         )
