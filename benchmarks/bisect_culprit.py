@@ -2,7 +2,7 @@
 it take, and how many measurements does it spend against plain bisection? Prints figures;
 asserts nothing.
 
-    .venv/bin/python benchmarks/bisect.py [--commits 40] [--culprit 23] [--extra 0.10]
+    .venv/bin/python benchmarks/bisect_culprit.py [--commits 40] [--culprit 23] [--extra 0.10]
         [--searches 3] [--none 1] [--budget 90]
 
 A generated git repository of a small WSGI app (every request hashes ROUNDS times), one

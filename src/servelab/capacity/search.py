@@ -203,6 +203,12 @@ class CapacitySearch:
             capped = min((o.rate for o in self.outcomes if o.errors_broke), default=None)
             if capped is not None and interval is not None:
                 interval = (min(interval[0], capped), min(interval[1], capped))
+            # Fieller's interval near its unbounded case reaches past the rates searched
+            # (below zero, once, on the FastAPI stack here): the trials do not bound it.
+            if interval is not None and not (
+                s.min_rate <= interval[0] and interval[1] <= s.max_rate
+            ):
+                interval = None
         if rate is None and held is not None and broken is not None:
             rate = math.sqrt(held * broken) if held < broken else (held + broken) / 2
         if below_min:

@@ -4,6 +4,7 @@ rate, one that holds every rate, errors before latency, noise that inverts the b
 
 from __future__ import annotations
 
+import math
 import statistics
 
 import pytest
@@ -114,6 +115,21 @@ def test_fieller_interval_of_an_exact_line_is_the_root() -> None:
     assert interval is not None and interval == pytest.approx((120, 120))
     assert crossing(rates, [1.0, 1.2, 0.8, 1.1], 0.9)[1] is None  # no slope beyond noise
     assert crossing(rates, [0.5, 0.6, 0.7, 0.8], 0.9) == (None, None)  # rising: no root
+
+
+def test_an_interval_past_the_rates_searched_is_no_interval() -> None:
+    """Fieller's interval near its unbounded case (a slope barely told from the noise)
+    reaches past the rates searched, once below zero on a real stack: no answer yet."""
+    search = CapacitySearch(SearchSettings(start_rate=500, max_rate=620, min_rate=480))
+    margins = [(500, 1.6), (520, 0.891), (540, 1.274), (560, 0.825), (580, 1.009), (600, 0.666)]
+    for rate, margin in margins:
+        search.tell(Outcome(rate, margin))
+    rates = [r for r, _ in margins]
+    _, wide = crossing(rates, [math.log(m) for _, m in margins], 0.9, level=0.0)
+    assert wide is not None and wide[0] < 480 and wide[1] > 620  # past the rates searched
+    estimate = search.estimate()
+    assert estimate.interval is None and estimate.rate is not None
+    assert search.next_rate() is not None  # so the search goes on
 
 
 def test_settings_are_checked() -> None:
