@@ -101,21 +101,11 @@ def capacity_chart(answers: Sequence[VariantCapacity], slo: Slo, confidence: flo
 
 
 def html_page(markdown_text: str, chart: Chart | None) -> str:
-    """capacity.html: the chart inline and capacity.md's text, self-contained (no script,
-    no external file), so it opens offline."""
-    import html as escaping
+    """capacity.html: the chart inline and capacity.md's text, self-contained."""
+    from servelab.report.html import standalone_page
 
-    body = escaping.escape(markdown_text)
-    figure = (
-        f"<figure>{chart.inline_svg}<figcaption>{escaping.escape(chart.description)}"
-        "</figcaption></figure>" if chart is not None else ""
-    )
-    return (
-        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-        "<title>servelab capacity</title><style>body{font-family:sans-serif;margin:2em;"
-        "max-width:70em}svg{max-width:100%;height:auto}pre{white-space:pre-wrap}</style>"
-        f"</head><body>{figure}<pre>{body}</pre></body></html>\n"
-    )
+    figures = [(chart, chart.description)] if chart is not None else []
+    return standalone_page("servelab capacity", figures, markdown_text)
 
 
 def trials_csv(answers: Sequence[VariantCapacity]) -> str:

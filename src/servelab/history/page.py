@@ -6,13 +6,13 @@ summary."""
 
 from __future__ import annotations
 
-import html
 import itertools
 import statistics
 from collections.abc import Mapping, Sequence
 
 from servelab.history.series import Series
 from servelab.report.drawing import Chart, new_figure, render
+from servelab.report.html import standalone_page
 
 
 def known_at(series: Series, known: Mapping[str, str]) -> dict[int, str]:
@@ -113,15 +113,6 @@ def write_page(
         markdown_lines += series_lines(one, known)
         if one.commits:
             chart = series_chart(one, known, f"history-{number}")
-            figures.append(
-                f"<figure>{chart.inline_svg}<figcaption>{html.escape(chart.title)}: "
-                f"{html.escape(chart.description)}</figcaption></figure>"
-            )
+            figures.append((chart, f"{chart.title}: {chart.description}"))
     markdown = "\n".join(markdown_lines) + "\n"
-    page = (
-        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-        "<title>servelab history</title><style>body{font-family:sans-serif;margin:2em;"
-        "max-width:75em}svg{max-width:100%;height:auto}pre{white-space:pre-wrap}</style>"
-        f"</head><body>{''.join(figures)}<pre>{html.escape(markdown)}</pre></body></html>\n"
-    )
-    return markdown, page
+    return markdown, standalone_page("servelab history", figures, markdown)

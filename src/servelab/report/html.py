@@ -17,6 +17,7 @@ from typing import Any
 import jinja2
 
 from servelab.report.base import CHARTS_DIR, RUNS_CSV_FILE, RUNS_JSON_FILE, Section
+from servelab.report.drawing import Chart
 from servelab.report.sections import TitleSection
 
 
@@ -50,3 +51,21 @@ def render_html(sections: Sequence[Section]) -> str:
         parts.append(macro(section))
     title = next(s.name for s in sections if isinstance(s, TitleSection))
     return _environment().get_template("report.html.j2").render(title=title, parts=parts)
+
+
+def standalone_page(title: str, figures: Sequence[tuple[Chart, str]], text: str) -> str:
+    """A page of its own, not a report: each chart inline with its caption, then ``text``
+    (a markdown summary) as it is; no script and no external file, so it opens offline
+    (capacity.html, history.html)."""
+    import html
+
+    shown = "".join(
+        f"<figure>{chart.inline_svg}<figcaption>{html.escape(caption)}</figcaption></figure>"
+        for chart, caption in figures
+    )
+    return (
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        f"<title>{html.escape(title)}</title><style>body{{font-family:sans-serif;margin:2em;"
+        "max-width:75em}svg{max-width:100%;height:auto}pre{white-space:pre-wrap}</style>"
+        f"</head><body>{shown}<pre>{html.escape(text)}</pre></body></html>\n"
+    )
