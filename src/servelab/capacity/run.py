@@ -178,9 +178,10 @@ class VariantSearch:
     def step(
         self, executor: Any, workload: Workload, plan: CapacityPlan,
         keep: Callable[[Trial], None], events: CapacityEvents,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> Trial | None:
-        """The next trial (twice at one rate when the first is not trusted), or None when
-        the search is over."""
+        """The next trial (twice at one rate when the first is not trusted, the stack
+        drained between them), or None when the search is over."""
         rate = None if self.done else self.search.next_rate()
         if rate is None:
             self.done = True
@@ -188,6 +189,7 @@ class VariantSearch:
         rate = round(rate, 1)
         trial = self._trial(executor, workload, plan, rate, keep)
         if not trial.trusted:  # once more; twice untrusted: the driver's limit
+            sleep(_cool_down(trial))
             trial = self._trial(executor, workload, plan, rate, keep)
             if not trial.trusted:
                 self.stopped = f"at {rate:,.1f} req/s: {'; '.join(trial.problems)}"
@@ -378,7 +380,9 @@ def measure_capacities(
                     # In turns: a trial of each variant whose search goes on, then again.
                     while not all(s.done for s in searches):
                         for search in searches:
-                            trial = search.step(executor, workload, plan, log.add, events)
+                            trial = search.step(
+                                executor, workload, plan, log.add, events, sleep
+                            )
                             if trial is not None:
                                 sleep(_cool_down(trial))
                         log.write_answer(header, [s.answer() for s in searches])

@@ -79,12 +79,13 @@ def _running(tmp_path: Path, stacks: dict[str, SimulatedStack]):
     return experiment, CpuPlan("0", "1"), RunOptions(results_dir=tmp_path, result_files=exports)
 
 
-def _measure(tmp_path, stacks, executor, plan):
+def _measure(tmp_path, stacks, executor, plan, slept=None):
     said, printed = io.StringIO(), io.StringIO()
     answers = measure_capacities(
         *_running(tmp_path, stacks), plan,
         console=Console(file=said, width=300), out=Console(file=printed, width=300),
-        executor_factory=lambda driver: _context(executor), sleep=lambda s: None,
+        executor_factory=lambda driver: _context(executor),
+        sleep=(slept if slept is not None else []).append,
     )
     return answers, said.getvalue(), printed.getvalue()
 
@@ -156,9 +157,12 @@ def test_a_driver_that_cannot_keep_up_is_reported_not_taken_as_a_capacity(
     stacks = {"base": SimulatedStack(saturation=1000)}
     executor = QueueExecutor(stacks, send_share=0.9)  # 10 % short of every rate
     plan = CapacityPlan(slo=SLO, connections=100_000)
-    [answer], _, printed = _measure(tmp_path, stacks, executor, plan)
-    # The first trial held with the driver short: once more at the same rate, then stop.
+    slept: list[float] = []
+    [answer], _, printed = _measure(tmp_path, stacks, executor, plan, slept)
+    # The first trial held with the driver short: once more at the same rate (the stack
+    # drained first), then stop.
     assert executor.rates == [450.0, 450.0]
+    assert slept and slept[0] >= 1.0
     assert answer.stopped_because is not None and "asked" in answer.stopped_because
     assert answer.estimate.rate is None and answer.estimate.interval is None
     assert "stopped: at 450.0 req/s" in printed
