@@ -162,7 +162,7 @@ def test_a_driver_that_cannot_keep_up_is_reported_not_taken_as_a_capacity(
     # The first trial held with the driver short: once more at the same rate (the stack
     # drained first), then stop.
     assert executor.rates == [450.0, 450.0]
-    assert slept and slept[0] >= 1.0
+    assert len(slept) == 2 and min(slept) >= 1.0  # between the two, and after them
     assert answer.stopped_because is not None and "asked" in answer.stopped_because
     assert answer.estimate.rate is None and answer.estimate.interval is None
     assert "stopped: at 450.0 req/s" in printed
