@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import io
-import os
 import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Literal
 
 import click
-from rich.console import Console
 
 from servelab import api
 from servelab.analysis.thresholds import DEFAULT_THRESHOLDS, METRIC_NAMES
+from servelab.cli.check import check_outputs, measure_quietly
 from servelab.cli.how_to_run import run_options
 from servelab.cli.options import console, out
 from servelab.cli.user_app import app_options
@@ -75,13 +73,8 @@ def bisect(
         run_bisect,
         summary_markdown,
     )
-    from servelab.results.outdir import check_writable_path
 
-    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    for option, path in (("--summary-md", summary_md), ("--json", json_path),
-                         ("$GITHUB_STEP_SUMMARY", Path(step_summary) if step_summary else None)):
-        if path is not None:
-            check_writable_path(path, option)
+    step_summary = check_outputs(("--summary-md", summary_md), ("--json", json_path))
     if user.app is None:
         raise SpecError("servelab bisect needs your app in a git repository",
                         "pass --app package.module:attr (and --app-dir)")
@@ -104,9 +97,6 @@ def bisect(
     if in_turns:
         options = replace(options, side_by_side=False, notes=(*options.notes, in_turns))
 
-    def measure(ready: api.Prepared) -> Path:
-        return api.run_prepared(ready, console=console, out=Console(file=io.StringIO())).path
-
     def on_step(step: Step, outcome: CheckOutcome) -> None:
         console.print(
             f"servelab: step {step.commit[:10]} (attempt {step.attempt}): {step.decision}; "
@@ -115,7 +105,7 @@ def bisect(
 
     outcome = run_bisect(
         BisectSpec(check, good, bad, retries), options, say=api.saying(console),
-        measure=measure, startup_timeout_s=user.startup_timeout_s, on_step=on_step,
+        measure=measure_quietly, startup_timeout_s=user.startup_timeout_s, on_step=on_step,
     )
     text = summary_markdown(outcome, good, bad)
     out.print(text, markup=False, highlight=False)

@@ -78,13 +78,7 @@ def check(
     10 still inconclusive (--inconclusive pass: 0), 2 bad input."""
     from servelab.check import CheckSpec, check_experiment, run_check
     from servelab.check.outputs import flame_path, summary_markdown, write_outputs
-    from servelab.results.outdir import check_writable_path
-
-    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    for option, path in (("--summary-md", summary_md), ("--junit", junit),
-                         ("$GITHUB_STEP_SUMMARY", Path(step_summary) if step_summary else None)):
-        if path is not None:  # before anything starts: not a traceback after measuring
-            check_writable_path(path, option)
+    step_summary = check_outputs(("--summary-md", summary_md), ("--junit", junit))
     if workers < 1 or concurrency < 1:
         raise SpecError("--workers and --concurrency must be at least 1", "pass 1 or more")
     if duration is not None and not duration >= 2:
@@ -111,17 +105,32 @@ def check(
     if in_turns:
         options = replace(options, side_by_side=False, notes=(*options.notes, in_turns))
 
-    def measure(ready: api.Prepared) -> Path:
-        # Progress on stderr; stdout carries only the check's own table.
-        quiet = Console(file=io.StringIO())
-        return api.run_prepared(ready, console=console, out=quiet).path
-
     outcome = run_check(
         spec, options, say=api.saying(console),
-        measure=measure, startup_timeout_s=user.startup_timeout_s,
+        measure=measure_quietly, startup_timeout_s=user.startup_timeout_s,
     )
     flame = flame_path(outcome, summary_md, junit)
     out.print(summary_markdown(outcome, flame), markup=False, highlight=False)
     for path in write_outputs(outcome, summary_md, junit, step_summary, flame):
         console.print(f"servelab: wrote {path}", highlight=False)
     sys.exit(outcome.exit_code)
+
+
+def check_outputs(*options: tuple[str, Path | None]) -> str | None:
+    """Every output file given (option, path), and $GITHUB_STEP_SUMMARY when set, checked
+    writable before anything starts (not a traceback after measuring); the step summary's
+    path."""
+    from servelab.results.outdir import check_writable_path
+
+    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    summary = ("$GITHUB_STEP_SUMMARY", Path(step_summary) if step_summary else None)
+    for option, path in (*options, summary):
+        if path is not None:
+            check_writable_path(path, option)
+    return step_summary
+
+
+def measure_quietly(ready: api.Prepared) -> Path:
+    """A prepared check measured, its progress on stderr; stdout carries only the
+    command's own table. Its result directory."""
+    return api.run_prepared(ready, console=console, out=Console(file=io.StringIO())).path
