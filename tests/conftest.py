@@ -113,3 +113,14 @@ def assert_stack_gone() -> Callable[[RunningStack], None]:
 
     return check
 
+
+
+@pytest.fixture
+def without_matplotlib(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As if the "charts" extra were not installed: importing matplotlib fails (and the
+    drawing modules, if already imported, are imported again and fail too)."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    for name in ("servelab.report.charts", "servelab.report.drawing"):
+        monkeypatch.delitem(sys.modules, name, raising=False)

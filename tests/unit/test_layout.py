@@ -430,3 +430,25 @@ def test_from_toml_loads_no_plug_in(tmp_path: Path) -> None:
         f"Experiment.from_toml({str(path)!r})\n"
     )
     assert _plug_ins_loaded_by(code) == "[]"
+
+
+# matplotlib is the "charts" extra: only the modules that draw may import it at their top.
+DRAWING_MODULES = {"servelab.report.charts", "servelab.report.drawing"}
+
+
+def test_only_the_drawing_modules_need_matplotlib_to_import() -> None:
+    code = (
+        "import importlib, pkgutil, sys\n"
+        "sys.modules['matplotlib'] = None\n"
+        "import servelab\n"
+        "for m in pkgutil.walk_packages(servelab.__path__, 'servelab.'):\n"
+        "    if m.name.endswith('__main__') or m.name.startswith('servelab.apps.'):\n"
+        "        continue\n"
+        "    try:\n"
+        "        importlib.import_module(m.name)\n"
+        "    except ImportError:\n"
+        "        print(m.name)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    assert set(done.stdout.split()) == DRAWING_MODULES, done.stderr

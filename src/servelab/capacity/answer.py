@@ -4,10 +4,13 @@ markdown summary (capacity.md)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from servelab.capacity.run import VariantCapacity
 from servelab.capacity.slo import Slo
-from servelab.report.drawing import Chart
+
+if TYPE_CHECKING:  # matplotlib is an extra
+    from servelab.report.drawing import Chart
 
 
 def rate(value: float | None) -> str:

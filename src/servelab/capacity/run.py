@@ -440,8 +440,17 @@ def write_answer_files(
     import shutil
 
     from servelab.capacity.answer import capacity_chart, html_page, markdown, trials_csv
+    from servelab.report.base import NO_MATPLOTLIB, draw_if_installed
 
+    chart = None
     text = markdown(answers, plan.slo, plan.confidence, where)
+    if any(a.trials for a in answers):
+        chart = draw_if_installed(lambda: capacity_chart(answers, plan.slo, plan.confidence))
+        if chart is None:
+            text += f"\n{NO_MATPLOTLIB}\n"
+        else:
+            (directory / "capacity.svg").write_text(chart.svg)
+            (directory / "capacity.png").write_bytes(chart.png)
     (directory / MARKDOWN_FILE).write_text(text)
     exports = exports or {}
     if "markdown" in exports:
@@ -450,9 +459,4 @@ def write_answer_files(
         exports["csv"].write_text(trials_csv(answers))
     if "json" in exports and (directory / ANSWER_FILE).is_file():
         shutil.copyfile(directory / ANSWER_FILE, exports["json"])
-    chart = None
-    if any(a.trials for a in answers):
-        chart = capacity_chart(answers, plan.slo, plan.confidence)
-        (directory / "capacity.svg").write_text(chart.svg)
-        (directory / "capacity.png").write_bytes(chart.png)
     (directory / "capacity.html").write_text(html_page(text, chart))

@@ -6,13 +6,18 @@ summary."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import statistics
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from servelab.history.series import Series
-from servelab.report.drawing import Chart, new_figure, render
+from servelab.report.base import NO_MATPLOTLIB, draw_if_installed
 from servelab.report.html import standalone_page
+
+if TYPE_CHECKING:  # matplotlib is an extra
+    from servelab.report.drawing import Chart
 
 
 def known_at(series: Series, known: Mapping[str, str]) -> dict[int, str]:
@@ -29,7 +34,7 @@ def known_at(series: Series, known: Mapping[str, str]) -> dict[int, str]:
 def series_chart(series: Series, known: Mapping[str, str], name: str) -> Chart:
     import matplotlib
 
-    from servelab.report.drawing import STYLE
+    from servelab.report.drawing import STYLE, new_figure, render
 
     figure = new_figure(9.0, 3.6)
     with matplotlib.rc_context(STYLE):
@@ -112,7 +117,11 @@ def write_page(
     for number, one in enumerate(series):
         markdown_lines += series_lines(one, known)
         if one.commits:
-            chart = series_chart(one, known, f"history-{number}")
-            figures.append((chart, f"{chart.title}: {chart.description}"))
+            chart = draw_if_installed(
+                functools.partial(series_chart, one, known, f"history-{number}"))
+            if chart is None:
+                markdown_lines += [NO_MATPLOTLIB, ""]
+            else:
+                figures.append((chart, f"{chart.title}: {chart.description}"))
     markdown = "\n".join(markdown_lines) + "\n"
     return markdown, standalone_page("servelab history", figures, markdown)

@@ -10,7 +10,7 @@ This module imports no other module of the report package.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
@@ -35,6 +35,22 @@ RUNS_CSV_FILE = "runs.csv"
 
 if TYPE_CHECKING:
     from servelab.results.store import ResultStore
+
+# Said instead of the charts when matplotlib (servelab's "charts" extra) is not installed.
+NO_MATPLOTLIB = "no charts: matplotlib is not installed (pip install 'servelab[charts]')"
+
+_Drawn = TypeVar("_Drawn")
+
+
+def draw_if_installed(draw: Callable[[], _Drawn]) -> _Drawn | None:
+    """``draw()``, or None when matplotlib (an extra, not the core) is not installed: the
+    caller says NO_MATPLOTLIB instead of the charts. Any other missing module is a bug."""
+    try:
+        return draw()
+    except ModuleNotFoundError as exc:
+        if exc.name is None or exc.name.partition(".")[0] != "matplotlib":
+            raise
+        return None
 
 
 def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

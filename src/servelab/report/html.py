@@ -12,13 +12,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jinja2
 
 from servelab.report.base import CHARTS_DIR, RUNS_CSV_FILE, RUNS_JSON_FILE, Section
-from servelab.report.drawing import Chart
 from servelab.report.sections import TitleSection
+
+if TYPE_CHECKING:  # matplotlib is an extra: the report without charts imports this module
+    from servelab.report.drawing import Chart
 
 
 @cache

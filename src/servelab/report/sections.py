@@ -19,11 +19,13 @@ from servelab.config.experiment import Experiment
 from servelab.report import machines, memory, names, timing, why
 from servelab.report.answer import Answer, answer_intro, build_answer
 from servelab.report.base import (
+    NO_MATPLOTLIB,
     ReportInput,
     Section,
     SummaryRow,
     Table,
     describe_workload,
+    draw_if_installed,
     environment_rows,
     experiment_line,
     summary_rows,
@@ -116,10 +118,6 @@ class ChartsSection(Section):
 
     charts: tuple[Chart, ...]
     missing: str = ""  # why there are none (matplotlib is an extra)
-
-
-# Said instead of the charts when matplotlib (servelab's "charts" extra) is not installed.
-NO_MATPLOTLIB = "no charts: matplotlib is not installed (pip install 'servelab[charts]')"
 
 
 @dataclass(frozen=True)
@@ -280,14 +278,14 @@ def report_sections(
     if with_files:
         # Imported here: matplotlib takes most of a second to load, which the live report
         # (after every run) and the commands that never draw a chart need not wait for.
-        try:
+        def draw() -> tuple[Chart, ...]:
             from servelab.report.charts import build_charts
-        except ModuleNotFoundError as exc:
-            if exc.name is None or exc.name.partition(".")[0] != "matplotlib":
-                raise
-            sections.append(ChartsSection((), missing=NO_MATPLOTLIB))
-        else:
-            sections.append(ChartsSection(tuple(build_charts(report))))
+
+            return tuple(build_charts(report))
+
+        charts = draw_if_installed(draw)
+        sections.append(ChartsSection(charts or (), missing="" if charts is not None
+                                      else NO_MATPLOTLIB))
     sections.append(SeedTablesSection(tuple(variant_tables(analysis, runs))))
     sections += failure_sections(experiment, runs)
     memory_per_worker = memory.memory_table(experiment, runs)

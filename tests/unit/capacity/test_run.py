@@ -21,6 +21,7 @@ from servelab.config.run import RunOptions
 from servelab.host.cpus import CpuPlan
 from servelab.measuring.executor import Window
 from servelab.prepare.building import experiment_from_dict
+from servelab.report.base import NO_MATPLOTLIB
 
 SLO = parse_slo("p99<100ms,errors<0.1%")
 
@@ -175,3 +176,17 @@ def test_a_cpu_bound_driver_is_reported_too(tmp_path: Path) -> None:
     executor = QueueExecutor(stacks, driver_share=0.97)
     [answer], _, _ = _measure(tmp_path, stacks, executor, CapacityPlan(slo=SLO))
     assert "load driver used 97 %" in (answer.stopped_because or "")
+
+
+def test_without_matplotlib_the_answer_files_say_so_and_keep_the_figures(
+    tmp_path: Path, without_matplotlib: None
+) -> None:
+    stacks = {"base": SimulatedStack(saturation=1000)}
+    [answer], _, printed = _measure(tmp_path, stacks, QueueExecutor(stacks),
+                                    CapacityPlan(slo=SLO, connections=100_000))
+    assert answer.estimate.rate is not None and "holds" in printed
+    [directory] = [p for p in tmp_path.iterdir() if p.name.startswith("capacity-cap-")]
+    assert not (directory / "capacity.svg").exists()
+    assert NO_MATPLOTLIB in (directory / "capacity.md").read_text()
+    page = (directory / "capacity.html").read_text()
+    assert "<svg" not in page and "| base |" in page
