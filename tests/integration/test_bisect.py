@@ -56,7 +56,8 @@ def test_bisect_names_the_commit_that_made_it_slower(tmp_path: Path, no_leftover
         [sys.executable, "-m", "servelab", "bisect", "--app", "shop:app",
          "--app-dir", str(repo / "web"), "--good", commits[0], "--bad", "main",
          "--fail-if", "rps < -40%", "--budget", "40", "-d", "2", "--retries", "2",
-         "--json", str(tmp_path / "bisect.json"), "--results", str(tmp_path / "results")],
+         "--json", str(tmp_path / "bisect.json"), "--junit", str(tmp_path / "bisect.xml"),
+         "--results", str(tmp_path / "results")],
         capture_output=True, text=True, timeout=900, cwd=tmp_path, check=False,
     )
     assert done.returncode == 1, done.stdout + done.stderr[-3000:]
@@ -71,6 +72,8 @@ def test_bisect_names_the_commit_that_made_it_slower(tmp_path: Path, no_leftover
     ), decisions
     assert len(answer["steps"]) <= 10
     assert "### servelab bisect: ❌ found" in done.stdout
+    junit = (tmp_path / "bisect.xml").read_text()  # the CI's test view names the culprit
+    assert 'type="first slower commit"' in junit and commits[CULPRIT] in junit
     # The checkout as it was: no worktree left, HEAD and the files unchanged.
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
     assert git(repo, "status", "--porcelain") == ""

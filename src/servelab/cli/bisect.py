@@ -35,6 +35,9 @@ from servelab.registry import DEFAULT_SERVER, SERVER_KINDS
               help="Write every step and the answer as GitHub-flavoured markdown.")
 @click.option("--json", "json_path", type=click.Path(path_type=Path),
               help="Write every step and the answer as JSON.")
+@click.option("--junit", type=click.Path(path_type=Path),
+              help="Write JUnit XML: a test case per step (slower fails) and one for the "
+              "answer (a first slower commit fails).")
 @click.option("--server", type=click.Choice(SERVER_KINDS), default=DEFAULT_SERVER,
               show_default=True, help="The app server serving every version.")
 @click.option("--workers", type=int, default=2, show_default=True)
@@ -50,6 +53,7 @@ def bisect(
     retries: int,
     summary_md: Path | None,
     json_path: Path | None,
+    junit: Path | None,
     server: str,
     workers: int,
     concurrency: int,
@@ -66,15 +70,12 @@ def bisect(
     10 unresolved (a step stayed unknown), 2 bad input."""
     from servelab.check import CheckOutcome, CheckSpec, check_experiment
     from servelab.history.bisect import Step
-    from servelab.history.run import (
-        EXIT_CODES,
-        BisectSpec,
-        outcome_json,
-        run_bisect,
-        summary_markdown,
-    )
+    from servelab.history.outputs import junit_xml, outcome_json, summary_markdown
+    from servelab.history.run import EXIT_CODES, BisectSpec, run_bisect
 
-    step_summary = check_outputs(("--summary-md", summary_md), ("--json", json_path))
+    step_summary = check_outputs(
+        ("--summary-md", summary_md), ("--json", json_path), ("--junit", junit)
+    )
     if user.app is None:
         raise SpecError("servelab bisect needs your app in a git repository",
                         "pass --app package.module:attr (and --app-dir)")
@@ -110,6 +111,7 @@ def bisect(
     text = summary_markdown(outcome, good, bad)
     out.print(text, markup=False, highlight=False)
     for path, content in ((summary_md, text), (json_path, outcome_json(outcome, good, bad)),
+                          (junit, junit_xml(outcome, good, bad)),
                           (Path(step_summary) if step_summary else None, text)):
         if path is not None:
             mode: Literal["a", "w"] = "a" if path == Path(step_summary or "") else "w"

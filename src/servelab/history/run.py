@@ -7,9 +7,8 @@ checkout is never touched (check.versions: detached worktrees, removed afterward
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -109,26 +108,3 @@ def _detail(outcome: CheckOutcome) -> str:
     return "; ".join(
         f"{j.threshold.text}: {j.state} ({j.reason})" for j in outcome.judgements
     )
-
-
-def outcome_json(outcome: Outcome, good: str, bad: str) -> str:
-    return json.dumps({
-        "good": good, "bad": bad, "ending": outcome.ending, "first_bad": outcome.first_bad,
-        "last_good": outcome.last_good, "summary": outcome.summary(),
-        "steps": [asdict(s) for s in outcome.steps],
-    }, indent=2) + "\n"
-
-
-def summary_markdown(outcome: Outcome, good: str, bad: str) -> str:
-    mark = {"found": "❌ found", "no change": "✅ no change", "unresolved": "❔ unresolved"}
-    lines = [
-        f"### servelab bisect: {mark[outcome.ending]}", "",
-        f"{outcome.summary()} (from `{good}` to `{bad}`).", "",
-        "| # | commit | attempt | decision | figures |", "|---:|---|---:|---|---|",
-    ]
-    lines += [
-        f"| {n} | `{s.commit[:10]}` | {s.attempt} | {s.decision} | {s.detail} |"
-        for n, s in enumerate(outcome.steps, 1)
-    ]
-    return "\n".join(lines) + "\n"
-
