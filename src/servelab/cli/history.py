@@ -34,6 +34,7 @@ def history(
     from commits checked more than once, and the change points, written as one
     self-contained HTML page and its markdown summary."""
     from servelab.history.changes import DEFAULT_FALSE_ALARMS
+    from servelab.history.flames import change_flames
     from servelab.history.page import write_page
     from servelab.history.series import HISTORY_METRICS, METRICS, build_series, read_points
     from servelab.results.database import DB_FILE
@@ -58,16 +59,17 @@ def history(
     for key in metrics or HISTORY_METRICS:
         metric = METRICS[key]
         for (machine, workload), points in sorted(read_points(results_dir, metric).items()):
-            series.append(build_series(machine, workload, metric, points, rate))
+            series.append((build_series(machine, workload, metric, points, rate), points))
     if not series:
         raise SpecError(f"no finished check in {results_dir} names a committed version",
                         "run `servelab check` on an app in a git repository first")
-    machines = {s.machine for s in series}
+    machines = {s.machine for s, _ in series}
     if len(machines) > 1:
         console.print(f"servelab: {len(machines)} machines in these results: one series each, "
                       "never mixed", highlight=False)
-    markdown, page = write_page(series, marked, rate)
     target.mkdir(parents=True, exist_ok=True)
+    flames = change_flames(results_dir, series, target)
+    markdown, page = write_page([s for s, _ in series], marked, rate, flames)
     (target / "history.md").write_text(markdown)
     (target / "history.html").write_text(page)
     out.print(markdown, markup=False, highlight=False)

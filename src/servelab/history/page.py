@@ -76,7 +76,12 @@ def series_chart(series: Series, known: Mapping[str, str], name: str) -> Chart:
                   "(dotted).")
 
 
-def series_lines(series: Series, known: Mapping[str, str]) -> list[str]:
+def series_lines(
+    series: Series, known: Mapping[str, str], flames: Mapping[int, str] | None = None
+) -> list[str]:
+    """The series' markdown: its noise band and change points (``flames``: change index
+    -> the file of its differential flame graph, linked)."""
+    flames = flames or {}
     band = series.band_pct()
     lines = [
         f"## {series.metric.label}, {series.workload}, on {series.machine}", "",
@@ -89,14 +94,16 @@ def series_lines(series: Series, known: Mapping[str, str]) -> list[str]:
     ]
     marked = known_at(series, known)
     if series.changes:
-        lines += ["| at commit | after | change | 95 % interval | known |",
-                  "|---|---|---:|---|---|"]
+        lines += ["| at commit | after | change | 95 % interval | known | flame graph |",
+                  "|---|---|---:|---|---|---|"]
         for change in series.changes:
             at, before = series.commits[change.index], series.commits[change.index - 1]
             low, high = change.interval_pct
+            flame = flames.get(change.index)
             lines.append(
                 f"| `{at.commit[:10]}` | `{before.commit[:10]}` | {change.change_pct:+.1f} % | "
-                f"[{low:+.1f}, {high:+.1f}] % | {marked.get(change.index, '')} |"
+                f"[{low:+.1f}, {high:+.1f}] % | {marked.get(change.index, '')} | "
+                f"{f'[{flame}]({flame})' if flame else ''} |"
             )
     elif band is not None:
         lines.append("No change point.")
@@ -104,9 +111,12 @@ def series_lines(series: Series, known: Mapping[str, str]) -> list[str]:
 
 
 def write_page(
-    series: Sequence[Series], known: Mapping[str, str], false_alarms_per_100: float
+    series: Sequence[Series], known: Mapping[str, str], false_alarms_per_100: float,
+    flames: Mapping[tuple[int, int], str] | None = None,
 ) -> tuple[str, str]:
-    """(markdown, html) of the history page."""
+    """(markdown, html) of the history page; ``flames`` ((series number, change index) ->
+    file beside the page: ``history.flames.change_flames``) linked at their changes."""
+    flames = flames or {}
     head = [
         "# servelab history", "",
         f"Change points at a false-alarm rate of {false_alarms_per_100:g} per 100 unchanged "
@@ -114,8 +124,14 @@ def write_page(
     ]
     markdown_lines = list(head)
     figures = []
+    links: list[tuple[str, str]] = []
     for number, one in enumerate(series):
-        markdown_lines += series_lines(one, known)
+        mine = {index: name for (n, index), name in flames.items() if n == number}
+        markdown_lines += series_lines(one, known, mine)
+        for index, name in sorted(mine.items()):
+            links.append((name, f"{one.metric.label}, {one.workload}: where the CPU per "
+                          f"request went at {one.commits[index].commit[:10]} "
+                          "(differential flame graph)"))
         if one.commits:
             chart = draw_if_installed(
                 functools.partial(series_chart, one, known, f"history-{number}"))
@@ -124,4 +140,4 @@ def write_page(
             else:
                 figures.append((chart, f"{chart.title}: {chart.description}"))
     markdown = "\n".join(markdown_lines) + "\n"
-    return markdown, standalone_page("servelab history", figures, markdown)
+    return markdown, standalone_page("servelab history", figures, markdown, links)

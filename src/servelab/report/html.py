@@ -55,16 +55,24 @@ def render_html(sections: Sequence[Section]) -> str:
     return _environment().get_template("report.html.j2").render(title=title, parts=parts)
 
 
-def standalone_page(title: str, figures: Sequence[tuple[Chart, str]], text: str) -> str:
-    """A page of its own, not a report: each chart inline with its caption, then ``text``
-    (a markdown summary) as it is; no script and no external file, so it opens offline
-    (capacity.html, history.html)."""
+def standalone_page(
+    title: str, figures: Sequence[tuple[Chart, str]], text: str,
+    links: Sequence[tuple[str, str]] = (),
+) -> str:
+    """A page of its own, not a report: each chart inline with its caption, ``links``
+    ((href, text): files beside the page), then ``text`` (a markdown summary) as it is; no
+    script and nothing fetched, so it opens offline (capacity.html, history.html)."""
     import html
 
     shown = "".join(
         f"<figure>{chart.inline_svg}<figcaption>{html.escape(caption)}</figcaption></figure>"
         for chart, caption in figures
     )
+    if links:
+        shown += "<ul>" + "".join(
+            f'<li><a href="{html.escape(href)}">{html.escape(said)}</a></li>'
+            for href, said in links
+        ) + "</ul>"
     return (
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         f"<title>{html.escape(title)}</title><style>body{{font-family:sans-serif;margin:2em;"
