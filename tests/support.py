@@ -549,3 +549,30 @@ name = "async-small"
 request = {{ method = "POST", path = "/async/items/", body = '{{"name": "n", "price": 1}}' }}
 load = {{ concurrency = 10, duration_s = {duration_s:g} }}
 """
+
+
+def write_wheel(wheelhouse: Path, name: str, version: str, module_source: str) -> Path:
+    """A pure-Python wheel of one module (``name``.py holding ``module_source``), as pip
+    installs it: METADATA, WHEEL and a RECORD with each file's hash."""
+    import base64
+    import hashlib
+    import zipfile
+
+    info = f"{name}-{version}.dist-info"
+    files = {
+        f"{name}.py": module_source,
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: servelab-tests\n"
+                         "Root-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = []
+    for path, text in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=")
+        record.append(f"{path},sha256={digest.decode()},{len(text.encode())}")
+    files[f"{info}/RECORD"] = "\n".join([*record, f"{info}/RECORD,,"]) + "\n"
+    wheelhouse.mkdir(parents=True, exist_ok=True)
+    wheel = wheelhouse / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for path, text in files.items():
+            archive.writestr(path, text)
+    return wheel

@@ -69,6 +69,9 @@ class CheckSpec:
     duration_s: float | None = None  # per version per round (None: by the design)
     request: UserRequest | None = None  # --method, --path, ... (default: GET / or the
     # built-in app's page)
+    # The baseline's own interpreter (bisect's lock-file mode: the same code, another
+    # environment); None: the candidate's, one Python for both versions.
+    baseline_python: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -123,6 +126,8 @@ def check_experiment(
     if ref == "sleepy":  # its default 2 s would make a check of waiting; 5 ms of "I/O"
         candidate["env"] = {"SERVELAB_SLEEP_S": "0.005", **candidate["env"]}
     baseline = {**candidate, "app_dir": str(baseline_dir) if baseline_dir else None}
+    if check.baseline_python is not None:
+        baseline["python"] = str(check.baseline_python)
     server = {**SEED_SERVER, **(check.server or {})}
     return experiment_from_dict(
         {
@@ -148,6 +153,10 @@ def check_experiment(
     )
 
 
+class VersionsAnswerDifferently(SpecError):
+    """The two versions answer the check's request with different statuses."""
+
+
 def probe_both(experiment: Experiment, timeout_s: float) -> None:
     """Launch each version and send the request: SpecError (exit 2) when the two answer
     it differently, before anything is measured."""
@@ -166,7 +175,7 @@ def probe_both(experiment: Experiment, timeout_s: float) -> None:
             failures[stack.name] = exc
     said = f"{request.method} {request.path}"
     if answers[BASELINE] != answers[CANDIDATE] and None not in answers.values():
-        raise SpecError(
+        raise VersionsAnswerDifferently(
             f"the two versions answer {said} differently: baseline HTTP {answers[BASELINE]}, "
             f"candidate HTTP {answers[CANDIDATE]}",
             "check both with the same request (--method, --path, --expect-status); a check "
@@ -243,6 +252,9 @@ def run_check(
             CANDIDATE: describe_version(check.app.app_dir),
             BASELINE: describe_version(where or check.app.app_dir),
         }
+        if check.baseline_python is not None:  # two environments: history leaves it out
+            versions[CANDIDATE]["python"] = str(check.app.python)
+            versions[BASELINE]["python"] = str(check.baseline_python)
         result_dir = measure(replace(ready, setup={**ready.setup, "app_versions": versions}))
     from servelab.results.store import ResultStore
 

@@ -21,9 +21,17 @@ from servelab.registry import DEFAULT_SERVER, SERVER_KINDS
 
 
 @click.command()
-@click.option("--good", required=True, help="A revision that was fast (branch, tag, commit).")
+@click.option("--good", help="A revision that was fast (branch, tag, commit).")
 @click.option("--bad", default="HEAD", show_default=True,
               help="A later revision that is slower.")
+@click.option("--lock-good", type=click.Path(path_type=Path),
+              help="Instead of commits: a lock file (requirements-style, every package "
+              "pinned) with which the app was fast; with --lock-bad.")
+@click.option("--lock-bad", type=click.Path(path_type=Path),
+              help="The lock file with which it is slower: which of their differences did it?")
+@click.option("--wheelhouse", type=click.Path(path_type=Path),
+              help="With --lock-good: install from this directory of wheels only (offline); "
+              "default: the index pip is configured for.")
 @click.option(
     "--fail-if", "thresholds", multiple=True, metavar="THRESHOLD",
     help="What counts as slower, as `servelab check` takes it; repeatable. Metrics: "
@@ -47,8 +55,11 @@ from servelab.registry import DEFAULT_SERVER, SERVER_KINDS
 @app_options
 @run_options
 def bisect(
-    good: str,
+    good: str | None,
     bad: str,
+    lock_good: Path | None,
+    lock_bad: Path | None,
+    wheelhouse: Path | None,
     thresholds: tuple[str, ...],
     retries: int,
     summary_md: Path | None,
@@ -66,19 +77,43 @@ def bisect(
     never touched), deciding same / slower / unknown; an unknown step is measured again
     with more budget (--budget per step, default 90 s) rather than guessed.
 
-    Exit codes: 0 no change (the bad end is not slower), 1 the first slower commit found,
-    10 unresolved (a step stayed unknown), 2 bad input."""
-    from servelab.check import CheckOutcome, CheckSpec, check_experiment
+    With --lock-good and --lock-bad: which dependency change made it slower? Each step a
+    check of the app in the environment of the good lock with some of the two locks'
+    differences applied (in order of name) against the good lock's, in virtualenvs of
+    servelab's own, removed afterwards.
+
+    Exit codes: 0 no change (the bad end is not slower), 1 the first slower commit (or
+    change) found, 10 unresolved (a step stayed unknown), 2 bad input."""
+    from servelab.check import CheckOutcome, CheckSpec, check_experiment, parse_thresholds
     from servelab.history.bisect import Step
-    from servelab.history.outputs import junit_xml, outcome_json, summary_markdown
-    from servelab.history.run import EXIT_CODES, BisectSpec, run_bisect
+    from servelab.history.outputs import junit_xml, outcome_json, short, summary_markdown
+    from servelab.history.run import (
+        EXIT_CODES,
+        BisectSpec,
+        LockBisectSpec,
+        run_bisect,
+        run_lock_bisect,
+    )
 
     step_summary = check_outputs(
         ("--summary-md", summary_md), ("--json", json_path), ("--junit", junit)
     )
+    locks = lock_good is not None or lock_bad is not None
+    if locks and (lock_good is None or lock_bad is None):
+        raise SpecError("--lock-good and --lock-bad go together", "give both lock files")
+    if locks == (good is not None):
+        raise SpecError("servelab bisect needs --good REV (commits) or --lock-good and "
+                        "--lock-bad (lock files), one of the two",
+                        "e.g. --good v1.4, or --lock-good old.txt --lock-bad new.txt")
+    if wheelhouse is not None and not locks:
+        raise SpecError("--wheelhouse is for lock files", "give --lock-good and --lock-bad")
     if user.app is None:
-        raise SpecError("servelab bisect needs your app in a git repository",
+        raise SpecError("servelab bisect needs your app"
+                        + ("" if locks else " in a git repository"),
                         "pass --app package.module:attr (and --app-dir)")
+    if locks and user.app.python is not None:
+        raise SpecError("--python does not go with --lock-good: each lock state gets an "
+                        "environment of servelab's own", "leave --python out")
     if workers < 1 or concurrency < 1 or retries < 0:
         raise SpecError("--workers and --concurrency must be at least 1, --retries 0 or more",
                         "pass 1 or more")
@@ -93,25 +128,38 @@ def bisect(
         server={"kind": server, "workers": workers}, concurrency=concurrency,
         duration_s=duration, request=user.request,
     )
+    parse_thresholds(check.thresholds)  # a bad --fail-if: one line before anything is built
     options = run
     in_turns = api.in_turns_because(check_experiment(check, None), options)
     if in_turns:
         options = replace(options, side_by_side=False, notes=(*options.notes, in_turns))
 
-    def on_step(step: Step, outcome: CheckOutcome) -> None:
+    def on_step(step: Step, outcome: CheckOutcome | None) -> None:
         console.print(
-            f"servelab: step {step.commit[:10]} (attempt {step.attempt}): {step.decision}; "
+            f"servelab: step {short(step.commit)} (attempt {step.attempt}): {step.decision}; "
             f"{step.detail}", highlight=False, markup=False,
         )
 
-    outcome = run_bisect(
-        BisectSpec(check, good, bad, retries), options, say=api.saying(console),
-        measure=measure_quietly, startup_timeout_s=user.startup_timeout_s, on_step=on_step,
-    )
-    text = summary_markdown(outcome, good, bad)
+    if lock_good is not None and lock_bad is not None:
+        unit, start, end = "lock state", str(lock_good), str(lock_bad)
+        outcome = run_lock_bisect(
+            LockBisectSpec(check, lock_good, lock_bad, wheelhouse, retries), options,
+            say=api.saying(console), measure=measure_quietly,
+            startup_timeout_s=user.startup_timeout_s, on_step=on_step,
+        )
+    else:
+        assert good is not None
+        unit, start, end = "commit", good, bad
+        outcome = run_bisect(
+            BisectSpec(check, good, bad, retries), options, say=api.saying(console),
+            measure=measure_quietly, startup_timeout_s=user.startup_timeout_s,
+            on_step=on_step,
+        )
+    text = summary_markdown(outcome, start, end, unit)
     out.print(text, markup=False, highlight=False)
-    for path, content in ((summary_md, text), (json_path, outcome_json(outcome, good, bad)),
-                          (junit, junit_xml(outcome, good, bad)),
+    for path, content in ((summary_md, text),
+                          (json_path, outcome_json(outcome, start, end, unit)),
+                          (junit, junit_xml(outcome, start, end, unit)),
                           (Path(step_summary) if step_summary else None, text)):
         if path is not None:
             mode: Literal["a", "w"] = "a" if path == Path(step_summary or "") else "w"

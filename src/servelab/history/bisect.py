@@ -36,11 +36,12 @@ class Outcome:
     last_good: str | None  # the last commit known the same as the good one
     steps: tuple[Step, ...]
 
-    def summary(self) -> str:
+    def summary(self, unit: str = "commit") -> str:
+        """In words; ``unit``: what a step measures (a commit, a lock state)."""
         commits = len({s.commit for s in self.steps})
-        tried = f"{commits} commits measured in {len(self.steps)} steps"
+        tried = f"{commits} {unit}s measured in {len(self.steps)} steps"
         if self.ending == "found":
-            return f"first slower commit: {self.first_bad} (after {self.last_good}); {tried}"
+            return f"first slower {unit}: {self.first_bad} (after {self.last_good}); {tried}"
         if self.ending == "no change":
             return f"no change: the bad end is not slower than the good one; {tried}"
         return (

@@ -5,36 +5,43 @@ summary), JSON (--json) and JUnit XML (--junit)."""
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
 from dataclasses import asdict
 
 from servelab.history.bisect import Outcome
 
 
-def outcome_json(outcome: Outcome, good: str, bad: str) -> str:
+def short(name: str) -> str:
+    """A commit's hash as git shows it short; a lock state's name as it is."""
+    return name[:10] if re.fullmatch(r"[0-9a-f]{40}", name) else name
+
+
+def outcome_json(outcome: Outcome, good: str, bad: str, unit: str = "commit") -> str:
     return json.dumps({
-        "good": good, "bad": bad, "ending": outcome.ending, "first_bad": outcome.first_bad,
-        "last_good": outcome.last_good, "summary": outcome.summary(),
+        "good": good, "bad": bad, "unit": unit, "ending": outcome.ending,
+        "first_bad": outcome.first_bad, "last_good": outcome.last_good,
+        "summary": outcome.summary(unit),
         "steps": [asdict(s) for s in outcome.steps],
     }, indent=2) + "\n"
 
 
-def summary_markdown(outcome: Outcome, good: str, bad: str) -> str:
+def summary_markdown(outcome: Outcome, good: str, bad: str, unit: str = "commit") -> str:
     mark = {"found": "❌ found", "no change": "✅ no change", "unresolved": "❔ unresolved"}
     lines = [
         f"### servelab bisect: {mark[outcome.ending]}", "",
-        f"{outcome.summary()} (from `{good}` to `{bad}`).", "",
-        "| # | commit | attempt | decision | figures |", "|---:|---|---:|---|---|",
+        f"{outcome.summary(unit)} (from `{good}` to `{bad}`).", "",
+        f"| # | {unit} | attempt | decision | figures |", "|---:|---|---:|---|---|",
     ]
     lines += [
-        f"| {n} | `{s.commit[:10]}` | {s.attempt} | {s.decision} | {s.detail} |"
+        f"| {n} | `{short(s.commit)}` | {s.attempt} | {s.decision} | {s.detail} |"
         for n, s in enumerate(outcome.steps, 1)
     ]
     return "\n".join(lines) + "\n"
 
 
 
-def junit_xml(outcome: Outcome, good: str, bad: str) -> str:
+def junit_xml(outcome: Outcome, good: str, bad: str, unit: str = "commit") -> str:
     """JUnit XML: a test case per step (failed when the commit was slower than the good
     one, skipped when unknown) and one for the answer (failed when a first slower commit
     was found, skipped when unresolved), so a CI's test view names the culprit."""
@@ -50,7 +57,7 @@ def junit_xml(outcome: Outcome, good: str, bad: str) -> str:
     for number, step in enumerate(outcome.steps, 1):
         case = ET.SubElement(
             suite, "testcase", classname="servelab.bisect.step",
-            name=f"{number}: {step.commit[:10]} (attempt {step.attempt})", time="0",
+            name=f"{number}: {short(step.commit)} (attempt {step.attempt})", time="0",
         )
         message = f"{step.commit}: {step.decision}; {step.detail}"
         if step.decision == "slower":
@@ -61,9 +68,9 @@ def junit_xml(outcome: Outcome, good: str, bad: str) -> str:
             ET.SubElement(case, "system-out").text = message
     answer = ET.SubElement(suite, "testcase", classname="servelab.bisect",
                            name=f"from {good} to {bad}", time="0")
-    message = outcome.summary()
+    message = outcome.summary(unit)
     if answer_fails:
-        ET.SubElement(answer, "failure", message=message, type="first slower commit").text = (
+        ET.SubElement(answer, "failure", message=message, type=f"first slower {unit}").text = (
             message
         )
     elif outcome.ending == "unresolved":

@@ -108,3 +108,74 @@ def _detail(outcome: CheckOutcome) -> str:
     return "; ".join(
         f"{j.threshold.text}: {j.state} ({j.reason})" for j in outcome.judgements
     )
+
+
+@dataclass(frozen=True)
+class LockBisectSpec:
+    check: CheckSpec  # the app (one code for every state), thresholds, stack, request
+    good_lock: Path
+    bad_lock: Path
+    wheelhouse: Path | None = None  # pip --no-index --find-links; None: pip's index
+    retries: int = 1
+
+
+def run_lock_bisect(
+    spec: LockBisectSpec,
+    options: RunOptions,
+    *,
+    say: Callable[[str], None],
+    measure: Callable[[Any], Path],
+    startup_timeout_s: float = 30.0,
+    on_step: Callable[[Step, CheckOutcome | None], None] = lambda step, outcome: None,
+) -> Outcome:
+    """Bisect the differences between two lock files (``history.locks``): each step a
+    check of one lock state's environment against the good lock's, the same code in
+    both. A state that does not install or start is unknown at once (more budget would
+    not change it), and the bisection says between which changes it stayed."""
+    from servelab.check import VersionsAnswerDifferently
+    from servelab.errors import StackStartError
+    from servelab.history.environments import LockInstallError, lock_environments
+    from servelab.history.locks import lock_changes, lock_state, read_lock, state_label
+
+    if spec.wheelhouse is not None and not spec.wheelhouse.is_dir():
+        raise SpecError(f"--wheelhouse {spec.wheelhouse} is not a directory",
+                        "give the directory of wheels (pip download -d DIR ...)")
+    good, bad = read_lock(spec.good_lock), read_lock(spec.bad_lock)
+    changes = lock_changes(good, bad)
+    if not changes:
+        raise SpecError(f"{spec.good_lock} and {spec.bad_lock} pin the same versions",
+                        "give two different lock files")
+    labels = [state_label(changes, applied) for applied in range(len(changes) + 1)]
+    say(f"bisecting {len(changes)} changes from {spec.good_lock} to {spec.bad_lock}: each "
+        "step a check of one lock state against the good lock")
+    bisection = Bisection(labels, retries=spec.retries)
+    budget = options.budget_s or DEFAULT_STEP_BUDGET_S
+    with lock_environments(spec.wheelhouse, say) as environments:
+        try:
+            good_python = environments.python(0, lock_state(good, changes, 0))
+        except LockInstallError as exc:
+            raise SpecError(f"the good lock does not install: {exc.problem}", exc.fix,
+                            detail=exc.detail) from None
+        while (asked := bisection.next()) is not None:
+            label, attempt = asked
+            applied = labels.index(label)
+            try:
+                python = environments.python(applied, lock_state(good, changes, applied))
+                check = replace(
+                    spec.check, app=spec.check.app.model_copy(update={"python": python}),
+                    baseline_dir=spec.check.app.app_dir or Path.cwd(), baseline_ref=None,
+                    baseline_python=good_python,
+                )
+                outcome: CheckOutcome | None = run_check(
+                    check, replace(options, budget_s=budget * 2 ** (attempt - 1)),
+                    say=say, measure=measure, startup_timeout_s=startup_timeout_s,
+                )
+            except (LockInstallError, StackStartError, VersionsAnswerDifferently) as exc:
+                outcome = None
+                step = Step(label, "unknown", spec.retries + 1, exc.one_line())
+            if outcome is not None:
+                step = Step(label, DECISIONS[outcome.state], attempt, _detail(outcome),
+                            outcome.starts)
+            bisection.tell(step)
+            on_step(step, outcome)
+    return bisection.outcome()

@@ -90,6 +90,8 @@ def read_points(results_dir: Path, metric: Metric) -> dict[tuple[str, str], list
                 continue
             environment = database.environment(row.id)
             versions = environment.get("app_versions") or {}
+            if len({str(v.get("python")) for v in versions.values()}) > 1:
+                continue  # one code, two environments (bisect --lock-good): not a commit's
             runs = database.runs(row.id)
             for role, version in versions.items():
                 commit = version.get("commit")

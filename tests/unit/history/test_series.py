@@ -89,3 +89,19 @@ def test_bad_history_input_is_one_line(tmp_path: Path) -> None:
         done = run_cli("history", *args, cwd=tmp_path)
         assert done.returncode == 2 and said in done.stderr, done.stderr
         assert "Traceback" not in done.stderr
+
+
+def test_a_check_of_one_code_in_two_environments_is_no_point_of_the_history(
+    tmp_path: Path,
+) -> None:
+    experiment = check_experiment(CheckSpec(app=AppSpec(ref="shop:app")), None)
+    versions = {  # bisect --lock-good: the same commit, two lock states' environments
+        role: {"commit": COMMITS[3], "time": "2026-11-04T00:00:00+00:00", "dirty": False,
+               "dir": "/w", "python": f"/tmp/servelab-lock-x/state-{i}/bin/python"}
+        for i, role in enumerate(("baseline", "candidate"))
+    }
+    store = ResultStore.create(tmp_path, experiment, {**MACHINE, "app_versions": versions})
+    for role in ("candidate", "baseline"):
+        store.add(fake_run(role, "app", 1, experiment="check", load=fake_load(rps=900)))
+    store.mark_finished()
+    assert read_points(tmp_path, METRICS["rps"]) == {}
