@@ -45,17 +45,23 @@ def capacity_experiment(
     }
 
 
-def capacity_of_file(path: Path) -> Experiment:
-    """The experiment file's stacks (its baseline first) with its first workload's
-    request, as a capacity search measures them; the file's errors as `servelab run`
-    tells them."""
-    from servelab.prepare.building import experiment_from_dict, load_experiment
+def capacity_of(experiment: Experiment, source: str) -> Experiment:
+    """``experiment``'s stacks (its baseline first), each whole, with its first workload's
+    request, as a capacity search measures them."""
+    from servelab.prepare.building import experiment_from_dict
 
-    experiment = load_experiment(path)
     return experiment_from_dict(
         capacity_experiment(
             experiment.name, [s.model_dump(exclude_none=True) for s in experiment.stacks],
             experiment.workloads[0].request.model_dump(exclude_none=True),
         ),
-        source=str(path),
+        source=source, whole_variants=True,
     )
+
+
+def capacity_of_file(path: Path) -> Experiment:
+    """The experiment file's stacks with its first workload's request (``capacity_of``);
+    the file's errors as `servelab run` tells them."""
+    from servelab.prepare.building import load_experiment
+
+    return capacity_of(load_experiment(path), str(path))

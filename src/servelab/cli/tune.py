@@ -25,7 +25,7 @@ WORKER_CLASS_NAMES = get_args(ServerSpec.model_fields["worker_class"].annotation
 DEFAULT_BUDGET = "15m"
 # What a [tune] table may hold besides its [[tune.space]] entries.
 TABLE_KEYS = (
-    "objective", "rate", "p99_ms", "max_error_ratio", "max_memory_mib", "concurrency",
+    "objective", "rate", "p99_ms", "max_error_ratio", "max_memory_mib", "slo", "concurrency",
     "duration_s", "max_rounds", "tie_pct", "budget", "endpoint", "space",
 )
 
@@ -96,6 +96,9 @@ def _zero_or_more(text: str | None, what: str) -> tuple[int, ...] | None:
 @click.option("--max-error-ratio", type=float, help="Limit: at most this share of requests "
               "fail (default 0.01).")
 @click.option("--max-memory", type=float, help="Limit: stack memory (peak RSS) in MiB.")
+@click.option("--slo", help="With --objective max-capacity: the SLO each finalist's "
+              "capacity is searched under, as `servelab capacity` takes it "
+              "('p99<100ms,errors<0.1%').")
 @click.option("--endpoint", help="Built-in fastapi app: which seed endpoint (default "
               "async-small).")
 @click.option("-c", "--concurrency", type=int, help="Concurrent clients (closed model; "
@@ -144,7 +147,7 @@ def tune(space_file: Path | None, user: UserApp, run: RunOptions, **given: Any) 
         backlogs=parse_int_list(given["backlog"], "backlog"),
         objective=given["objective"], rate=given["rate"], p99_ms=given["p99_ms"],
         max_error_ratio=given["max_error_ratio"], max_memory_mib=given["max_memory"],
-        endpoint=given["endpoint"], concurrency=given["concurrency"],
+        slo=given["slo"], endpoint=given["endpoint"], concurrency=given["concurrency"],
         duration_s=given["duration"], max_rounds=given["max_rounds"], tie_pct=given["tie_pct"],
         stack_cpus=run.stack_cpus,
     )

@@ -32,6 +32,7 @@ from servelab.measuring.stopping import NextRound
 from servelab.prepare.building import experiment_from_dict
 from servelab.registry import DEFAULT_FRONT
 from servelab.results.records import RunRecord
+from servelab.tune.capacity import CapacityChoice, choice_markdown, search_finalists
 from servelab.tune.objective import Objective
 from servelab.tune.race import (
     RaceSettings,
@@ -341,6 +342,8 @@ class TuneOutcome:
     path: Path  # tune.md
     summary: str = ""  # the ranking without the dropped candidates (the terminal's default)
     flame: Path | None = None  # --profile: the differential flame graph beside tune.md
+    # --objective max-capacity: the finalists' capacities at the SLO, and the choice.
+    capacity: CapacityChoice | None = None
 
 
 def run_tune(
@@ -388,9 +391,21 @@ def run_tune(
     state, recommendation = progress.write()
     why = progress.why(state, recommendation)
     flame = Path(store.path) / TUNE_FLAME
+    markdown = progress.markdown(state, recommendation, why=why)
+    summary = progress.markdown(state, recommendation, dropped=False, why=why)
+    capacity = None
+    names = progress.finalists(state, recommendation)
+    if spec.objective.kind == "max-capacity" and spec.objective.slo and names:
+        say(f"the race is over; searching the capacity of its {len(names)} finalists at "
+            f"{spec.objective.slo}: {', '.join(names)}")
+        capacity = search_finalists(
+            experiment, names, spec.objective.slo, options, user_app or UserApp(),
+            console=console or Console(stderr=True), out=quiet or Console(),
+            tune_dir=Path(store.path),
+        )
+        said = choice_markdown(capacity)
+        markdown, summary = f"{markdown}\n{said}", f"{summary}\n{said}"
     return TuneOutcome(
-        state, recommendation, progress.markdown(state, recommendation, why=why), store.label,
-        Path(store.path) / TUNE_MARKDOWN,
-        progress.markdown(state, recommendation, dropped=False, why=why),
-        flame if why is not None and why.flame_svg is not None else None,
+        state, recommendation, markdown, store.label, Path(store.path) / TUNE_MARKDOWN,
+        summary, flame if why is not None and why.flame_svg is not None else None, capacity,
     )

@@ -68,6 +68,7 @@ def build_tune(
     p99_ms: float | None = None,
     max_error_ratio: float | None = None,
     max_memory_mib: float | None = None,
+    slo: str | None = None,
     endpoint: str | None = None,
     concurrency: int | None = None,
     duration_s: float | None = None,
@@ -113,6 +114,7 @@ def build_tune(
         p99_ms=_pick(p99_ms, table, "p99_ms"),
         max_error_ratio=_or(_pick(max_error_ratio, table, "max_error_ratio"), 0.01),
         max_memory_mib=_pick(max_memory_mib, table, "max_memory_mib"),
+        slo=_pick(slo, table, "slo"),
     )
     settings = RaceSettings(
         max_rounds=_positive(_pick(max_rounds, table, "max_rounds"), 10, "--max-rounds", int),

@@ -3,7 +3,10 @@
 - ``max-rps``: the most requests/s (closed model), under the limits;
 - ``min-p99``: the lowest p99 latency at a fixed arrival rate (open model, ``rate``);
 - ``min-memory``: the least stack memory (peak RSS of the front and the app server's
-  processes), at a fixed rate when one is given, else under the closed load.
+  processes), at a fixed rate when one is given, else under the closed load;
+- ``max-capacity``: the most traffic under an SLO (``slo``: 'p99<100ms,errors<0.1%'):
+  the race screens by requests/s, then each finalist's capacity is searched
+  (``servelab.tune.capacity``).
 
 The limits (``p99_ms``, ``max_error_ratio``, ``max_memory_mib``) hold for every
 objective. A candidate is dropped for breaking one only when every one of its starts
@@ -20,8 +23,8 @@ from servelab.analysis.metrics import METRIC_BY_KEY, Metric
 from servelab.errors import SpecError
 from servelab.results.records import RunRecord
 
-ObjectiveKind = Literal["max-rps", "min-p99", "min-memory"]
-OBJECTIVES: tuple[ObjectiveKind, ...] = ("max-rps", "min-p99", "min-memory")
+ObjectiveKind = Literal["max-rps", "min-p99", "min-memory", "max-capacity"]
+OBJECTIVES: tuple[ObjectiveKind, ...] = ("max-rps", "min-p99", "min-memory", "max-capacity")
 MIB = 2**20
 
 MEMORY = Metric(
@@ -41,6 +44,7 @@ class Objective:
     p99_ms: float | None = None
     max_error_ratio: float = 0.01
     max_memory_mib: float | None = None
+    slo: str | None = None  # max-capacity: as `servelab capacity --slo` takes it
 
     def __post_init__(self) -> None:
         if self.kind not in OBJECTIVES:
@@ -58,6 +62,21 @@ class Objective:
                 "--rate fixes the arrivals instead",
                 "leave out --rate, or use --objective min-p99 / min-memory with it",
             )
+        if (self.kind == "max-capacity") != (self.slo is not None):
+            raise SpecError(
+                "--objective max-capacity and --slo go together",
+                "e.g. --objective max-capacity --slo 'p99<100ms,errors<0.1%'",
+            )
+        if self.kind == "max-capacity":
+            from servelab.capacity.slo import parse_slo
+
+            parse_slo(self.slo or "")  # a bad SLO: one line before anything starts
+            if self.rate is not None or self.p99_ms is not None:
+                raise SpecError(
+                    "--objective max-capacity searches each finalist's rate under --slo; "
+                    "--rate and --p99-ms do not apply",
+                    "leave them out (the SLO carries the p99 bound)",
+                )
         for label, value in (
             ("--rate", self.rate), ("--p99-ms", self.p99_ms),
             ("--max-memory", self.max_memory_mib),
@@ -75,6 +94,7 @@ class Objective:
         """The figure the race compares."""
         return {
             "max-rps": METRIC_BY_KEY["rps"],
+            "max-capacity": METRIC_BY_KEY["rps"],  # the race's screen
             "min-p99": METRIC_BY_KEY["latency_p99_ms"],
             "min-memory": MEMORY,
         }[self.kind]
@@ -89,6 +109,9 @@ class Objective:
             text = "the most requests/s"
         elif self.kind == "min-p99":
             text = f"the lowest p99 latency at {self.rate:g} req/s"
+        elif self.kind == "max-capacity":
+            text = (f"the most traffic at {self.slo} (the race screens by requests/s, "
+                    "then the finalists' capacities are searched)")
         else:
             text = "the least memory" + (f" at {self.rate:g} req/s" if self.rate else "")
         return f"{text}, {', '.join(self.limit_texts())}"
