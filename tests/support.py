@@ -576,3 +576,34 @@ def write_wheel(wheelhouse: Path, name: str, version: str, module_source: str) -
         for path, text in files.items():
             archive.writestr(path, text)
     return wheel
+
+
+def yaml_blocks(markdown: str) -> list:
+    """The ```yaml blocks of a markdown page, parsed."""
+    import yaml
+
+    blocks, inside, lines = [], False, []
+    for line in markdown.splitlines():
+        if line.startswith("```yaml"):
+            inside, lines = True, []
+        elif line.startswith("```") and inside:
+            inside = False
+            blocks.append(yaml.safe_load("\n".join(lines)))
+        elif inside:
+            lines.append(line)
+    return blocks
+
+
+def servelab_lines(commands: list[str], variables: dict[str, str]) -> list[list[str]]:
+    """The `servelab ...` commands among CI script lines, ``$NAME`` filled in, split as a
+    shell would."""
+    import shlex
+
+    found = []
+    for command in commands:
+        text = command.strip()
+        for name, value in variables.items():
+            text = text.replace(f"${name}", value)
+        if text.startswith("servelab "):
+            found.append(shlex.split(text))
+    return found

@@ -6,14 +6,13 @@ once its own variables are filled in."""
 from __future__ import annotations
 
 import os
-import shlex
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import xmlschema
-import yaml
+from support import servelab_lines, yaml_blocks
 
 from servelab.config.run import parse_duration
 
@@ -26,30 +25,6 @@ def app(environ, start_response):
     start_response("200 OK", [("Content-Type", "text/plain")])
     return [b"shop"]
 """
-
-
-def yaml_blocks(markdown: str) -> list[dict]:
-    blocks, inside, lines = [], False, []
-    for line in markdown.splitlines():
-        if line.startswith("```yaml"):
-            inside, lines = True, []
-        elif line.startswith("```") and inside:
-            inside = False
-            blocks.append(yaml.safe_load("\n".join(lines)))
-        elif inside:
-            lines.append(line)
-    return blocks
-
-
-def servelab_lines(commands: list[str], variables: dict[str, str]) -> list[list[str]]:
-    found = []
-    for command in commands:
-        text = command.strip()
-        for name, value in variables.items():
-            text = text.replace(f"${name}", value)
-        if text.startswith("servelab "):
-            found.append(shlex.split(text))
-    return found
 
 
 def git(repo: Path, *args: str) -> str:
