@@ -12,6 +12,7 @@ from support import fake_load, fake_run, run_cli, servelab_lines, yaml_blocks
 
 from servelab.check import CheckSpec, check_experiment
 from servelab.config.stack import AppSpec
+from servelab.results.records import ProcessUsage
 from servelab.results.store import ResultStore
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -59,8 +60,10 @@ def _store_check(results: Path, candidate: int, rps: float) -> None:
     store = ResultStore.create(results, experiment, {**MACHINE, "app_versions": versions})
     for role in ("candidate", "baseline"):
         for repetition in (1, 2):
+            busy = ProcessUsage(role="app", pid=1, name="gunicorn", cpu_s=4.0,
+                                peak_rss_bytes=1)
             store.add(fake_run(role, "app", repetition, experiment="check",
-                               load=fake_load(rps=rps + repetition)))
+                               load=fake_load(rps=rps + repetition), processes=(busy,)))
     store.mark_finished()
 
 
