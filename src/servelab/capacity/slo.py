@@ -99,15 +99,17 @@ def parse_slo(text: str) -> Slo:
 
 
 def latency_stats(latencies_ms: Sequence[float], stats: Sequence[str]) -> dict[str, float]:
-    """The named statistics of one trial's answered requests (0 where none was answered)."""
-    import numpy as np
+    """The named statistics of one trial's answered requests (0 where none was answered);
+    percentiles by nearest rank, as every record's (``results.records.percentile``)."""
+    import statistics
+
+    from servelab.results.records import percentile
 
     if not latencies_ms:
         return dict.fromkeys(stats, 0.0)
-    values = np.asarray(latencies_ms, dtype=float)
+    ordered = sorted(latencies_ms)
     out = {}
     for stat in stats:
-        percentile = LATENCY_STATS[stat]
-        value = values.mean() if percentile is None else np.percentile(values, percentile)
-        out[stat] = float(value)
+        pct = LATENCY_STATS[stat]
+        out[stat] = statistics.fmean(ordered) if pct is None else percentile(ordered, pct)
     return out
