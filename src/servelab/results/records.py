@@ -19,7 +19,9 @@ def percentile(sorted_values: Sequence[float], pct: float) -> float:
     (Locust) and by the merge of a run's slices (``servelab.measuring.slices``)."""
     if not sorted_values:
         return 0.0
-    rank = max(1, math.ceil(pct / 100 * len(sorted_values)))
+    # Rounded first: 99.9 / 100 * 1000 is 999.0000000000001 in floating point, whose
+    # ceiling would take the 1000th value for the 999th.
+    rank = max(1, math.ceil(round(pct / 100 * len(sorted_values), 9)))
     return float(sorted_values[min(rank, len(sorted_values)) - 1])
 
 

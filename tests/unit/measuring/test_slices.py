@@ -51,6 +51,8 @@ def test_percentile_is_nearest_rank():
     assert percentile([3.0], 99) == 3.0
     assert percentile([], 50) == 0.0
     assert percentile([2.0, 2.0, 2.0, 7.0], 50) == 2.0  # ties
+    # The 999th of 1,000 (99.9 / 100 * 1000 is not exactly 999 in floating point).
+    assert percentile([float(v) for v in range(1, 1001)], 99.9) == 999.0
 
 
 def test_merged_load_adds_counts_and_takes_latencies_from_every_request():
