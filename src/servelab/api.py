@@ -25,7 +25,7 @@ import io
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
@@ -44,6 +44,9 @@ from servelab.report.base import ReportInput
 from servelab.report.exports import check_writable
 from servelab.results.store import ResultStore
 from servelab.studies import Study, StudyOptions
+
+if TYPE_CHECKING:
+    from servelab.capacity.run import CapacityPlan, VariantCapacity
 
 
 @dataclass(frozen=True)
@@ -323,14 +326,14 @@ def measure(
 
 def capacity(
     experiment: Experiment,
-    plan: Any,  # servelab.capacity.CapacityPlan
+    plan: CapacityPlan,
     options: RunOptions = RunOptions(),  # noqa: B008 (frozen: one shared default is safe)
     user_app: UserApp = UserApp(),  # noqa: B008
     *,
     console: Console | None = None,
     out: Console | None = None,
     **measuring: Any,
-) -> list[Any]:
+) -> list[VariantCapacity]:
     """Each of ``experiment``'s stacks searched for the largest arrival rate that keeps
     ``plan.slo``, with an interval (servelab.capacity); the first workload's request is
     sent. Trials are written as they end, the answers after each variant, in a new
