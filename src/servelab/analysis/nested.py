@@ -31,6 +31,8 @@ import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from servelab.analysis.stats import t_quantile
+
 # One variant's slices: start -> pass -> value.
 Cells = Mapping[int, Mapping[int, float]]
 
@@ -227,7 +229,7 @@ def compare_design(
     estimate = fit.coefficients[i] - fit.coefficients[j]
     c = fit.covariance_unscaled
     se = math.sqrt(max(0.0, fit.residual_variance * (c[i][i] + c[j][j] - 2 * c[i][j])))
-    t = float(sps.t.ppf(0.5 + level / 2, fit.df))
+    t = t_quantile(0.5 + level / 2, fit.df)
     p_value = None if estimate == 0 else 0.0  # no spread at all: no test
     if se > 0:
         p_value = float(2 * sps.t.sf(abs(estimate) / se, fit.df))

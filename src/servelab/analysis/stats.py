@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+
+
+@functools.lru_cache(maxsize=4096)
+def t_quantile(q: float, df: float) -> float:
+    """Student's t quantile (scipy), remembered: the stopping rule asks the same few
+    (level, degrees of freedom) after every round, and scipy's ``ppf`` costs about 0.3 ms
+    a call (most of a simulated study's analysis: tests/unit/measuring/test_error_rates)."""
+    from scipy import stats as sps
+
+    return float(sps.t.ppf(q, df))
 
 
 @dataclass(frozen=True)
@@ -48,10 +59,8 @@ def confidence_interval(values: Sequence[float], level: float = 0.95) -> tuple[f
     """Two-sided t interval for the mean; None for fewer than two values."""
     if len(values) < 2:
         return None
-    from scipy import stats as sps
-
     s = summarize(values)
-    half = float(sps.t.ppf(0.5 + level / 2, s.n - 1)) * s.stdev / math.sqrt(s.n)
+    half = t_quantile(0.5 + level / 2, s.n - 1) * s.stdev / math.sqrt(s.n)
     return (s.mean - half, s.mean + half)
 
 
@@ -65,9 +74,7 @@ def runs_needed(values: Sequence[float], precision_pct: float, level: float = 0.
     s = summarize(values)
     if s.mean == 0 or precision_pct <= 0:
         return None
-    from scipy import stats as sps
-
-    t = float(sps.t.ppf(0.5 + level / 2, s.n - 1))
+    t = t_quantile(0.5 + level / 2, s.n - 1)
     return max(2, math.ceil((t * 100 * s.stdev / abs(s.mean) / precision_pct) ** 2))
 
 
@@ -125,11 +132,9 @@ class Comparison:
         centre and degrees of freedom); itself without an interval or df."""
         if self.interval is None or self.df is None:
             return self
-        from scipy import stats as sps
-
         low, high = self.interval
         centre, half = (high + low) / 2, (high - low) / 2
-        half *= float(sps.t.ppf(0.5 + level / 2, self.df) / sps.t.ppf(0.975, self.df))
+        half *= t_quantile(0.5 + level / 2, self.df) / t_quantile(0.975, self.df)
         return replace(self, interval=(centre - half, centre + half))
 
     def is_clear(self, precision_pct: float, min_effect_pct: float = 0.0) -> bool:
@@ -194,7 +199,7 @@ def compare(
     dof = (b_var + v_var) ** 2 / (
         (b_var**2 / (b.n - 1) if b_var else 0.0) + (v_var**2 / (v.n - 1) if v_var else 0.0)
     )
-    half = float(sps.t.ppf(1 - alpha / 2, dof)) * se
+    half = t_quantile(1 - alpha / 2, dof) * se
     interval = (difference - half, difference + half)
     found = _verdict(result, interval, p, pct, difference, higher_is_better, alpha, min_effect_pct)
     return replace(found, df=dof)
@@ -240,7 +245,7 @@ def compare_paired(
     p = float(sps.ttest_rel(variant, baseline).pvalue)
     if math.isnan(p):
         return result(None, None, "inconclusive", "the t-test could not be computed")
-    half = float(sps.t.ppf(1 - alpha / 2, d.n - 1)) * d.stdev / math.sqrt(d.n)
+    half = t_quantile(1 - alpha / 2, d.n - 1) * d.stdev / math.sqrt(d.n)
     interval = (d.mean - half, d.mean + half)
     found = _verdict(result, interval, p, pct, difference, higher_is_better, alpha, min_effect_pct)
     return replace(found, df=d.n - 1)

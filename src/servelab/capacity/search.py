@@ -229,7 +229,7 @@ def crossing(
     """Where the least-squares line of ``margins`` on ``rates`` crosses ``level``, and Fieller's
     interval for it at ``confidence`` (None when the slope is not negative beyond the
     noise: the interval would be unbounded)."""
-    from scipy import stats
+    from servelab.analysis.stats import t_quantile
 
     n = len(rates)
     mean_x = sum(rates) / n
@@ -245,7 +245,7 @@ def crossing(
     residual = sum(
         (y - intercept - slope * x) ** 2 for x, y in zip(rates, margins, strict=True)
     ) / (n - 2)
-    t = float(stats.t.ppf(0.5 + confidence / 2, n - 2))
+    t = t_quantile(0.5 + confidence / 2, n - 2)
     # Fieller: the x where |a - 1 + b x| <= t * se(a + b x), with the line centred at mean_x
     # (so the intercept and slope estimates are uncorrelated): var(ybar) = s2 / n,
     # var(b) = s2 / sxx; solve (ybar - 1 + b u)^2 = t^2 s2 (1/n + u^2/sxx), u = x - mean_x.
