@@ -520,13 +520,22 @@ PLANTED_KINDS: dict[str, tuple[str, str, int]] = {
 
 
 def planted_spin_toml(
-    name: str, planted_us: int, repetitions: int, duration_s: float, kind: str = "compute"
+    name: str, planted_us: int, repetitions: int, duration_s: float, kind: str = "compute",
+    also: tuple[str, ...] = (),
 ) -> str:
     """An experiment file: the seed app's async-small behind nginx (TCP, gunicorn with
     the kind's workers, wrk, runs in one piece) against the same stack whose planted
     function of ``kind`` (``PLANTED_KINDS``; by default ``extra_work()``) spins
-    ``planted_us`` of thread CPU per request."""
+    ``planted_us`` of thread CPU per request (variant "spin"); ``also``: more kinds of the
+    same workers, a variant each, named by its kind."""
     variable, _, workers = PLANTED_KINDS[kind]
+    more = "".join(
+        f"""[[variants]]
+name = "{other}"
+app = {{ ref = "fastapi", env = {{ {PLANTED_KINDS[other][0]} = "{planted_us}" }} }}
+"""
+        for other in also if PLANTED_KINDS[other][2] == workers
+    )
     return f"""
 name = "{name}"
 repetitions = {repetitions}
@@ -544,7 +553,7 @@ proxy = {{ kind = "nginx", transport = "tcp" }}
 [[variants]]
 name = "spin"
 app = {{ ref = "fastapi", env = {{ {variable} = "{planted_us}" }} }}
-[[workloads]]
+{more}[[workloads]]
 name = "async-small"
 request = {{ method = "POST", path = "/async/items/", body = '{{"name": "n", "price": 1}}' }}
 load = {{ concurrency = 10, duration_s = {duration_s:g} }}

@@ -24,37 +24,47 @@ pytestmark = pytest.mark.integration
 PLANTED_US = 300  # the seed app's extra_work() spins this much thread CPU per request
 
 
-def _experiment(tmp_path: Path, repetitions: int, kind: str = "compute") -> servelab.Experiment:
+def _experiment(
+    tmp_path: Path, repetitions: int, also: tuple[str, ...] = ()
+) -> servelab.Experiment:
     path = tmp_path / "why.toml"
-    path.write_text(planted_spin_toml("why", PLANTED_US, repetitions, duration_s=2, kind=kind))
+    path.write_text(planted_spin_toml("why", PLANTED_US, repetitions, duration_s=2, also=also))
     return servelab.Experiment.from_toml(path)
 
 
 @pytest.fixture(scope="module")
 def profiled(tmp_path_factory: pytest.TempPathFactory) -> ReportInput:
-    """The planted experiment, 4 starts of each variant, with --profile (measured once for
-    the tests that read it)."""
+    """The planted experiment with --profile, 4 starts of each variant: the base, "spin"
+    (the compute kind) and "syscalls" (the kind that spends half its time in system
+    calls), measured once for the tests that read it."""
     if py_spy() is None:
         pytest.skip("py-spy is not installed (the profile extra)")
     where = tmp_path_factory.mktemp("profiled")
     return servelab.measure(
-        _experiment(where, 4), servelab.RunOptions(results_dir=where / "r", profile=True),
+        _experiment(where, 4, also=("syscalls",)),
+        servelab.RunOptions(results_dir=where / "r", profile=True),
         console=Console(file=io.StringIO()),
     )
+
+
+def _explained(result: ReportInput, variant: str):
+    from servelab.analysis.explain import explain_all
+
+    [explanation] = [e for e in explain_all(run_profiles(result), "base")
+                     if e.variant == variant]
+    return explanation
 
 
 def test_the_planted_function_is_the_top_contributor(
     profiled: ReportInput, tmp_path: Path
 ) -> None:
-    from servelab.analysis.explain import explain_all
-
     result = profiled
     assert all(r.profile is not None and r.profile.samples > 0 for r in result.runs)
     profiles = run_profiles(result)
-    assert len(profiles) == 8
+    assert len(profiles) == 12
     for profile in profiles:  # the stacks add up to the stack's measured CPU per request
         assert sum(profile.stacks.values()) == pytest.approx(profile.total, rel=1e-6)
-    [explanation] = explain_all(profiles, "base")
+    explanation = _explained(result, "spin")
     top = explanation.functions[0]
     assert top.name == "extra_work (servelab/apps/seed_fastapi.py)", explanation
     assert top.comparison.interval is not None
@@ -104,7 +114,7 @@ def test_the_parts_add_up_to_the_stack_cpu_of_the_measured_window(
     assert "measured without py-spy" in ABOUT
     profiles = run_profiles(profiled)
     runs = {(r.variant, r.repetition): r for r in profiled.runs}
-    assert len(profiles) == len(runs) == 8
+    assert len(profiles) == len(runs) == 12
     for profile in profiles:
         run = runs[(profile.variant, profile.repetition)]
         assert sum(profile.parts.values()) == pytest.approx(
@@ -142,25 +152,13 @@ def test_without_py_spy_one_line_and_the_measuring_goes_on(
 
 # Not the crowded kind (4 workers on 2 CPUs): py-spy counts a worker waiting for a CPU
 # as running, and the spin read 1.4-3.4 times its size (docs/reports.md): not solved yet.
-@pytest.mark.parametrize("kind", ["syscalls"])
 def test_a_planted_function_of_another_kind_is_the_top_contributor(
-    kind: str, tmp_path: Path
+    profiled: ReportInput,
 ) -> None:
     """The planted function that spends half its time in system calls (their kernel time
-    is charged to it), or the compute spin in a stack with more busy workers than CPUs,
-    comes out on top, at more than half its planted size."""
-    from servelab.analysis.explain import explain_all
-
-    if py_spy() is None:
-        pytest.skip("py-spy is not installed (the profile extra)")
-    result = servelab.measure(
-        _experiment(tmp_path, 4, kind),
-        servelab.RunOptions(results_dir=tmp_path / "r", profile=True),
-        console=Console(file=io.StringIO()),
-    )
-    [explanation] = explain_all(run_profiles(result), "base")
-    top = explanation.functions[0]
-    assert top.name == PLANTED_KINDS[kind][1], explanation
+    is charged to it) comes out on top, at more than half its planted size."""
+    top = _explained(profiled, "syscalls").functions[0]
+    assert top.name == PLANTED_KINDS["syscalls"][1], top
     assert top.comparison.interval is not None
     # At more than half its size (the old reading of the syscall kind was under half),
     # and not beyond twice it: what 12 planted runs hold every time (docs/reports.md);
