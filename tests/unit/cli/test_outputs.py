@@ -34,14 +34,15 @@ COMMANDS = {
 # The path options that servelab only reads (report's and export's --results: where RESULT
 # is looked up; what they write goes to --out, checked when it is written, before a boot).
 READ_ONLY = {"--app-dir", "--python", "--body-file", "--baseline-dir", "--space"}
-READ_BY = {"report": {"--results"}, "export": {"--results"}, "history": {"--results"}}
+READ_BY = {"report": {"--results"}, "export": {"--results"}, "history": {"--results"},
+           "bisect": {"--lock-good", "--lock-bad", "--wheelhouse"}}
 # The options every measuring command has, and what each writes.
 MEASURING = {"--results": "dir", "--out": "dir", "--export-json": "file",
              "--export-markdown": "file", "--export-csv": "file"}
 WRITES = {
     **{name: MEASURING for name in ("study", "run", "ramp", "tune", "capacity")},
     "check": {**MEASURING, "--summary-md": "file", "--junit": "file"},
-    "bisect": {**MEASURING, "--summary-md": "file", "--json": "file"},
+    "bisect": {**MEASURING, "--summary-md": "file", "--json": "file", "--junit": "file"},
     "history": {"--out": "dir"},
     "report": {"--out": "dir"},
     "export": {"--out": "dir"},
