@@ -31,7 +31,10 @@ def app(environ, start_response):
     start_response("200 OK", [("Content-Type", "text/plain")])
     return [digest.hex().encode()]
 """
-CULPRIT = 7  # the commit (0-based) that makes the work ten times
+# The commit (0-based) that makes the work ten times. Early, so that the steps (the bad
+# end 11, then 5, 2, 1) are three slower ones, which a check decides in three rounds, and
+# one the same, which takes four: about a minute less than a culprit in the middle.
+CULPRIT = 2
 
 
 def git(repo: Path, *args: str) -> str:
@@ -70,7 +73,8 @@ def test_bisect_names_the_commit_that_made_it_slower(tmp_path: Path, no_leftover
         decision == ("slower" if commits.index(commit) >= CULPRIT else "same")
         for commit, decision in decisions.items() if decision != "unknown"
     ), decisions
-    assert len(answer["steps"]) <= 10
+    assert [s["commit"] for s in answer["steps"] if s["attempt"] == 1] == [
+        commits[11], commits[5], commits[2], commits[1]]  # the bad end first, then halves
     assert "### servelab bisect: ❌ found" in done.stdout
     junit = (tmp_path / "bisect.xml").read_text()  # the CI's test view names the culprit
     assert 'type="first slower commit"' in junit and commits[CULPRIT] in junit

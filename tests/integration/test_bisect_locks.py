@@ -1,8 +1,10 @@
 """servelab bisect --lock-good / --lock-bad for real: a small WSGI app whose dependency
-`fastcodec` 2.0 makes every request ten times the work, and two lock files that also
-differ in three packages that change nothing; from a wheelhouse (offline), bisect names
-the fastcodec change, each step a check of one lock state's environment against the
-good lock's, and leaves no environment behind."""
+`codec` 2.0 makes every request ten times the work, and two lock files that also differ
+in three packages that change nothing; from a wheelhouse (offline), bisect names the
+codec change, each step a check of one lock state's environment against the good lock's,
+and leaves no environment behind. (The culprit is the first change in the order of
+names, so that every step is a slower one, which a check decides soonest; the commit
+bisect's test has a step that is the same.)"""
 
 from __future__ import annotations
 
@@ -28,13 +30,13 @@ def encode(data):
     return data.hex().encode()
 """
 APP = """
-import alpha
-import fastcodec
+import codec
+import markup
 
 
 def app(environ, start_response):
     start_response("200 OK", [("Content-Type", "text/plain")])
-    return [fastcodec.encode(alpha.VERSION.encode())]
+    return [codec.encode(markup.VERSION.encode())]
 """
 
 
@@ -42,10 +44,10 @@ def test_bisect_names_the_dependency_change_that_made_it_slower(
     tmp_path: Path, no_leftover_processes
 ) -> None:
     wheels = tmp_path / "wheels"
-    write_wheel(wheels, "fastcodec", "1.0", CODEC.format(rounds=2000))
-    write_wheel(wheels, "fastcodec", "2.0", CODEC.format(rounds=20_000))
-    for name, versions in {"alpha": ("1.0", "1.1"), "beta": ("1.0",),
-                           "gamma": ("1.0", "2.0")}.items():
+    write_wheel(wheels, "codec", "1.0", CODEC.format(rounds=2000))
+    write_wheel(wheels, "codec", "2.0", CODEC.format(rounds=20_000))
+    for name, versions in {"markup": ("1.0", "1.1"), "tinyjson": ("1.0",),
+                           "zlibx": ("1.0", "2.0")}.items():
         for version in versions:
             write_wheel(wheels, name, version, f"VERSION = {version!r}\n")
     (tmp_path / "web").mkdir()
@@ -53,10 +55,10 @@ def test_bisect_names_the_dependency_change_that_made_it_slower(
     for args in (["init", "-q"], ["add", "."], ["commit", "-q", "-m", "shop"]):  # one commit
         subprocess.run(["git", "-C", str(tmp_path / "web"), "-c", "user.name=t", "-c",
                         "user.email=t@example.org", *args], check=True, capture_output=True)
-    (tmp_path / "good.txt").write_text("alpha==1.0\nfastcodec==1.0\ngamma==1.0\n")
+    (tmp_path / "good.txt").write_text("codec==1.0\nmarkup==1.0\nzlibx==1.0\n")
     (tmp_path / "bad.txt").write_text(
-        "# uv pip compile\nalpha==1.1\nbeta==1.0\nFastCodec==2.0 \\\n    --hash=sha256:00\n"
-        "gamma==2.0\n"
+        "# uv pip compile\nCodec==2.0 \\\n    --hash=sha256:00\nmarkup==1.1\ntinyjson==1.0\n"
+        "zlibx==2.0\n"
     )
     before = set(Path("/tmp").glob("servelab-lock-*"))
     done = subprocess.run(
@@ -69,12 +71,15 @@ def test_bisect_names_the_dependency_change_that_made_it_slower(
     assert done.returncode == 1, done.stdout + done.stderr[-3000:]
     answer = json.loads((tmp_path / "bisect.json").read_text())
     assert answer["unit"] == "lock state" and answer["ending"] == "found"
-    # alpha, beta, fastcodec, gamma: the third change is the culprit.
-    assert answer["first_bad"] == "3: fastcodec 1.0 -> 2.0", answer
-    assert answer["last_good"] == "2: beta added (1.0)"
-    decisions = {s["commit"]: s["decision"] for s in answer["steps"]}
-    assert decisions["4: gamma 1.0 -> 2.0"] == "slower"  # the bad lock, checked first
-    assert "first slower lock state: 3: fastcodec 1.0 -> 2.0" in done.stdout
+    # codec, markup, tinyjson, zlibx: the first change is the culprit; the bad lock
+    # (state 4) is checked first, then states 2 and 1, each slower than the good lock.
+    assert answer["first_bad"] == "1: codec 1.0 -> 2.0", answer
+    assert answer["last_good"] == "0 (the good lock)"
+    assert [(s["commit"], s["decision"]) for s in answer["steps"]] == [
+        ("4: zlibx 1.0 -> 2.0", "slower"), ("2: markup 1.0 -> 1.1", "slower"),
+        ("1: codec 1.0 -> 2.0", "slower"),
+    ]
+    assert "first slower lock state: 1: codec 1.0 -> 2.0" in done.stdout
     assert 'type="first slower lock state"' in (tmp_path / "bisect.xml").read_text()
     assert set(Path("/tmp").glob("servelab-lock-*")) == before  # every environment removed
     # Its checks ran one commit's code in two environments: no point of the history.
