@@ -24,4 +24,7 @@ lint: setup-all
 test: setup-all
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/mypy
-	$(VENV)/bin/pytest -q
+	# The pure parts in parallel, a process per CPU (pytest-xdist); then the tests with
+	# real stacks, one at a time: each pins its stack and its load driver to CPUs of their own.
+	$(VENV)/bin/pytest -q -n auto -m "not integration"
+	$(VENV)/bin/pytest -q -m integration

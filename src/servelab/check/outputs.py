@@ -81,6 +81,22 @@ def summary_markdown(outcome: CheckOutcome, flame: Path | None = None) -> str:
     return "\n".join(lines)
 
 
+def junit_result(case: ET.Element, message: str, failed: str | None, skipped: bool) -> None:
+    """A JUnit test case's result: a failure of type ``failed``, skipped, or passed with
+    ``message`` as its output."""
+    if failed is not None:
+        ET.SubElement(case, "failure", message=message, type=failed).text = message
+    elif skipped:
+        ET.SubElement(case, "skipped", message=message)
+    else:
+        ET.SubElement(case, "system-out").text = message
+
+
+def junit_text(suites: ET.Element) -> str:
+    ET.indent(suites)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode")
+
+
 def junit_xml(outcome: CheckOutcome) -> str:
     """JUnit XML: a test case per threshold and workload, failed when crossed (and when
     inconclusive, if that fails the check), skipped when inconclusive otherwise."""
@@ -102,18 +118,11 @@ def junit_xml(outcome: CheckOutcome) -> str:
             name=j.threshold.text, time="0",
         )
         message = f"{j.threshold.text}: {_change(j)} ({j.reason})"
-        if j.state == "crossed":
-            ET.SubElement(case, "failure", message=message, type="threshold crossed").text = (
-                message
-            )
-        elif j.state == "inconclusive" and inconclusive_fails:
-            ET.SubElement(case, "failure", message=message, type="inconclusive").text = message
-        elif j.state == "inconclusive":
-            ET.SubElement(case, "skipped", message=message)
-        else:
-            ET.SubElement(case, "system-out").text = message
-    ET.indent(suites)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode")
+        failed = "threshold crossed" if j.state == "crossed" else (
+            "inconclusive" if j.state == "inconclusive" and inconclusive_fails else None
+        )
+        junit_result(case, message, failed, skipped=j.state == "inconclusive")
+    return junit_text(suites)
 
 
 def write_outputs(

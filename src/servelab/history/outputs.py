@@ -9,6 +9,7 @@ import re
 import xml.etree.ElementTree as ET
 from dataclasses import asdict
 
+from servelab.check.outputs import junit_result, junit_text
 from servelab.history.bisect import Outcome
 
 
@@ -59,23 +60,11 @@ def junit_xml(outcome: Outcome, good: str, bad: str, unit: str = "commit") -> st
             suite, "testcase", classname="servelab.bisect.step",
             name=f"{number}: {short(step.commit)} (attempt {step.attempt})", time="0",
         )
-        message = f"{step.commit}: {step.decision}; {step.detail}"
-        if step.decision == "slower":
-            ET.SubElement(case, "failure", message=message, type="slower").text = message
-        elif step.decision == "unknown":
-            ET.SubElement(case, "skipped", message=message)
-        else:
-            ET.SubElement(case, "system-out").text = message
+        junit_result(case, f"{step.commit}: {step.decision}; {step.detail}",
+                     "slower" if step.decision == "slower" else None,
+                     skipped=step.decision == "unknown")
     answer = ET.SubElement(suite, "testcase", classname="servelab.bisect",
                            name=f"from {good} to {bad}", time="0")
-    message = outcome.summary(unit)
-    if answer_fails:
-        ET.SubElement(answer, "failure", message=message, type=f"first slower {unit}").text = (
-            message
-        )
-    elif outcome.ending == "unresolved":
-        ET.SubElement(answer, "skipped", message=message)
-    else:
-        ET.SubElement(answer, "system-out").text = message
-    ET.indent(suites)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode")
+    junit_result(answer, outcome.summary(unit), f"first slower {unit}" if answer_fails else None,
+                 skipped=outcome.ending == "unresolved")
+    return junit_text(suites)
