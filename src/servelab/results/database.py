@@ -364,34 +364,65 @@ class Database:
                 "finished_at FROM experiments WHERE id = ?", (their_id,),
             ).fetchone()
             source = other._beside(their_dir)
-            with self.transaction() as conn:
-                cursor = conn.execute(
-                    "INSERT INTO experiments (name, created_at, spec_json, spec_hash, "
-                    "environment_json, export_dir, finished_at) VALUES (?, ?, ?, ?, ?, '', ?)",
-                    (name, created, spec_json, hash_, env_json, finished),
-                )
-                new_id = int(cursor.lastrowid or 0)
-                target = self.path.parent.resolve() / f"{new_id}-{_slug(name)}"
-                conn.execute("UPDATE experiments SET export_dir = ? WHERE id = ?",
-                             (str(target), new_id))
-                conn.executemany(
-                    "INSERT INTO runs (experiment_id, variant, workload, repetition, "
-                    "started_at, rps, errors, record_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    [(new_id, *run) for run in other.conn.execute(
-                        "SELECT variant, workload, repetition, started_at, rps, errors, "
-                        "record_json FROM runs WHERE experiment_id = ? ORDER BY id",
-                        (their_id,),
-                    )],
-                )
-                if source.is_dir():  # its files (report, profiles), before the commit
-                    shutil.copytree(source, target)
-                    header = target / EXPERIMENT_FILE
-                    if header.is_file():
-                        document = json.loads(header.read_text())
-                        document["id"] = new_id
-                        header.write_text(json.dumps(document, indent=2))
+            written: list[Path] = []  # removed again if the copy or the commit fails
+            try:
+                new_id = self._merge_one(other, their_id, source, written, (
+                    name, created, spec_json, hash_, env_json, finished))
+            except BaseException as exc:
+                for path in written:
+                    shutil.rmtree(path, ignore_errors=True)
+                if isinstance(exc, OSError):
+                    raise ServelabError(
+                        f"could not copy {other.path.parent}'s experiment #{their_id}: "
+                        f"{exc.strerror or exc}; the {len(added)} merged before it are kept",
+                        "free some space or fix the permissions, then merge again (what is "
+                        "here already is not copied twice)",
+                    ) from None
+                raise
             added.append((their_id, new_id))
         return added, skipped
+
+    def _merge_one(
+        self, other: Database, their_id: int, source: Path, written: list[Path],
+        row: tuple[Any, ...],
+    ) -> int:
+        """One experiment of ``other`` added here in one transaction; its directory copied
+        under a partial name and renamed once whole (``written``: what is on disk so far,
+        for the caller to remove if this fails)."""
+        import shutil
+
+        name, created, spec_json, hash_, env_json, finished = row
+        with self.transaction() as conn:
+            cursor = conn.execute(
+                "INSERT INTO experiments (name, created_at, spec_json, spec_hash, "
+                "environment_json, export_dir, finished_at) VALUES (?, ?, ?, ?, ?, '', ?)",
+                (name, created, spec_json, hash_, env_json, finished),
+            )
+            new_id = int(cursor.lastrowid or 0)
+            target = self.path.parent.resolve() / f"{new_id}-{_slug(name)}"
+            conn.execute("UPDATE experiments SET export_dir = ? WHERE id = ?",
+                         (str(target), new_id))
+            conn.executemany(
+                "INSERT INTO runs (experiment_id, variant, workload, repetition, "
+                "started_at, rps, errors, record_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [(new_id, *run) for run in other.conn.execute(
+                    "SELECT variant, workload, repetition, started_at, rps, errors, "
+                    "record_json FROM runs WHERE experiment_id = ? ORDER BY id",
+                    (their_id,),
+                )],
+            )
+            if source.is_dir():  # its files (report, profiles), before the commit
+                partial = target.with_name(f".{target.name}.partial")
+                written.append(partial)
+                shutil.copytree(source, partial)
+                header = partial / EXPERIMENT_FILE
+                if header.is_file():
+                    document = json.loads(header.read_text())
+                    document["id"] = new_id
+                    header.write_text(json.dumps(document, indent=2))
+                partial.rename(target)
+                written.append(target)
+        return new_id
 
     # -- runs ---------------------------------------------------------------
     def add_run(self, experiment_id: int, run: RunRecord) -> None:

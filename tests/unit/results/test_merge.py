@@ -70,3 +70,37 @@ def test_merging_nothing_or_itself_is_one_line(tmp_path: Path) -> None:
         done = run_cli(*args)
         assert done.returncode == 2, done.stderr
         assert said in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_copy_that_fails_leaves_nothing_of_that_experiment(
+    tmp_path: Path, monkeypatch
+) -> None:
+    import shutil
+
+    laptop, ci = tmp_path / "laptop", tmp_path / "ci"
+    _store(laptop, "laptop")
+    _store(ci, "ci-1")
+    _store(ci, "ci-2")
+    before = sorted(p.name for p in laptop.iterdir())
+    copy = shutil.copytree
+    calls = []
+
+    def copy_then_fail(source, target, *args, **kwargs):  # the disk fills on the second
+        calls.append(target)
+        copy(source, target, *args, **kwargs)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        return target
+
+    monkeypatch.setattr(shutil, "copytree", copy_then_fail)
+    done = run_cli("results", "merge", str(ci), "--results", str(laptop))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "No space left on device; the 1 merged before it are kept" in done.stderr
+    database = Database(laptop / DB_FILE)
+    assert [r.hostname for r in database.list_experiments()] == ["laptop", "ci-1"]
+    database.close()
+    after = sorted(p.name for p in laptop.iterdir())
+    assert [p for p in after if p not in before] == ["2-port-vs-socket"]  # no partial left
+    monkeypatch.setattr(shutil, "copytree", copy)
+    again = run_cli("results", "merge", str(ci), "--results", str(laptop))
+    assert "merged 1 experiment(s)" in again.stdout and "1 already there" in again.stdout
