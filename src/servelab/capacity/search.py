@@ -196,10 +196,15 @@ class CapacitySearch:
             min(held_on_line, len(line) - held_on_line) >= MIN_EACH_SIDE
             and len(line) >= MIN_LINE_TRIALS
         ):
+            rates = [o.rate for o in line]
             rate, interval = crossing(
-                [o.rate for o in line], [clipped_log(o.margin) for o in line], s.confidence,
-                level=0.0,
+                rates, [clipped_log(o.margin) for o in line], s.confidence, level=0.0,
             )
+            # A crossing outside the trials it is fitted to is an extrapolation (a slow
+            # moment of the machine broke one trial among held ones): no estimate, so the
+            # next trials go where held and broken disagree, not out to it.
+            if rate is not None and not min(rates) <= rate <= max(rates):
+                rate = interval = None
             capped = min((o.rate for o in self.outcomes if o.errors_broke), default=None)
             if capped is not None and interval is not None:
                 interval = (min(interval[0], capped), min(interval[1], capped))
