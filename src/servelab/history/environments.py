@@ -40,12 +40,13 @@ class LockEnvironments:
     def python(self, state: int, requirements: Sequence[str]) -> Path:
         """The interpreter of ``state``'s environment, built the first time it is asked."""
         if state not in self.built:
-            self.built[state] = self._build(self.root / f"state-{state}", requirements)
+            self.built[state] = self._build(state, requirements)
         return self.built[state]
 
-    def _build(self, where: Path, requirements: Sequence[str]) -> Path:
-        self.say(f"building the environment of lock state {where.name.split('-')[1]} "
+    def _build(self, state: int, requirements: Sequence[str]) -> Path:
+        self.say(f"building the environment of lock state {state} "
                  f"({len(requirements)} packages)")
+        where = self.root / f"state-{state}"
         _run([sys.executable, "-m", "venv", "--without-pip", str(where)], "venv")
         python = where / "bin" / "python"
         listed = where / "requirements.txt"

@@ -80,7 +80,6 @@ def run_bisect(
     say(f"bisecting {len(commits) - 1} commits from {spec.good} ({good[:10]}) to {spec.bad} "
         f"({bad[:10]}): each step a check against the good one")
     bisection = Bisection(commits, retries=spec.retries)
-    budget = options.budget_s or DEFAULT_STEP_BUDGET_S
     relative = app_dir.relative_to(repo)
     with git_worktree(repo, good) as good_tree:
         while (asked := bisection.next()) is not None:
@@ -91,16 +90,25 @@ def run_bisect(
                     app=spec.check.app.model_copy(update={"app_dir": tree / relative}),
                     baseline_dir=good_tree / relative, baseline_ref=None,
                 )
-                outcome = run_check(
-                    check, replace(options, budget_s=budget * 2 ** (attempt - 1)),
-                    say=say, measure=measure, startup_timeout_s=startup_timeout_s,
+                step, outcome = _checked_step(
+                    commit, attempt, check, options, say, measure, startup_timeout_s
                 )
-            step = Step(
-                commit, DECISIONS[outcome.state], attempt, _detail(outcome), outcome.starts
-            )
             bisection.tell(step)
             on_step(step, outcome)
     return bisection.outcome()
+
+
+def _checked_step(
+    name: str, attempt: int, check: CheckSpec, options: RunOptions,
+    say: Callable[[str], None], measure: Callable[[Any], Path], startup_timeout_s: float,
+) -> tuple[Step, CheckOutcome]:
+    """One bisection step: ``check`` run with the step's budget (--budget, default
+    DEFAULT_STEP_BUDGET_S, twice the last for each later attempt), read as a Step."""
+    budget = (options.budget_s or DEFAULT_STEP_BUDGET_S) * 2 ** (attempt - 1)
+    outcome = run_check(check, replace(options, budget_s=budget), say=say, measure=measure,
+                        startup_timeout_s=startup_timeout_s)
+    step = Step(name, DECISIONS[outcome.state], attempt, _detail(outcome), outcome.starts)
+    return step, outcome
 
 
 def _detail(outcome: CheckOutcome) -> str:
@@ -149,7 +157,6 @@ def run_lock_bisect(
     say(f"bisecting {len(changes)} changes from {spec.good_lock} to {spec.bad_lock}: each "
         "step a check of one lock state against the good lock")
     bisection = Bisection(labels, retries=spec.retries)
-    budget = options.budget_s or DEFAULT_STEP_BUDGET_S
     with lock_environments(spec.wheelhouse, say) as environments:
         try:
             good_python = environments.python(0, lock_state(good, changes, 0))
@@ -159,6 +166,7 @@ def run_lock_bisect(
         while (asked := bisection.next()) is not None:
             label, attempt = asked
             applied = labels.index(label)
+            outcome: CheckOutcome | None
             try:
                 python = environments.python(applied, lock_state(good, changes, applied))
                 check = replace(
@@ -166,16 +174,11 @@ def run_lock_bisect(
                     baseline_dir=spec.check.app.app_dir or Path.cwd(), baseline_ref=None,
                     baseline_python=good_python,
                 )
-                outcome: CheckOutcome | None = run_check(
-                    check, replace(options, budget_s=budget * 2 ** (attempt - 1)),
-                    say=say, measure=measure, startup_timeout_s=startup_timeout_s,
+                step, outcome = _checked_step(
+                    label, attempt, check, options, say, measure, startup_timeout_s
                 )
             except (LockInstallError, StackStartError, VersionsAnswerDifferently) as exc:
-                outcome = None
-                step = Step(label, "unknown", spec.retries + 1, exc.one_line())
-            if outcome is not None:
-                step = Step(label, DECISIONS[outcome.state], attempt, _detail(outcome),
-                            outcome.starts)
+                step, outcome = Step(label, "unknown", spec.retries + 1, exc.one_line()), None
             bisection.tell(step)
             on_step(step, outcome)
     return bisection.outcome()

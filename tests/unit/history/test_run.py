@@ -1,0 +1,80 @@
+"""`servelab bisect --lock-good` driven without servers: each step's check (faked) gets
+the step's budget, twice the last for a retry; a state that does not install is unknown
+at once; the answer names the change. (The real thing: tests/integration/
+test_bisect_locks.py.)"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from servelab.check import CheckSpec
+from servelab.config.run import RunOptions
+from servelab.config.stack import AppSpec
+from servelab.history.environments import LockInstallError
+from servelab.history.run import LockBisectSpec, run_lock_bisect
+
+
+class FakeEnvironments:
+    def __init__(self, broken: set[int]) -> None:
+        self.broken = broken
+
+    def python(self, state: int, requirements) -> Path:
+        if state in self.broken:
+            raise LockInstallError("pip install failed: no matching distribution", "fix it")
+        return Path(f"/envs/state-{state}/bin/python")
+
+
+def _bisect(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, answers, broken=frozenset()):
+    (tmp_path / "good.txt").write_text("a==1\nb==1\nc==1\nd==1\n")
+    (tmp_path / "bad.txt").write_text("a==2\nb==2\nc==2\nd==2\n")
+    checks = []
+
+    def run_check(check, options, **_):
+        state = int(check.app.python.parent.parent.name.split("-")[1])
+        checks.append((state, options.budget_s, check.baseline_python))
+        return SimpleNamespace(state=answers(state, len(checks)), starts=3, judgements=())
+
+    monkeypatch.setattr("servelab.history.run.run_check", run_check)
+    monkeypatch.setattr(
+        "servelab.history.environments.lock_environments",
+        lambda wheelhouse, say: contextlib.nullcontext(FakeEnvironments(set(broken))),
+    )
+    spec = LockBisectSpec(CheckSpec(app=AppSpec(ref="shop:app")), tmp_path / "good.txt",
+                          tmp_path / "bad.txt", retries=1)
+    outcome = run_lock_bisect(spec, RunOptions(budget_s=40), say=lambda _: None,
+                              measure=lambda ready: tmp_path)
+    return outcome, checks
+
+
+def test_each_step_gets_its_budget_and_an_unknown_one_twice_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The culprit is change 3 (c); state 2 is unknown the first time it is measured.
+    def answers(state: int, number: int) -> str:
+        if state == 2 and number == 2:
+            return "inconclusive"
+        return "crossed" if state >= 3 else "held"
+
+    outcome, checks = _bisect(tmp_path, monkeypatch, answers)
+    assert [(state, budget) for state, budget, _ in checks] == [
+        (4, 40), (2, 40), (2, 80), (3, 40),
+    ]
+    assert {python for _, _, python in checks} == {Path("/envs/state-0/bin/python")}
+    assert outcome.ending == "found" and outcome.first_bad == "3: c 1 -> 2"
+    assert outcome.last_good == "2: b 1 -> 2"
+
+
+def test_a_state_that_does_not_install_is_unknown_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    outcome, checks = _bisect(tmp_path, monkeypatch,
+                              lambda state, number: "crossed", broken={2})
+    assert [state for state, _, _ in checks] == [4]  # state 2 never reached a check
+    assert outcome.ending == "unresolved"
+    [_, unknown] = outcome.steps
+    assert unknown.decision == "unknown" and unknown.attempt == 2  # past its one retry
+    assert "pip install failed" in unknown.detail
