@@ -180,24 +180,43 @@ def _fit(design: Mapping[str, Cells]) -> _Fit | None:
     )
 
 
+def _within_starts(design: Mapping[str, Cells]) -> float | None:
+    """The slices' variance around start + pass (least squares, the passes absorbed by
+    centring each slice and start column on its pass); None without a residual df. A
+    block of k starts in P passes leaves (k - 1)(P - 1) df, not k(P - 1)."""
+    import numpy as np
+
+    rows = [
+        ((name, start), number, value)
+        for name, cells in design.items()
+        for start, passes in cells.items()
+        for number, value in passes.items()
+    ]
+    column = {key: i for i, key in enumerate(dict.fromkeys(key for key, _, _ in rows))}
+    x = np.zeros((len(rows), len(column)))
+    y = np.array([value for _, _, value in rows], dtype=float)
+    in_pass: dict[int, list[int]] = {}
+    for row, (key, number, _) in enumerate(rows):
+        x[row, column[key]] = 1.0
+        in_pass.setdefault(number, []).append(row)
+    for members in in_pass.values():
+        x[members] -= x[members].mean(axis=0)
+        y[members] -= y[members].mean()
+    df = len(rows) - len(in_pass) - (int(np.linalg.matrix_rank(x)) if rows else 0)
+    if df <= 0:
+        return None
+    residuals = y - x @ np.linalg.lstsq(x, y, rcond=None)[0]
+    return float(residuals @ residuals) / df
+
+
 def variance_components(design: Mapping[str, Cells]) -> VarianceComponents | None:
     """Between-start and within-start variance (ANOVA estimates), or None without
     the degrees of freedom for either."""
     fit = _fit(design)
-    if fit is None:
+    within = None if fit is None else _within_starts(design)
+    if fit is None or within is None:
         return None
-    centres = pass_means(design)
-    squares, df_within, passes = 0.0, 0, []
-    for cells in design.values():
-        means = start_means(cells, centres)
-        for start, slices in cells.items():
-            squares += sum((v - centres[p] - means[start]) ** 2 for p, v in slices.items())
-            df_within += len(slices) - 1
-            passes.append(len(slices))
-    if not df_within:
-        return None
-    within = squares / df_within
-    mean_passes = statistics.fmean(passes)
+    mean_passes = statistics.fmean(len(s) for cells in design.values() for s in cells.values())
     between = max(0.0, fit.residual_variance - within / mean_passes)
     return VarianceComponents(between, within, mean_passes)
 

@@ -116,6 +116,18 @@ def test_variance_components_tell_starts_from_slices():
     assert not variance_components(slices_heavy).starts_dominate
 
 
+def test_the_slices_spread_counts_the_df_the_pass_centring_takes():
+    # In turns, a round of three stacks is a block: pass-centring on 3 starts leaves
+    # (3 - 1)(P - 1) df a block, not 3(P - 1); counted as 3(P - 1) the slices' variance
+    # read 2/3 of the truth, and restarts looked more useful than more passes.
+    design = simulate_side_by_side(
+        random.Random(0), 0.0, variants=3, rounds=300, passes=2, sd_start=0.0
+    )
+    parts = variance_components(design)
+    assert parts.within_start == pytest.approx(0.02**2, rel=0.15)
+    assert parts.between_starts < 0.2 * 0.02**2
+
+
 def test_starts_needed_scales_with_the_square_of_the_width():
     effect = compare_design(simulate(random.Random(1), 0.0), "base", "var", log_scale=True)
     half = (effect.high - effect.low) / 2
