@@ -399,6 +399,54 @@ def quick_shaped(budget_s: float = 160.0, side_by_side: bool = True):
     )
 
 
+def lognormal_level(rng, effects, *, sd_start: float, sd_slice: float, drift: float):
+    """A FakeExecutor's requests/s: 1000 x exp(effect of the variant + the start's own
+    level (sd_start) + the machine's moment, one per window tick (drift) + the slice's
+    noise (sd_slice))."""
+    import math
+
+    starts: dict[int, float] = {}
+    moments: dict[int, float] = {}
+
+    def level(variant, start, tick, workload):
+        starts.setdefault(start, rng.gauss(0, sd_start))
+        moments.setdefault(tick, rng.gauss(0, drift))
+        shift = effects.get(variant, 0.0)
+        return 1000 * math.exp(shift + starts[start] + moments[tick] + rng.gauss(0, sd_slice))
+
+    return level
+
+
+def simulated_check(
+    level,
+    *,
+    thresholds=("rps < -5%", "errors > 0"),
+    budget_s: float = 180.0,
+    side_by_side: bool = True,
+    seconds_per_window: float = 1.0,
+):
+    """`servelab check`'s own experiment and stopping rule on fake versions (``level``:
+    a FakeExecutor's requests/s; the candidate is named servelab.check.CANDIDATE).
+    Returns (judgements, starts of each version, the rule's last outlook, seconds)."""
+    from servelab.check import CheckSpec, check_experiment, judge_runs, parse_thresholds
+    from servelab.config.stack import AppSpec
+    from servelab.measuring import Runner, RunnerEvents
+
+    experiment = check_experiment(
+        CheckSpec(app=AppSpec(ref="fastapi"), thresholds=thresholds), None,
+        side_by_side=side_by_side,
+    )
+    stopping = experiment.stopping.model_copy(update={"budget_s": budget_s})
+    experiment = experiment.model_copy(update={"stopping": stopping})
+    clock = FakeClock()
+    outlooks = []
+    events = RunnerEvents(on_round=lambda plan, outlook: outlooks.append(outlook))
+    executor = FakeExecutor(level, clock=clock, seconds_per_window=seconds_per_window)
+    runs = Runner(experiment, ListSink(), executor, events, clock=clock).run()
+    judgements, starts_each, _ = judge_runs(experiment, runs, parse_thresholds(thresholds))
+    return judgements, starts_each, outlooks[-1], clock.now
+
+
 def simulated_study(
     rng,
     effects,
@@ -414,21 +462,11 @@ def simulated_study(
     (sd_start) + the machine's moment (drift) + the slice's noise (sd_slice)). Side by
     side the stacks of a pass share one moment; in turns each slice has its own. Returns
     (variant, comparison of the answer's metric) at the moment measuring stopped."""
-    import math
-
     from servelab.analysis.analyze import analyze
     from servelab.analysis.metrics import answer_metric
     from servelab.measuring import Runner
 
-    starts: dict[int, float] = {}
-    moments: dict[int, float] = {}
-
-    def level(variant, start, tick, workload):
-        starts.setdefault(start, rng.gauss(0, sd_start))
-        moments.setdefault(tick, rng.gauss(0, drift))
-        shift = effects.get(variant, 0.0)
-        return 1000 * math.exp(shift + starts[start] + moments[tick] + rng.gauss(0, sd_slice))
-
+    level = lognormal_level(rng, effects, sd_start=sd_start, sd_slice=sd_slice, drift=drift)
     experiment = quick_shaped(budget_s, side_by_side)
     clock = FakeClock()
     # In turns a 1 s slice with its share of launches and warm-ups (4 rounds in 160 s, as

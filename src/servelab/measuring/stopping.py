@@ -15,7 +15,7 @@ from servelab.analysis.comparisons import slice_design
 from servelab.analysis.metrics import answer_metric
 from servelab.analysis.nested import starts_needed, variance_components
 from servelab.analysis.so_far import AnalysisSoFar
-from servelab.analysis.stats import EARLY_LEVEL, MIN_CLEAR_DF
+from servelab.analysis.stats import EARLY_LEVEL
 from servelab.analysis.thresholds import distance_to_decide, judge, parse_threshold
 from servelab.analysis.validity import as_measured, threshold_comparison
 from servelab.config.experiment import Experiment
@@ -114,12 +114,12 @@ def threshold_clarity(analysis: ExperimentAnalysis, thresholds: Sequence[str]) -
             if not threshold.relative:
                 continue  # a count is decided by what was measured
             comparison = threshold_comparison(analysis.experiment, v, threshold.metric)
-            # Decided before the budget ends only on 6+ df and the 99.9 % interval
-            # (Haybittle-Peto), so that looking after every round keeps the final 95 %
-            # judgement's error rates.
+            # Decided before the budget ends only on the 99.9 % interval (Haybittle-Peto),
+            # so that looking after every round keeps the final 95 % judgement's error
+            # rates (its t quantile pays for few df: stats.EARLY_LEVEL).
             early = (
                 judge(threshold, comparison.widened(EARLY_LEVEL), 0.0).state
-                if comparison is not None and (comparison.df or 0) >= MIN_CLEAR_DF
+                if comparison is not None and comparison.df
                 else "inconclusive"
             )
             bounds = None if comparison is None else comparison.interval_pct

@@ -55,8 +55,8 @@ def stopping_note(experiment: Experiment) -> str:
     assert stopping is not None
     return (
         f"Stopping: rounds of fresh starts added until every comparison of the answer's "
-        f"metric is clear (on at least {MIN_CLEAR_DF} degrees of freedom, its 95 % interval "
-        f"within ±{stopping.precision_pct:g} %, or its 99.9 % interval beyond "
+        f"metric is clear (its 95 % interval within ±{stopping.precision_pct:g} % on at "
+        f"least {MIN_CLEAR_DF} degrees of freedom, or its 99.9 % interval beyond "
         f"±{stopping.min_effect_pct:g} %: stopping on precision, not on significance, keeps "
         f"the intervals' coverage), within {stopping.budget_s:g} s of measuring; verdicts "
         "Holm-adjusted over the experiment's comparisons of each metric"

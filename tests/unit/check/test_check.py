@@ -8,7 +8,7 @@ import contextlib
 import random
 
 import pytest
-from support import FakeClock, FakeExecutor, ListSink
+from support import simulated_check
 
 import servelab.launch
 from servelab.analysis.thresholds import exit_code, overall
@@ -16,13 +16,10 @@ from servelab.check import (
     CANDIDATE,
     CheckSpec,
     check_experiment,
-    judge_runs,
-    parse_thresholds,
     probe_both,
 )
 from servelab.config.stack import AppSpec
 from servelab.errors import StackStartError
-from servelab.measuring import Runner, RunnerEvents
 
 THRESHOLDS = ("rps < -5%", "errors > 0")
 
@@ -41,17 +38,10 @@ def simulate(effect: float, *, noise: float = 0.01, budget_s: float = 180.0, see
             1 + starts[start] + rng.gauss(0, noise / 4)
         )
 
-    experiment = check_experiment(CheckSpec(app=AppSpec(ref="fastapi"), thresholds=thresholds),
-                                  None)
-    stopping = experiment.stopping.model_copy(update={"budget_s": budget_s})
-    experiment = experiment.model_copy(update={"stopping": stopping})
-    clock = FakeClock()
-    decisions = []
-    events = RunnerEvents(on_round=lambda plan, outlook: decisions.append(outlook))
-    runs = Runner(experiment, ListSink(), FakeExecutor(level, clock=clock), events,
-                  clock=clock).run()
-    judgements, starts_each, _ = judge_runs(experiment, runs, parse_thresholds(thresholds))
-    return overall(judgements), judgements, starts_each, decisions[-1]
+    judgements, starts_each, outlook, _ = simulated_check(
+        level, thresholds=thresholds, budget_s=budget_s
+    )
+    return overall(judgements), judgements, starts_each, outlook
 
 
 def test_a_planted_ten_percent_slowdown_fails() -> None:
@@ -189,3 +179,14 @@ def test_the_run_options_are_applied_once_before_either_version_starts(monkeypat
     assert probed == [ready.experiment]
     assert ready.experiment.stopping.precision_pct == 3.0 and not ready.experiment.side_by_side
     assert ready.options is options
+
+
+def test_an_obvious_change_is_decided_before_the_interval_has_six_degrees_of_freedom() -> None:
+    # Haybittle-Peto's 99.9 % interval pays for its few df in its t quantile (12.9 on 3):
+    # a halving is crossed, and identical quiet versions held, after a few rounds; with
+    # a floor of 6 df (stats.MIN_CLEAR_DF) both took 7 starts of each version.
+    state, _, starts_each, outlook = simulate(-0.5)
+    assert state == "crossed" and starts_each <= 4, (starts_each, outlook)
+    state, _, starts_each, outlook = simulate(0.0, noise=0.002)
+    assert state == "held" and starts_each <= 4, (starts_each, outlook)
+    assert outlook.reason == "every threshold is decided"
