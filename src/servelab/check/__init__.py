@@ -157,6 +157,16 @@ class VersionsAnswerDifferently(SpecError):
     """The two versions answer the check's request with different statuses."""
 
 
+class VersionDidNotStart(StackStartError):
+    """One of the two versions did not start or answer (``version``: which): bisect skips
+    a candidate that does not, and stops when the good one does not."""
+
+    def __init__(self, version: str, failed: StackStartError) -> None:
+        super().__init__(f"the {version} version: {failed.problem}", failed.fix,
+                         detail=failed.detail)
+        self.version = version
+
+
 def probe_both(experiment: Experiment, timeout_s: float) -> None:
     """Launch each version and send the request: SpecError (exit 2) when the two answer
     it differently, before anything is measured."""
@@ -183,10 +193,7 @@ def probe_both(experiment: Experiment, timeout_s: float) -> None:
         )
     for name in (BASELINE, CANDIDATE):
         if name in failures:
-            failed = failures[name]
-            raise StackStartError(
-                f"the {name} version: {failed.problem}", failed.fix, detail=failed.detail
-            )
+            raise VersionDidNotStart(name, failures[name])
 
 
 def judge_runs(

@@ -22,7 +22,7 @@ def outcome_json(outcome: Outcome, good: str, bad: str, unit: str = "commit") ->
     return json.dumps({
         "good": good, "bad": bad, "unit": unit, "ending": outcome.ending,
         "first_bad": outcome.first_bad, "last_good": outcome.last_good,
-        "summary": outcome.summary(unit),
+        "untestable": list(outcome.untestable), "summary": outcome.summary(unit),
         "steps": [asdict(s) for s in outcome.steps],
     }, indent=2) + "\n"
 
@@ -44,11 +44,12 @@ def summary_markdown(outcome: Outcome, good: str, bad: str, unit: str = "commit"
 
 def junit_xml(outcome: Outcome, good: str, bad: str, unit: str = "commit") -> str:
     """JUnit XML: a test case per step (failed when the commit was slower than the good
-    one, skipped when unknown) and one for the answer (failed when a first slower commit
-    was found, skipped when unresolved), so a CI's test view names the culprit."""
+    one, skipped when unknown or not measurable) and one for the answer (failed when a
+    first slower commit was found, skipped when unresolved), so a CI's test view names
+    the culprit."""
     answer_fails = outcome.ending == "found"
     slower = sum(s.decision == "slower" for s in outcome.steps)
-    unknown = sum(s.decision == "unknown" for s in outcome.steps)
+    unknown = sum(s.decision in ("unknown", "skipped") for s in outcome.steps)
     suites = ET.Element("testsuites", name="servelab bisect")
     suite = ET.SubElement(
         suites, "testsuite", name="servelab bisect", tests=str(len(outcome.steps) + 1),
@@ -62,7 +63,7 @@ def junit_xml(outcome: Outcome, good: str, bad: str, unit: str = "commit") -> st
         )
         junit_result(case, f"{step.commit}: {step.decision}; {step.detail}",
                      "slower" if step.decision == "slower" else None,
-                     skipped=step.decision == "unknown")
+                     skipped=step.decision in ("unknown", "skipped"))
     answer = ET.SubElement(suite, "testcase", classname="servelab.bisect",
                            name=f"from {good} to {bad}", time="0")
     junit_result(answer, outcome.summary(unit), f"first slower {unit}" if answer_fails else None,

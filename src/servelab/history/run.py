@@ -1,8 +1,10 @@
 """`servelab bisect` for real: the commits from the good revision to the bad one, each
 step a `servelab check` of one commit (its own temporary worktree) against the good one
 (one worktree for the whole bisection), its verdict read as same (held), slower
-(crossed) or unknown (inconclusive; measured again with twice the budget). The user's
-checkout is never touched (check.versions: detached worktrees, removed afterwards).
+(crossed) or unknown (inconclusive; measured again with twice the budget); a commit
+whose app does not start, or answers the request otherwise than the good one, is
+skipped (history.bisect). The user's checkout is never touched (check.versions:
+detached worktrees, removed afterwards).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from servelab.check import CheckOutcome, CheckSpec, run_check
+from servelab.check import CANDIDATE, CheckOutcome, CheckSpec, run_check
 from servelab.check.versions import (
     git,
     git_worktree,
@@ -61,7 +63,7 @@ def run_bisect(
     say: Callable[[str], None],
     measure: Callable[[Any], Path],
     startup_timeout_s: float = 30.0,
-    on_step: Callable[[Step, CheckOutcome], None] = lambda step, outcome: None,
+    on_step: Callable[[Step, CheckOutcome | None], None] = lambda step, outcome: None,
 ) -> Outcome:
     """Bisect ``spec.good``..``spec.bad``; ``measure`` runs each step's prepared check
     (as `servelab check` does)."""
@@ -90,12 +92,31 @@ def run_bisect(
                     app=spec.check.app.model_copy(update={"app_dir": tree / relative}),
                     baseline_dir=good_tree / relative, baseline_ref=None,
                 )
-                step, outcome = _checked_step(
+                step, outcome = _measured_or_skipped(
                     commit, attempt, check, options, say, measure, startup_timeout_s
                 )
             bisection.tell(step)
             on_step(step, outcome)
     return bisection.outcome()
+
+
+def _measured_or_skipped(
+    name: str, attempt: int, check: CheckSpec, options: RunOptions,
+    say: Callable[[str], None], measure: Callable[[Any], Path], startup_timeout_s: float,
+) -> tuple[Step, CheckOutcome | None]:
+    """The step's check; skipped (no outcome) when the candidate cannot be measured: it
+    does not start, or answers otherwise than the good one. The good one not starting
+    ends the bisection (VersionDidNotStart propagates): no step could be measured."""
+    from servelab.check import VersionDidNotStart, VersionsAnswerDifferently
+
+    try:
+        return _checked_step(name, attempt, check, options, say, measure, startup_timeout_s)
+    except VersionDidNotStart as exc:
+        if exc.version != CANDIDATE:
+            raise
+        return Step(name, "skipped", attempt, exc.one_line()), None
+    except VersionsAnswerDifferently as exc:
+        return Step(name, "skipped", attempt, exc.one_line()), None
 
 
 def _checked_step(
@@ -138,10 +159,9 @@ def run_lock_bisect(
 ) -> Outcome:
     """Bisect the differences between two lock files (``history.locks``): each step a
     check of one lock state's environment against the good lock's, the same code in
-    both. A state that does not install or start is unknown at once (more budget would
-    not change it), and the bisection says between which changes it stayed."""
-    from servelab.check import VersionsAnswerDifferently
-    from servelab.errors import StackStartError
+    both. A state that does not install, start or answer alike is skipped (changes that
+    only work together: the answer names the first slower state with the skipped ones
+    before it)."""
     from servelab.history.environments import LockInstallError, lock_environments
     from servelab.history.locks import lock_changes, lock_state, read_lock, state_label
 
@@ -169,16 +189,17 @@ def run_lock_bisect(
             outcome: CheckOutcome | None
             try:
                 python = environments.python(applied, lock_state(good, changes, applied))
+            except LockInstallError as exc:
+                step, outcome = Step(label, "skipped", attempt, exc.one_line()), None
+            else:
                 check = replace(
                     spec.check, app=spec.check.app.model_copy(update={"python": python}),
                     baseline_dir=spec.check.app.app_dir or Path.cwd(), baseline_ref=None,
                     baseline_python=good_python,
                 )
-                step, outcome = _checked_step(
+                step, outcome = _measured_or_skipped(
                     label, attempt, check, options, say, measure, startup_timeout_s
                 )
-            except (LockInstallError, StackStartError, VersionsAnswerDifferently) as exc:
-                step, outcome = Step(label, "unknown", spec.retries + 1, exc.one_line()), None
             bisection.tell(step)
             on_step(step, outcome)
     return bisection.outcome()

@@ -86,3 +86,47 @@ def test_no_culprit_says_no_change_after_one_step() -> None:
 def test_a_bisection_needs_two_commits() -> None:
     with pytest.raises(ValueError):
         Bisection(["only"])
+
+
+def test_a_commit_that_cannot_be_measured_is_skipped_and_its_neighbour_measured() -> None:
+    commits = ["good", "a", "b", "c", "d", "bad"]
+    bisection = Bisection(commits, retries=1)
+    bisection.tell(Step("bad", "slower", 1))
+    assert bisection.next() == ("b", 1)  # the middle of good..bad
+    bisection.tell(Step("b", "skipped", 1, "the candidate version: gunicorn exited"))
+    assert bisection.next() == ("a", 1)  # the nearest measurable one to the middle
+    bisection.tell(Step("a", "same", 1))
+    assert bisection.next() == ("c", 1)  # b is never measured again
+    bisection.tell(Step("c", "slower", 1))
+    outcome = bisection.outcome()
+    assert (outcome.ending, outcome.first_bad, outcome.last_good) == ("found", "c", "a")
+    # Only b, skipped, lies between a (same) and c (slower): either may be the culprit.
+    assert outcome.untestable == ("b",)
+    assert outcome.summary().startswith(
+        "first slower commit: c or one of the 1 before it that could not be measured (b), "
+        "after a; 4 commits measured in 4 steps"
+    )
+
+
+def test_skipped_commits_beside_the_culprit_keep_the_search_going() -> None:
+    commits = [f"c{i}" for i in range(10)]
+    culprit, broken = 6, {4, 5, 7}
+    bisection = Bisection(commits, retries=1)
+    while (asked := bisection.next()) is not None:
+        commit, attempt = asked
+        index = commits.index(commit)
+        decision = "skipped" if index in broken else ("slower" if index >= culprit else "same")
+        bisection.tell(Step(commit, decision, attempt))
+    outcome = bisection.outcome()
+    assert outcome.ending == "found" and outcome.first_bad == "c6"
+    assert outcome.last_good == "c3" and outcome.untestable == ("c4", "c5")
+    assert not any(s.commit == "c7" for s in outcome.steps)  # never needed
+
+
+def test_a_bad_end_that_cannot_be_measured_is_unresolved() -> None:
+    bisection = Bisection(["good", "a", "bad"])
+    bisection.tell(Step("bad", "skipped", 1, "the candidate version: exited"))
+    assert bisection.next() is None
+    outcome = bisection.outcome()
+    assert outcome.ending == "unresolved" and outcome.first_bad is None
+    assert outcome.summary().startswith("unresolved: the bad end could not be measured")

@@ -1,6 +1,6 @@
 """`servelab bisect --lock-good` driven without servers: each step's check (faked) gets
-the step's budget, twice the last for a retry; a state that does not install is unknown
-at once; the answer names the change. (The real thing: tests/integration/
+the step's budget, twice the last for a retry; a state that does not install or start is
+skipped; the answer names the change. (The real thing: tests/integration/
 test_bisect_locks.py.)"""
 
 from __future__ import annotations
@@ -68,13 +68,43 @@ def test_each_step_gets_its_budget_and_an_unknown_one_twice_it(
     assert outcome.last_good == "2: b 1 -> 2"
 
 
-def test_a_state_that_does_not_install_is_unknown_at_once(
+def test_a_state_that_does_not_install_is_skipped_and_the_answer_names_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # c 2 needs d 2 (they only install together): state 3 (a, b, c changed) does not
+    # install; the culprit is d, so the first slower state is 4, with 3 before it.
     outcome, checks = _bisect(tmp_path, monkeypatch,
-                              lambda state, number: "crossed", broken={2})
-    assert [state for state, _, _ in checks] == [4]  # state 2 never reached a check
-    assert outcome.ending == "unresolved"
-    [_, unknown] = outcome.steps
-    assert unknown.decision == "unknown" and unknown.attempt == 2  # past its one retry
-    assert "pip install failed" in unknown.detail
+                              lambda state, number: "crossed" if state >= 4 else "held",
+                              broken={3})
+    assert [state for state, _, _ in checks] == [4, 2]  # state 3 never reached a check
+    assert outcome.ending == "found" and outcome.first_bad == "4: d 1 -> 2"
+    assert outcome.last_good == "2: b 1 -> 2" and outcome.untestable == ("3: c 1 -> 2",)
+    skipped = [s for s in outcome.steps if s.decision == "skipped"]
+    assert len(skipped) == 1 and "pip install failed" in skipped[0].detail
+    assert "or one of the 1 before it that could not be measured (3: c 1 -> 2)" in (
+        outcome.summary("lock state"))
+
+
+def test_a_state_whose_app_does_not_start_is_skipped_but_a_good_one_that_does_not_ends_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from servelab.check import VersionDidNotStart
+    from servelab.errors import StackStartError
+
+    def answers(state: int, number: int) -> str:
+        if state == 2:
+            raise VersionDidNotStart("candidate", StackStartError("gunicorn exited", "see"))
+        return "crossed" if state >= 3 else "held"
+
+    outcome, checks = _bisect(tmp_path, monkeypatch, answers)
+    assert [state for state, _, _ in checks] == [4, 2, 1, 3]  # 2 started, failed, skipped
+    assert outcome.ending == "found" and outcome.first_bad == "3: c 1 -> 2"
+    assert outcome.untestable == ("2: b 1 -> 2",) and outcome.last_good == "1: a 1 -> 2"
+    [skipped] = [s for s in outcome.steps if s.decision == "skipped"]
+    assert skipped.detail.startswith("the candidate version: gunicorn exited")
+
+    def good_broken(state: int, number: int) -> str:
+        raise VersionDidNotStart("baseline", StackStartError("gunicorn exited", "see"))
+
+    with pytest.raises(VersionDidNotStart, match="the baseline version"):
+        _bisect(tmp_path, monkeypatch, good_broken)
