@@ -43,6 +43,12 @@ CHECK_TRUTHS = {"identical": 0.0, "10 % slower": math.log(0.90)}
 CHECK_WINDOW_S = {True: 2.0, False: 3.7}
 
 
+def table_head(*columns: str) -> None:
+    """A markdown table's header row and rule."""
+    print("| " + " | ".join(columns) + " |")
+    print("|" + "---|" * len(columns))
+
+
 def check_decisions(args: argparse.Namespace) -> None:
     """Decisions of the check's rule at each noise level: held, crossed, inconclusive."""
     from servelab.analysis.thresholds import overall
@@ -52,9 +58,8 @@ def check_decisions(args: argparse.Namespace) -> None:
     print(f"{args.studies} simulated checks per row; "
           f"{'side by side' if side_by_side else 'in turns'}, budget {args.budget:g} s, "
           f"{CHECK_WINDOW_S[side_by_side]:g} s a window")
-    print("| noise (start / slice) | truth | held | crossed | inconclusive | "
-          "starts (mean) | seconds (median) |")
-    print("|---|---|---|---|---|---|---|")
+    table_head("noise (start / slice)", "truth", "held", "crossed", "inconclusive",
+               "starts (mean)", "seconds (median)")
     for noise, (sd_start, sd_slice) in CHECK_NOISE.items():
         for truth, effect in CHECK_TRUTHS.items():
             rng = random.Random(args.seed)
@@ -99,9 +104,8 @@ def main() -> None:
     shape = "in turns" if args.in_turns else "side by side"
     print(f"{args.studies} simulated studies per row; quick's shape {shape}, "
           f"budget {args.budget:g} s")
-    print("| noise (start / slice) | truth | coverage | family-wise false, Holm | "
-          "without Holm | found (keepalive) | rounds (mean) |")
-    print("|---|---|---|---|---|---|---|")
+    table_head("noise (start / slice)", "truth", "coverage", "family-wise false, Holm",
+               "without Holm", "found (keepalive)", "rounds (mean)")
     for noise, (sd_start, sd_slice) in NOISE.items():
         for truth, effects in truths.items():
             rng = random.Random(args.seed)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from servelab.analysis.stats import DIFFERENT, NOT_JUDGED, Comparison, verdict
+from servelab.analysis.stats import DIFFERENT, NOT_JUDGED, Comparison, p_text, verdict
 
 
 def holm(p_values: Sequence[float]) -> list[float]:
@@ -56,8 +56,8 @@ def judge_family(
         )
         if len(tested) > 1:
             why = (
-                f"p = {c.p_value:.3g}, Holm-adjusted over {len(tested)} comparisons "
-                f"{p_adjusted:.3g} {'<' if p_adjusted < alpha else '>='} {alpha}"
+                f"p {p_text(c.p_value, 3)}, Holm-adjusted over {len(tested)} comparisons "
+                f"p {p_text(p_adjusted, 3)} {'<' if p_adjusted < alpha else '>='} {alpha}"
             )
             if said not in DIFFERENT and p_adjusted < alpha:  # below the minimum effect
                 why += f", but |{c.difference_pct:.2f} %| is below the minimum effect"

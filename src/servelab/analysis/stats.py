@@ -254,20 +254,31 @@ def compare_paired(
     return replace(found, df=d.n - 1)
 
 
+# Below this a p-value is printed as "< 0.0001": the t model's far tail is not exact
+# enough for a figure like 4.9e-108 to mean more than "very small".
+SMALLEST_P = 1e-4
+
+
+def p_text(p: float, digits: int = 2) -> str:
+    """What follows "p" in words: "= 0.056", or "< 0.0001" below SMALLEST_P."""
+    return f"< {SMALLEST_P:g}" if p < SMALLEST_P else f"= {p:.{digits}g}"
+
+
 def verdict(
     p: float, pct: float | None, difference: float, *, higher_is_better: bool, alpha: float,
     min_effect_pct: float,
 ) -> tuple[str, str]:
     """better / worse / no significant difference from a computed test, and why."""
     if p >= alpha:
-        return "no significant difference", f"p = {p:.3g} >= {alpha}"
+        return "no significant difference", f"p {p_text(p, 3)} >= {alpha}"
     if pct is not None and abs(pct) < min_effect_pct:
         return (
             "no significant difference",
-            f"p = {p:.3g}, but |{pct:.2f} %| is below the minimum effect of {min_effect_pct} %",
+            f"p {p_text(p, 3)}, but |{pct:.2f} %| is below the minimum effect of "
+            f"{min_effect_pct} %",
         )
     improved = (difference > 0) == higher_is_better
-    return ("better" if improved else "worse"), f"p = {p:.3g} < {alpha}"
+    return ("better" if improved else "worse"), f"p {p_text(p, 3)} < {alpha}"
 
 
 # A comparison's constructor with the means filled in: (interval, p, verdict, reason).

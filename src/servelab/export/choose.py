@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from servelab.analysis.analyze import VariantAnalysis
 from servelab.analysis.metrics import answer_metric
+from servelab.analysis.stats import p_text
 from servelab.config.stack import StackSpec
 from servelab.errors import ServelabError
 from servelab.report.base import ReportInput, failure_breakdown
@@ -59,7 +60,7 @@ def _verdict_text(found: VariantAnalysis, key: str) -> str:
     if comparison.difference_pct is not None:
         text += f", {comparison.difference_pct:+.1f} %"
     if comparison.p_value is not None:
-        text += f" (p = {comparison.p_value:.2g})"
+        text += f" (p {p_text(comparison.p_value)})"
     return text
 
 

@@ -29,6 +29,7 @@ import jinja2
 from servelab.analysis.analyze import VariantAnalysis
 from servelab.analysis.comparisons import compare_variants
 from servelab.analysis.metrics import answer_metric
+from servelab.analysis.stats import p_text
 from servelab.apps import BUILTIN_APPS, resolve_app
 from servelab.config.stack import StackSpec
 from servelab.errors import SpecError
@@ -150,7 +151,7 @@ def knob_evidence(report: ReportInput, chosen: StackSpec) -> list[Evidence]:
                 + (f" ({pct:+.1f} %)" if pct is not None else "")
                 + f", {comparison.verdict}"
                 + (
-                    f" ({comparison.test}, p = {comparison.p_value:.2g})"
+                    f" ({comparison.test}, p {p_text(comparison.p_value)})"
                     if comparison.p_value is not None
                     else ""
                 )

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from servelab.analysis.analyze import ExperimentAnalysis, clarity
 from servelab.analysis.comparisons import compare_variants
 from servelab.analysis.metrics import METRIC_BY_KEY, Metric, answer_metric
-from servelab.analysis.stats import MIN_CLEAR_DF, Comparison
+from servelab.analysis.stats import MIN_CLEAR_DF, Comparison, p_text
 from servelab.analysis.validity import latency_judged, not_judged_because
 from servelab.analysis.warnings import ResultWarning, WarningKind
 
@@ -37,7 +37,7 @@ class AnswerLine:
     def verdict_text(self) -> str:
         if self.judged_over is None:
             return self.verdict
-        alone = f" (p = {self.p_alone:.2g} alone)" if self.p_alone is not None else ""
+        alone = f" (p {p_text(self.p_alone)} alone)" if self.p_alone is not None else ""
         return f"{self.verdict} over the study's {self.judged_over} comparisons{alone}"
 
     def text(self) -> str:

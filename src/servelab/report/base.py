@@ -19,6 +19,7 @@ from servelab.analysis.analyze import ExperimentAnalysis, analyze
 from servelab.analysis.metrics import answer_metric
 from servelab.analysis.profile import RunProfile, run_profiles
 from servelab.analysis.so_far import AnalysisSoFar
+from servelab.analysis.stats import p_text
 from servelab.config.experiment import Experiment
 from servelab.config.stack import StackSpec
 from servelab.errors import ServelabError
@@ -275,9 +276,9 @@ def summary_rows(report: ReportInput, workload: str) -> list[SummaryRow]:
                     change = f"{comparison.difference_pct:+.1f} %"
                     verdict += f", {change}"
                 if comparison.p_adjusted is not None and (comparison.family or 0) > 1:
-                    verdict += f" (Holm-adjusted p = {comparison.p_adjusted:.2g})"
+                    verdict += f" (Holm-adjusted p {p_text(comparison.p_adjusted)})"
                 elif comparison.p_value is not None:
-                    verdict += f" (p = {comparison.p_value:.2g})"
+                    verdict += f" (p {p_text(comparison.p_value)})"
                 elif comparison.verdict == "inconclusive":
                     verdict += f" ({comparison.reason})"
         rows.append(

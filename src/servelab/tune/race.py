@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from servelab.analysis.comparisons import compare_rounds, compare_variants
 from servelab.analysis.family import judge_family
 from servelab.analysis.nested import starts_needed
-from servelab.analysis.stats import Comparison, confidence_interval
+from servelab.analysis.stats import Comparison, confidence_interval, p_text
 from servelab.errors import SpecError
 from servelab.results.records import RunRecord
 from servelab.tune.objective import MEMORY, MIB, Objective
@@ -198,9 +198,9 @@ def _worse_reason(objective: Objective, leader: str, versus: Comparison) -> str:
     if bounds is not None:
         text += f" (95 % CI {bounds[0]:+.1f} … {bounds[1]:+.1f} %"
         if versus.p_adjusted is not None:
-            text += f", Holm-adjusted p = {versus.p_adjusted:.2g} over {versus.family})"
+            text += f", Holm-adjusted p {p_text(versus.p_adjusted)} over {versus.family})"
         else:
-            text += f", p = {versus.p_value:.2g})" if versus.p_value is not None else ")"
+            text += f", p {p_text(versus.p_value)})" if versus.p_value is not None else ")"
     return text
 
 

@@ -120,3 +120,12 @@ def test_rounds_are_paired_from_three_matching_rounds_only():
     assert not welch.reason.startswith("paired")
     unmatched = compare_rounds(base, var[:2], rps)  # a round missing on one side: Welch
     assert not unmatched.reason.startswith("paired")
+
+
+def test_a_tiny_p_value_is_printed_as_below_its_floor() -> None:
+    from servelab.analysis.stats import p_text
+
+    assert p_text(0.0557) == "= 0.056"
+    assert p_text(0.0557, 3) == "= 0.0557"
+    assert p_text(4.9e-108) == "< 0.0001"  # not "= 4.9e-108": the model is not that exact
+    assert p_text(1e-4) == "= 0.0001"
