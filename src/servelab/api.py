@@ -269,10 +269,15 @@ def run(
     return run_prepared(ready, console=console, out=out, measure=measure)
 
 
-def saying(console: Console) -> Callable[[str], None]:
-    """The notes of preparing and starting, as servelab's lines on ``console``."""
+def saying(console: Console, *, once: bool = False) -> Callable[[str], None]:
+    """The notes of preparing and starting, as servelab's lines on ``console``; ``once``:
+    a note already said is not said again (bisect prepares the same check every step)."""
+    said: set[str] = set()
 
     def say(note: str) -> None:
+        if once and note in said:
+            return
+        said.add(note)
         console.print(f"servelab: {note}", highlight=False)
 
     return say

@@ -127,3 +127,23 @@ def test_the_cpu_plan_says_what_this_machine_can_do(monkeypatch: pytest.MonkeyPa
     assert not api.prepare(_experiment(), favoured).cpu_plan.cpu_priority
     monkeypatch.setattr(cgroups, "quota_unavailable_reason", lambda: None)
     assert api.prepare(_experiment(), favoured).cpu_plan.cpu_priority
+
+
+def test_a_note_said_once_is_not_said_again_when_asked() -> None:
+    import io
+
+    from rich.console import Console
+
+    from servelab.api import saying
+
+    out = io.StringIO()
+    say = saying(Console(file=out, width=200), once=True)
+    for note in ("app is WSGI", "check #1", "app is WSGI", "check #2"):
+        say(note)
+    assert out.getvalue().splitlines() == [
+        "servelab: app is WSGI", "servelab: check #1", "servelab: check #2"]
+    out = io.StringIO()
+    say = saying(Console(file=out, width=200))
+    say("x")
+    say("x")
+    assert out.getvalue().count("servelab: x") == 2  # by default every note is said

@@ -144,14 +144,14 @@ def bisect(
         unit, start, end = "lock state", str(lock_good), str(lock_bad)
         outcome = run_lock_bisect(
             LockBisectSpec(check, lock_good, lock_bad, wheelhouse, retries), options,
-            say=api.saying(console), measure=measure_quietly,
+            say=api.saying(console, once=True), measure=measure_quietly,
             startup_timeout_s=user.startup_timeout_s, on_step=on_step,
         )
     else:
         assert good is not None
         unit, start, end = "commit", good, bad
         outcome = run_bisect(
-            BisectSpec(check, good, bad, retries), options, say=api.saying(console),
+            BisectSpec(check, good, bad, retries), options, say=api.saying(console, once=True),
             measure=measure_quietly, startup_timeout_s=user.startup_timeout_s,
             on_step=on_step,
         )
