@@ -22,6 +22,19 @@ driver's CPU seconds, the steal the machine's CPUs saw, a 0.1 s speed probe on t
 stack CPU just before it, and from oha's per-request database the connection ramp
 (when the first answer came, requests/s in the first 0.25 s against the rest).
 
+``timescale`` asks at which time scale a window's residual lives: one start of the
+same stack, warmed up, driven without a break for ``--seconds`` by oha (per-request
+database), its answers counted in 50 ms bins; for windows of 0.1 … 4 s it prints the
+spread of log requests/s between windows and between *adjacent* windows. Adjacent
+windows that differ less than unrelated ones (ratio below 1) mean the slowdowns last
+longer than a window, and alternating two stacks that fast would cancel part of them;
+a ratio near 1 means the noise is white at that scale, and no alternation beats the
+floor. No switching cost is counted (one continuous run): a real alternation pays a
+connection ramp per window on top.
+
+    flock /tmp/servelab-cpu.lock .venv/bin/python benchmarks/spread.py timescale \
+        [--endpoint sync-small] [--seconds 30] [--repeat 3]
+
 ``split`` reads the lines and prints the spread of log requests/s by level (rounds,
 starts, passes, windows), the first window after a switch against the next ones, the
 ramp's share of a 1 s window, how evenly the workers shared the work, and how much of
@@ -489,6 +502,79 @@ def split(args: argparse.Namespace) -> None:
         split_workload(lines, workload)
 
 
+BIN_S = 0.05
+TIMESCALES_S = (0.1, 0.25, 0.5, 1.0, 2.0, 4.0)
+
+
+def completions(db: Path) -> list[float]:
+    """Each answered request's end, in seconds from the first request's start."""
+    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
+        rows = conn.execute('SELECT start, "end" FROM oha').fetchall()
+    origin = min(start for start, _ in rows)
+    return sorted(end - origin for _, end in rows)
+
+
+def timescale_spread(ends: Sequence[float], window_s: float, skip_s: float = 0.5
+                     ) -> tuple[float, float, int] | None:
+    """(sd of log requests/s between windows of ``window_s``, sd between adjacent
+    windows' difference / sqrt 2, windows) over a run's answers after ``skip_s``."""
+    last = ends[-1]
+    count = int((last - skip_s) // window_s)
+    if count < 4:
+        return None
+    rates = [0] * count
+    for end in ends:
+        index = int((end - skip_s) // window_s)
+        if 0 <= index < count:
+            rates[index] += 1
+    if min(rates) == 0:
+        return None
+    logs = [math.log(r / window_s) for r in rates]
+    adjacent = [b - a for a, b in itertools.pairwise(logs)]
+    return statistics.stdev(logs), statistics.stdev(adjacent) / math.sqrt(2), count
+
+
+def timescale(args: argparse.Namespace) -> None:
+    experiment = quick(StudyOptions(endpoints=(args.endpoint,), side_by_side=False))
+    workload = experiment.workloads[0]
+    driver = OhaDriver()
+    driver.keep_latencies = True
+    cpu_plan = default_cpu_plan()
+    print(f"one start of {experiment.baseline.name}, {args.endpoint}, {args.repeat} x "
+          f"{args.seconds:g} s without a break; {cpu_plan.describe()}", file=sys.stderr)
+    found: dict[float, list[tuple[float, float, int]]] = {w: [] for w in TIMESCALES_S}
+    with (host_executor(driver, cpu_plan, experiment) as executor,
+          executor.scratch() as scratch, contextlib.ExitStack() as alive):
+        alive.callback(executor.stopped)
+        running = alive.enter_context(executor.launch(experiment.baseline, workload.request))
+        warm = workload.load.model_copy(update={"duration_s": WARMUP_S, "requests": None})
+        executor.send(running, workload, warm, scratch)
+        for _ in range(args.repeat):
+            load = workload.load.model_copy(update={"duration_s": args.seconds,
+                                                    "requests": None})
+            executor.measure(running, workload, load, scratch)
+            ends = completions(scratch / "measure" / REQUESTS_DB)
+            for window_s in TIMESCALES_S:
+                spread = timescale_spread(ends, window_s)
+                if spread is not None:
+                    found[window_s].append(spread)
+    print("| window | windows | sd between windows | adjacent sd / sqrt 2 | ratio | "
+          "an alternating pair's half-width per minute |")
+    print("|---|---|---|---|---|---|")
+    for window_s, runs in found.items():
+        if not runs:
+            continue
+        between = math.sqrt(statistics.fmean(r[0] ** 2 for r in runs))
+        adjacent = math.sqrt(statistics.fmean(r[1] ** 2 for r in runs))
+        windows = sum(r[2] for r in runs)
+        # Alternating A B A B in windows of window_s, no switching cost: a minute holds
+        # 60 / (2 window_s) pairs, each a difference with sd sqrt 2 x adjacent.
+        pairs = 60 / (2 * window_s)
+        half = 1.96 * math.sqrt(2) * adjacent / math.sqrt(pairs)
+        print(f"| {window_s:g} s | {windows} | {pct(between)} | {pct(adjacent)} | "
+              f"{adjacent / between:.2f} | ±{100 * math.expm1(half):.1f} % |")
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -503,8 +589,12 @@ def main(argv: Sequence[str] | None = None) -> None:
                    help="run observe.speed's gauge on the driver CPU throughout")
     s = sub.add_parser("split")
     s.add_argument("file")
+    t = sub.add_parser("timescale")
+    t.add_argument("--endpoint", default="sync-small")
+    t.add_argument("--seconds", type=float, default=30.0)
+    t.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args(argv)
-    {"collect": collect, "split": split}[args.command](args)
+    {"collect": collect, "split": split, "timescale": timescale}[args.command](args)
 
 
 if __name__ == "__main__":
