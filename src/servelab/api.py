@@ -275,9 +275,10 @@ def saying(console: Console, *, once: bool = False) -> Callable[[str], None]:
     said: set[str] = set()
 
     def say(note: str) -> None:
-        if once and note in said:
-            return
-        said.add(note)
+        if once:
+            if note in said:
+                return
+            said.add(note)
         console.print(f"servelab: {note}", highlight=False)
 
     return say

@@ -111,11 +111,9 @@ def _measured_or_skipped(
 
     try:
         return _checked_step(name, attempt, check, options, say, measure, startup_timeout_s)
-    except VersionDidNotStart as exc:
-        if exc.version != CANDIDATE:
+    except (VersionDidNotStart, VersionsAnswerDifferently) as exc:
+        if isinstance(exc, VersionDidNotStart) and exc.version != CANDIDATE:
             raise
-        return Step(name, "skipped", attempt, exc.one_line()), None
-    except VersionsAnswerDifferently as exc:
         return Step(name, "skipped", attempt, exc.one_line()), None
 
 
