@@ -25,6 +25,8 @@ test: setup-all
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/mypy
 	# The pure parts in parallel, a process per CPU (pytest-xdist); then the tests with
-	# real stacks, one at a time: each pins its stack and its load driver to CPUs of their own.
+	# real stacks, two at a time, each in a temp dir of its own (tests/conftest.py). Each
+	# pins its stack and its load driver apart; the tests that assert a measured effect
+	# run one after the other on one worker (SERIAL_GROUPS in tests/conftest.py).
 	$(VENV)/bin/pytest -q -n auto -m "not integration"
-	$(VENV)/bin/pytest -q -m integration
+	$(VENV)/bin/pytest -q -m integration -n 2 --dist loadscope

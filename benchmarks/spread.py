@@ -575,6 +575,207 @@ def timescale(args: argparse.Namespace) -> None:
               f"{adjacent / between:.2f} | ±{100 * math.expm1(half):.1f} % |")
 
 
+# -- alternate: switch the load, not the stack --------------------------------------
+SETTLE_S = (0.0, 0.05, 0.1, 0.15, 0.25, 0.5)
+TAIL_S = 0.02  # the end of a window left out: the stop lands a few ms either side
+
+
+def segments(ends: Sequence[float], gap_s: float) -> list[list[float]]:
+    """A driver's answers split where it was stopped: a gap longer than ``gap_s``."""
+    found: list[list[float]] = [[ends[0]]]
+    for before, end in itertools.pairwise(ends):
+        if end - before > gap_s:
+            found.append([])
+        found[-1].append(end)
+    return found
+
+
+def window_rates(ends: Sequence[float], window_s: float, settle_s: float
+                 ) -> list[tuple[float, float]]:
+    """(resumed at, requests/s) of each window a driver ran between two stops, counted
+    from ``settle_s`` after it resumed (its first answers are the ones that waited
+    while it was stopped) to just before it was stopped; the first and last windows
+    (alone at the start, together at the end) are left out."""
+    length = window_s - settle_s - TAIL_S
+    found = []
+    for part in segments(ends, gap_s=window_s / 2)[1:-1]:
+        resumed = part[0]
+        count = sum(1 for end in part if resumed + settle_s < end <= resumed + settle_s + length)
+        if count:
+            found.append((resumed, count / length))
+    return found
+
+
+def _drivers(count: int, timeout_s: float = 10.0) -> list[Any]:
+    """The ``count`` oha processes this benchmark started, in the order of their side."""
+    import psutil
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found: dict[int, Any] = {}
+        for proc in psutil.Process().children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                if proc.name() == "oha":
+                    side = next(int(a.split("side-")[1].split("/")[0])
+                                for a in proc.cmdline() if "side-" in a)
+                    found[side] = proc
+        if len(found) == count:
+            return [found[i] for i in range(count)]
+        time.sleep(0.005)
+    raise RuntimeError("the load drivers did not start")
+
+
+def paired_differences(a: list[tuple[float, float]], b: list[tuple[float, float]]
+                       ) -> list[tuple[float, float]]:
+    """(time, log A - log B) of each B window against the mean of the A windows on both
+    of its sides (A B A: drift that is linear over the three cancels)."""
+    found = []
+    for at, rate in b:
+        before = [r for t, r in a if t < at]
+        after = [r for t, r in a if t > at]
+        if before and after:
+            found.append((at, (math.log(before[-1]) + math.log(after[0])) / 2 - math.log(rate)))
+    return found
+
+
+def block_half_width(diffs: list[tuple[float, float]], block_s: float
+                     ) -> tuple[float, float, int] | None:
+    """(mean log difference, its 95 % half-width, blocks) from the means of
+    non-overlapping ``block_s`` blocks: adjacent pairs share drift, blocks far less."""
+    if not diffs:
+        return None
+    origin = diffs[0][0]
+    blocks: dict[int, list[float]] = {}
+    for at, d in diffs:
+        blocks.setdefault(int((at - origin) // block_s), []).append(d)
+    means = [statistics.fmean(v) for v in blocks.values() if v]
+    if len(means) < 3:
+        return None
+    se = statistics.stdev(means) / math.sqrt(len(means))
+    return statistics.fmean(means), 1.96 * se, len(means)
+
+
+def _switched(executor: HostExecutor, stacks: list[Any], workload: Workload, scratch: Path,
+              seconds: float, window_s: float) -> list[list[float]]:
+    """Both stacks driven by an oha of their own for ``seconds``, one stopped (SIGSTOP)
+    while the other drives, switched every ``window_s``: each driver's answer times."""
+    import signal
+    import threading
+
+    import psutil
+
+    load = workload.load.model_copy(update={"duration_s": seconds + 1.0, "requests": None})
+    worker = threading.Thread(target=executor.measure_together,
+                              args=(stacks, workload, load, scratch))
+    worker.start()
+    try:
+        ohas = _drivers(2)
+        ohas[1].suspend()
+        began, active, switches = time.monotonic(), 0, 0
+        while time.monotonic() - began < seconds:
+            switches += 1
+            time.sleep(max(0.0, began + switches * window_s - time.monotonic()))
+            ohas[active].suspend()
+            active = 1 - active
+            ohas[active].resume()
+    finally:  # both resumed, whatever happened: oha ends at its deadline
+        for proc in psutil.Process().children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                proc.send_signal(signal.SIGCONT)
+        worker.join()
+    return [completions(scratch / f"side-{i}" / REQUESTS_DB) for i in (0, 1)]
+
+
+def _restarted(executor: HostExecutor, stacks: list[Any], workload: Workload, scratch: Path,
+               seconds: float) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
+    """Today's in-turns design on the same two warm stacks: A B A B ..., oha started anew
+    for each 1 s window; (start, requests/s) of each stack's windows."""
+    windows: tuple[list[tuple[float, float]], list[tuple[float, float]]] = ([], [])
+    load = workload.load.model_copy(update={"duration_s": WINDOW_S, "requests": None})
+    began = time.monotonic()
+    while time.monotonic() - began < seconds:
+        for side, stack in enumerate(stacks):
+            at = time.monotonic()
+            window = executor.measure(stack, workload, load, scratch)
+            windows[side].append((at, window.load.rps))
+    return windows
+
+
+def _scored(a: list[tuple[float, float]], b: list[tuple[float, float]], wall_s: float,
+            block_s: float, **keys: Any) -> dict[str, Any] | None:
+    found = block_half_width(paired_differences(a, b), block_s)
+    if found is None:
+        return None
+    mean, half, blocks = found
+    row = {**keys, "mean": mean, "half": half, "per_minute": half * math.sqrt(wall_s / 60),
+           "blocks": blocks, "windows": len(a) + len(b),
+           "rps": statistics.fmean(r for _, r in a + b)}
+    print(json.dumps(row), file=sys.stderr)
+    return row
+
+
+def alternate(args: argparse.Namespace) -> None:
+    """Two identical warm stacks (A/A) alternated for ``--seconds`` in each design: oha
+    kept running per stack and switched by SIGSTOP/SIGCONT every 0.25 / 0.5 / 1 s, and
+    today's (oha anew per 1 s window); every design scored alike: each B window against
+    the A windows on both of its sides, the 95 % half-width from ``--block`` s blocks of
+    such pairs, scaled to one minute of measuring."""
+    experiment = quick(StudyOptions(endpoints=(args.endpoint,), side_by_side=False))
+    workload = experiment.workloads[0]
+    driver = OhaDriver()
+    driver.keep_latencies = True
+    cpu_plan = default_cpu_plan()
+    print(f"two starts of {experiment.baseline.name} (A/A), {args.endpoint}; {args.repeat} x "
+          f"{args.seconds:g} s per design; {cpu_plan.describe()}", file=sys.stderr)
+    rows: list[dict[str, Any]] = []
+    with (host_executor(driver, cpu_plan, experiment) as executor,
+          contextlib.ExitStack() as alive):
+        alive.callback(executor.stopped)
+        stacks = [alive.enter_context(executor.launch(
+            experiment.baseline.model_copy(update={"name": name}), workload.request))
+            for name in ("a", "b")]
+        warm = workload.load.model_copy(update={"duration_s": WARMUP_S, "requests": None})
+        for _ in range(args.repeat):
+            for window_s in args.windows:
+                with executor.scratch() as scratch:
+                    for stack in stacks:
+                        executor.send(stack, workload, warm, scratch)
+                    began = time.monotonic()
+                    ends = _switched(executor, stacks, workload, scratch, args.seconds,
+                                     window_s)
+                    wall_s = time.monotonic() - began
+                    if args.keep:
+                        import shutil
+                        for i in (0, 1):
+                            shutil.copy(scratch / f"side-{i}" / REQUESTS_DB,
+                                        Path(args.keep) / f"{window_s}-{i}.db")
+                for settle_s in SETTLE_S:
+                    if settle_s < window_s / 2:
+                        row = _scored(window_rates(ends[0], window_s, settle_s),
+                                      window_rates(ends[1], window_s, settle_s),
+                                      wall_s, args.block, design="switched",
+                                      window_s=window_s, settle_s=settle_s)
+                        rows += [row] if row else []
+            with executor.scratch() as scratch:
+                for stack in stacks:
+                    executor.send(stack, workload, warm, scratch)
+                began = time.monotonic()
+                a, b = _restarted(executor, stacks, workload, scratch, args.seconds)
+                row = _scored(a, b, time.monotonic() - began, args.block, design="oha anew",
+                              window_s=WINDOW_S, settle_s=0.0)
+                rows += [row] if row else []
+    print("| design | window | settle | runs | mean A/A difference | half-width per minute "
+          "(rms over runs) | requests/s |")
+    print("|---|---|---|---|---|---|---|")
+    key = lambda r: (r["design"], r["window_s"], r["settle_s"])  # noqa: E731
+    for (design, window_s, settle_s), group in itertools.groupby(sorted(rows, key=key), key=key):
+        runs = list(group)
+        rms = math.sqrt(statistics.fmean(r["per_minute"] ** 2 for r in runs))
+        means = ", ".join(f"{100 * math.expm1(r['mean']):+.1f}" for r in runs)
+        print(f"| {design} | {window_s:g} s | {settle_s:g} s | {len(runs)} | {means} % | "
+              f"±{100 * math.expm1(rms):.1f} % | "
+              f"{statistics.fmean(r['rps'] for r in runs):.0f} |")
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -593,8 +794,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     t.add_argument("--endpoint", default="sync-small")
     t.add_argument("--seconds", type=float, default=30.0)
     t.add_argument("--repeat", type=int, default=3)
+    a = sub.add_parser("alternate")
+    a.add_argument("--endpoint", default="sync-small")
+    a.add_argument("--seconds", type=float, default=30.0)
+    a.add_argument("--repeat", type=int, default=3)
+    a.add_argument("--windows", type=lambda t: [float(x) for x in t.split(",")],
+                   default=[0.25, 0.5, 1.0])
+    a.add_argument("--block", type=float, default=5.0,
+                   help="seconds of pairs averaged into one block for the interval")
+    a.add_argument("--keep", help="copy each run's per-request databases into this dir")
     args = parser.parse_args(argv)
-    {"collect": collect, "split": split, "timescale": timescale}[args.command](args)
+    {"collect": collect, "split": split, "timescale": timescale,
+     "alternate": alternate}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
+import tempfile
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import psutil
 import pytest
@@ -97,6 +100,73 @@ def no_leftover_processes(
             with contextlib.suppress(psutil.Error):
                 proc.send_signal(signal.SIGKILL)
         pytest.fail(f"processes left running after the test:\n{description}")
+
+
+# make test runs the integration tests two at a time (pytest-xdist, --dist loadscope: the
+# tests of one module, or of one group below, run one after the other on one worker).
+# Groups by nodeid prefix, not by xdist_group marks: under pytest 9, xdist 3.8's loadgroup
+# loses the marks' nodeid suffix and splits a group over both workers.
+SERIAL_GROUPS: dict[str, tuple[str, ...]] = {
+    # They assert a measured effect (a slowdown found, a capacity held, a side-by-side
+    # probe that finds its stack busy): never two at once.
+    "measuring": tuple(f"tests/integration/test_{name}" for name in (
+        "bisect.py", "bisect_locks.py", "capacity.py", "check.py", "tune.py",
+        "profile.py::test_the_", "profile.py::test_a_planted",
+        "cli_end_to_end.py::test_side_by_side_rounds",
+    )),
+    # They look for any PostgreSQL or toxiproxy process, not only their own.
+    "postgres": ("tests/integration/test_slow_database.py",
+                 "tests/integration/test_django_postgres.py"),
+    # They look for any Locust process, not only their own.
+    "locust": tuple(f"tests/integration/test_{name}.py"
+                    for name in ("locust", "locust_remote", "load_drivers")),
+}
+
+
+def serial_group(nodeid: str) -> str | None:
+    """The group of SERIAL_GROUPS a test belongs to, if any."""
+    return next((group for group, prefixes in SERIAL_GROUPS.items()
+                 if nodeid.startswith(prefixes)), None)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """--dist loadscope, with SERIAL_GROUPS as scopes of their own."""
+    if config.getoption("dist", None) != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupedScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return serial_group(nodeid) or super()._split_scope(nodeid)
+
+    return GroupedScheduling(config, log)
+
+
+@pytest.fixture(autouse=True)
+def private_temp_dir(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Path | None]:
+    """For integration tests: a temp dir of the test's own (TMPDIR, for servelab run in
+    this process and in subprocesses), so that "no servelab temp dir left" means this
+    test's, though the suite runs two tests at a time (make test: pytest-xdist). Fails
+    if a servelab-* dir is left in it.
+
+    Traversable by every user (0711), as /tmp is: Apache's and mod_wsgi's www-data
+    daemons reach the sockets and files of the stack dirs in it."""
+    if request.node.get_closest_marker("integration") is None:
+        yield None
+        return
+    # Short, under /tmp: a unix socket's path in a stack dir inside stays within 108 bytes.
+    private = Path(tempfile.mkdtemp(prefix="sl-", dir="/tmp"))
+    private.chmod(0o711)
+    monkeypatch.setenv("TMPDIR", str(private))
+    monkeypatch.setattr(tempfile, "tempdir", str(private))
+    try:
+        yield private
+        left = sorted(p.name for p in private.glob("servelab-*") if p.is_dir())
+        assert not left, f"servelab temp dirs left after the test: {left}"
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
 
 
 @pytest.fixture
