@@ -35,6 +35,19 @@ connection ramp per window on top.
     flock /tmp/servelab-cpu.lock .venv/bin/python benchmarks/spread.py timescale \
         [--endpoint sync-small] [--seconds 30] [--repeat 3]
 
+``alternate`` tries that faster design: two identical stacks, warm, each driven by an
+oha of its own that is kept running for ``--seconds`` and stopped (SIGSTOP) while the
+other drives, switched every 0.25 / 0.5 / 1 s (``--windows``): no connection ramp, no
+restart. A window is counted from ``settle`` after its driver resumed (the answers that
+waited while it was stopped, and the other stack still finishing its own) to just before
+the next stop. Then, on the same two warm stacks, today's in-turns design (oha anew for
+each 1 s window). Both are scored alike: each B window against the A windows on both of
+its sides (A B A: linear drift cancels), the 95 % half-width from the means of
+``--block`` s blocks of such pairs (adjacent pairs share drift), scaled to one minute.
+
+    flock /tmp/servelab-cpu.lock .venv/bin/python benchmarks/spread.py alternate \
+        [--endpoint sync-small] [--seconds 30] [--repeat 3] [--windows 0.5,0.25] [--block 3]
+
 ``split`` reads the lines and prints the spread of log requests/s by level (rounds,
 starts, passes, windows), the first window after a switch against the next ones, the
 ramp's share of a 1 s window, how evenly the workers shared the work, and how much of
