@@ -547,12 +547,17 @@ def timescale_spread(ends: Sequence[float], window_s: float, skip_s: float = 0.5
     return statistics.stdev(logs), statistics.stdev(adjacent) / math.sqrt(2), count
 
 
-def timescale(args: argparse.Namespace) -> None:
-    experiment = quick(StudyOptions(endpoints=(args.endpoint,), side_by_side=False))
-    workload = experiment.workloads[0]
+def _one_endpoint(endpoint: str) -> tuple[Any, Workload, OhaDriver, Any]:
+    """quick's experiment on one endpoint in turns, its workload, an oha that keeps its
+    per-request database, and the default CPU plan."""
+    experiment = quick(StudyOptions(endpoints=(endpoint,), side_by_side=False))
     driver = OhaDriver()
     driver.keep_latencies = True
-    cpu_plan = default_cpu_plan()
+    return experiment, experiment.workloads[0], driver, default_cpu_plan()
+
+
+def timescale(args: argparse.Namespace) -> None:
+    experiment, workload, driver, cpu_plan = _one_endpoint(args.endpoint)
     print(f"one start of {experiment.baseline.name}, {args.endpoint}, {args.repeat} x "
           f"{args.seconds:g} s without a break; {cpu_plan.describe()}", file=sys.stderr)
     found: dict[float, list[tuple[float, float, int]]] = {w: [] for w in TIMESCALES_S}
@@ -733,11 +738,7 @@ def alternate(args: argparse.Namespace) -> None:
     today's (oha anew per 1 s window); every design scored alike: each B window against
     the A windows on both of its sides, the 95 % half-width from ``--block`` s blocks of
     such pairs, scaled to one minute of measuring."""
-    experiment = quick(StudyOptions(endpoints=(args.endpoint,), side_by_side=False))
-    workload = experiment.workloads[0]
-    driver = OhaDriver()
-    driver.keep_latencies = True
-    cpu_plan = default_cpu_plan()
+    experiment, workload, driver, cpu_plan = _one_endpoint(args.endpoint)
     print(f"two starts of {experiment.baseline.name} (A/A), {args.endpoint}; {args.repeat} x "
           f"{args.seconds:g} s per design; {cpu_plan.describe()}", file=sys.stderr)
     rows: list[dict[str, Any]] = []

@@ -107,12 +107,11 @@ def no_leftover_processes(
 # Groups by nodeid prefix, not by xdist_group marks: under pytest 9, xdist 3.8's loadgroup
 # loses the marks' nodeid suffix and splits a group over both workers.
 SERIAL_GROUPS: dict[str, tuple[str, ...]] = {
-    # They assert a measured effect (a slowdown found, a capacity held, a side-by-side
-    # probe that finds its stack busy): never two at once.
+    # They assert a measured effect (a slowdown found, a capacity held): never two at
+    # once. (A test that needs the machine to itself is marked "alone" instead.)
     "measuring": tuple(f"tests/integration/test_{name}" for name in (
         "bisect.py", "bisect_locks.py", "capacity.py", "check.py", "tune.py",
         "profile.py::test_the_", "profile.py::test_a_planted",
-        "cli_end_to_end.py::test_side_by_side_rounds",
     )),
     # They look for any PostgreSQL or toxiproxy process, not only their own.
     "postgres": ("tests/integration/test_slow_database.py",
@@ -144,7 +143,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | 
 
 @pytest.fixture(autouse=True)
 def private_temp_dir(
-    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Path | None]:
     """For integration tests: a temp dir of the test's own (TMPDIR, for servelab run in
     this process and in subprocesses), so that "no servelab temp dir left" means this
@@ -156,6 +156,9 @@ def private_temp_dir(
     if request.node.get_closest_marker("integration") is None:
         yield None
         return
+    # pytest's own base temp dir (tmp_path's), fixed before TMPDIR changes: made lazily,
+    # it would be made in this test's private dir and removed with it.
+    tmp_path_factory.getbasetemp()
     # Short, under /tmp: a unix socket's path in a stack dir inside stays within 108 bytes.
     private = Path(tempfile.mkdtemp(prefix="sl-", dir="/tmp"))
     private.chmod(0o711)

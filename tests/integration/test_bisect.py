@@ -1,6 +1,7 @@
 """servelab bisect for real: a generated git repository of a small WSGI app, 12 commits,
-one of which makes every request ten times the work; bisect names that commit, every step
-a check in temporary worktrees, and leaves the user's checkout as it was.
+one of which makes every request ten times the work and one (after it) whose app does not
+start; bisect skips the one, names the other, every step a check in temporary worktrees,
+and leaves the user's checkout as it was.
 
 Ten times, and a threshold of -40 %: a check of two identical versions in turns, in its
 first 30 s on this VM, read intervals as wide as -32 % ... +28 % (a fresh-clone run, with a
@@ -37,6 +38,11 @@ def app(environ, start_response):
 # about six: less than a culprit in the middle.
 COMMITS = 12
 CULPRIT = 2
+# The middle of the first halving: its app fails at import (a half-done change), so the
+# step is skipped, as `git bisect skip` does, and the nearest measurable commit to the
+# middle (4) is measured instead; what is measured stays the four steps above.
+BROKEN = 5
+BROKEN_APP = "raise RuntimeError('half-done change')\n"
 
 
 def git(repo: Path, *args: str) -> str:
@@ -52,7 +58,8 @@ def test_bisect_names_the_commit_that_made_it_slower(tmp_path: Path, no_leftover
     git(repo, "init", "-q", "-b", "main")
     for number in range(COMMITS):
         rounds = 20_000 if number >= CULPRIT else 2000
-        (repo / "web" / "shop.py").write_text(APP.format(rounds=rounds, note=f"v{number}"))
+        app = APP.format(rounds=rounds, note=f"v{number}")
+        (repo / "web" / "shop.py").write_text(BROKEN_APP + app if number == BROKEN else app)
         git(repo, "add", ".")
         git(repo, "commit", "-q", "-m", f"version {number}")
     commits = git(repo, "rev-list", "--reverse", "HEAD").split()
@@ -71,15 +78,19 @@ def test_bisect_names_the_commit_that_made_it_slower(tmp_path: Path, no_leftover
     assert answer["first_bad"] == commits[CULPRIT], answer
     assert answer["last_good"] == commits[CULPRIT - 1]
     decisions = {s["commit"]: s["decision"] for s in answer["steps"]}
+    assert decisions.pop(commits[BROKEN]) == "skipped", answer["steps"]
     assert all(
         decision == ("slower" if commits.index(commit) >= CULPRIT else "same")
         for commit, decision in decisions.items() if decision != "unknown"
     ), decisions
     assert [s["commit"] for s in answer["steps"] if s["attempt"] == 1] == [
-        commits[11], commits[5], commits[2], commits[1]]  # the bad end first, then halves
+        commits[11], commits[BROKEN], commits[4], commits[2], commits[1]
+    ]  # the bad end first, then halves; the broken middle skipped for its neighbour
+    assert answer["untestable"] == []  # it is not between the last same and first slower
     assert "### servelab bisect: ❌ found" in done.stdout
     junit = (tmp_path / "bisect.xml").read_text()  # the CI's test view names the culprit
     assert 'type="first slower commit"' in junit and commits[CULPRIT] in junit
+    assert "<skipped" in junit and "half-done change" in junit  # the skipped step, and why
     # The checkout as it was: no worktree left, HEAD and the files unchanged.
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
     assert git(repo, "status", "--porcelain") == ""

@@ -300,12 +300,23 @@ def why_candidate(
 
 
 def _fitted(experiment: Experiment, say: Callable[[str], None]) -> Experiment:
-    """Each stack's server fitted to its app (gunicorn's worker class to WSGI/ASGI)."""
+    """Each stack's server fitted to its app (gunicorn's worker class to WSGI/ASGI). A
+    candidate whose app does not import where the baseline's does is a version that does
+    not start (VersionDidNotStart: bisect skips it); the baseline's failing is the
+    user's --app or environment (SpecError, exit 2), as for any study."""
     from servelab.prepare.user_app import fit_stack, resolve_user_app
 
     stacks = []
-    for stack in experiment.stacks:
-        fitted, note = fit_stack(stack, stack.app, resolve_user_app(stack.app))
+    for stack in experiment.stacks:  # the baseline first
+        try:
+            resolved = resolve_user_app(stack.app)
+        except SpecError as exc:
+            if stack.name == BASELINE:
+                raise
+            raise VersionDidNotStart(
+                stack.name, StackStartError(exc.problem, exc.fix, detail=exc.detail)
+            ) from None
+        fitted, note = fit_stack(stack, stack.app, resolved)
         stacks.append(fitted)
         if note and stack.name == BASELINE:
             say(note.replace(f"{BASELINE}: ", "both versions: ", 1))

@@ -110,6 +110,36 @@ def test_a_version_that_does_not_start_is_named_with_its_log(monkeypatch) -> Non
     assert (info.value.fix, info.value.detail) == ("fix the app", "the log tail")
 
 
+def test_a_candidate_whose_app_does_not_import_is_a_version_that_does_not_start(
+    tmp_path,
+) -> None:
+    """Where the baseline's app imports, the candidate's failing to is the candidate not
+    starting (bisect skips such a commit); the baseline's failing is the user's --app
+    (a SpecError, exit 2), before the candidate is looked at."""
+    from servelab.check import VersionDidNotStart, _fitted
+    from servelab.errors import SpecError
+
+    good, broken = tmp_path / "good", tmp_path / "broken"
+    for where, head in ((good, ""), (broken, "raise RuntimeError('half-done change')\n")):
+        where.mkdir()
+        (where / "shop.py").write_text(
+            head + "def app(environ, start_response):\n"
+            "    start_response('200 OK', [])\n    return [b'ok']\n")
+
+    def fitted(candidate_dir, baseline_dir):
+        spec = CheckSpec(app=AppSpec(ref="shop:app", app_dir=str(candidate_dir)),
+                         thresholds=THRESHOLDS)
+        return _fitted(check_experiment(spec, baseline_dir), lambda note: None)
+
+    with pytest.raises(VersionDidNotStart, match=r"the candidate version: .*half-done") as info:
+        fitted(broken, good)
+    assert info.value.version == CANDIDATE and info.value.exit_code == 4
+    with pytest.raises(SpecError, match="half-done") as refused:
+        fitted(good, broken)
+    assert not isinstance(refused.value, VersionDidNotStart)
+    assert {s.name for s in fitted(good, good).stacks} == {"baseline", CANDIDATE}
+
+
 def _profiled_runs(tmp_path):
     """Two starts of each version with folded stacks on disk: the candidate's worker
     spends 200 µs/request more, all in slow_path()."""
