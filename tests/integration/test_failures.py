@@ -161,6 +161,9 @@ def test_worker_timeout_is_attributed_to_gunicorn(tmp_path: Path):
     assert "WORKER TIMEOUT" in result.log_examples["worker_timeout"]
 
 
+# Alone: the race needs bursts that land just after the app closes idle connections;
+# beside another test (make test) one run's 4 race runs gave 400 of 400 answers 200.
+@pytest.mark.alone
 def test_keepalive_mismatch_gives_502_and_the_fix_none(tmp_path: Path):
     """App keepalive 1 s < nginx's upstream keepalive_timeout 60 s, POSTs in bursts just
     over 1 s apart: nginx reuses connections the app is closing. With the app's timeout
