@@ -25,10 +25,12 @@ PLANTED_US = 300  # the seed app's extra_work() spins this much thread CPU per r
 
 
 def _experiment(
-    tmp_path: Path, repetitions: int, also: tuple[str, ...] = ()
+    tmp_path: Path, repetitions: int, also: tuple[str, ...] = (), duration_s: float = 2
 ) -> servelab.Experiment:
     path = tmp_path / "why.toml"
-    path.write_text(planted_spin_toml("why", PLANTED_US, repetitions, duration_s=2, also=also))
+    path.write_text(
+        planted_spin_toml("why", PLANTED_US, repetitions, duration_s=duration_s, also=also)
+    )
     return servelab.Experiment.from_toml(path)
 
 
@@ -124,13 +126,13 @@ def test_the_parts_add_up_to_the_stack_cpu_of_the_measured_window(
 
 @pytest.fixture(scope="module")
 def without_py_spy(tmp_path_factory: pytest.TempPathFactory) -> tuple[ReportInput, str]:
-    """The planted experiment, 2 starts of each, with --profile where py-spy is missing:
-    the result, and what servelab said."""
+    """The planted experiment, one short start of each, with --profile where py-spy is
+    missing: the result, and what servelab said."""
     said = io.StringIO()
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr("servelab.host.profiler.py_spy", lambda: None)
         result = servelab.measure(
-            _experiment(tmp_path_factory.mktemp("without"), 2),
+            _experiment(tmp_path_factory.mktemp("without"), 1, duration_s=1),
             servelab.RunOptions(results_dir=tmp_path_factory.mktemp("r"), profile=True),
             console=Console(file=said, width=500),
         )
@@ -146,7 +148,7 @@ def test_without_py_spy_one_line_and_the_measuring_goes_on(
         "servelab: no profiles: py-spy is not installed (fix: pip install "
         "'servelab[profile]' (from a checkout: scripts/setup.sh --all))"
     ]
-    assert len(result.runs) == 4 and all(r.profile is None for r in result.runs)
+    assert len(result.runs) == 2 and all(r.profile is None for r in result.runs)
     assert all(r.load.requests_total > 0 for r in result.runs)
 
 
