@@ -41,6 +41,7 @@ class FakeDriver:
 
     name = "fake"
     keep_latencies = False
+    switchable = False  # a test that switches sets it (and keep_latencies)
 
     def unsupported(self, request, load):
         return None
@@ -167,6 +168,21 @@ class FakeExecutor:
         windows = [self._window(stack, workload, load) for stack in stacks]
         self._tick()  # at the same moment: one tick for all
         return windows
+
+    def measure_switched(self, stacks, workload, load, passes, scratch, on_pass=None):
+        """Each pass's turns as the runner ordered them; one window per stack per pass
+        (its first turn's moment), logged as ("switched", variant, workload)."""
+        found = [[] for _ in stacks]
+        for pass_index, turns in enumerate(passes):
+            if on_pass is not None:
+                on_pass(pass_index)
+            for index in dict.fromkeys(turns):  # each stack once, in its first turn's order
+                window = self._window(stacks[index], workload, load)
+                self.log[-1] = ("switched", stacks[index].variant, workload.name)
+                found[index].append(window)
+                self._tick()
+        self.turns = [list(turns) for turns in passes]
+        return found
 
 
 class FakeClock:

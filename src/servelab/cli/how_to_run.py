@@ -95,6 +95,15 @@ _run_options = [
         "side only where each stack gets CPUs of its own.",
     ),
     click.option(
+        "--switch/--no-switch",
+        "switching",
+        default=None,
+        help="In turns, drive each round's stacks by a load driver each, kept running and "
+        "switched between them every 0.5 s (oha; endpoints whose requests in flight drain "
+        "within 0.1 s), instead of a driver started anew for every slice. Default: the "
+        "experiment's own (off).",
+    ),
+    click.option(
         "--precision",
         "precision_pct",
         type=float,
@@ -251,7 +260,8 @@ def run_options(func: Callable[..., Any]) -> Callable[..., Any]:
     names = ("stack_cpus", "driver_cpus", "no_pin", "stack_cpu_quota", "no_cpu_priority",
              "results_dir", "legacy_out", "resume", "allow_other_machine",
              "allow_beyond_machine", "order", "order_seed", "slices", "side_by_side",
-             "precision_pct", "budget", "min_effect_pct", "listen", "access_log", "profile",
+             "switching", "precision_pct", "budget", "min_effect_pct", "listen", "access_log",
+             "profile",
              *DRIVER_OPTION_KEYS, *(f"export_{fmt}" for fmt in EXPORT_FORMATS))
 
     @functools.wraps(func)
@@ -271,6 +281,7 @@ def run_options(func: Callable[..., Any]) -> Callable[..., Any]:
             order_seed=given["order_seed"],
             slices=given["slices"],
             side_by_side=given["side_by_side"],
+            switching=given["switching"],
             precision_pct=given["precision_pct"],
             budget_s=parse_duration(given["budget"]) if given["budget"] is not None else None,
             min_effect_pct=given["min_effect_pct"],

@@ -126,6 +126,10 @@ class Experiment(Model):
     # the stacks sharing the stack CPUs (duet benchmarking): the machine's moments then
     # fall on every variant alike. Figures are each stack's share; ratios compare.
     side_by_side: bool = False
+    # In turns, each workload's passes driven by a load driver per stack kept running and
+    # switched between the stacks every 0.5 s (servelab.measuring.switching) where the
+    # stacks drain a stopped driver's requests fast enough; else started anew per slice.
+    switching: bool = False
     # The file it was read from (``from_toml``): what a problem found in it later, by
     # servelab.prepare, is told under. Not a field: neither stored nor hashed.
     _read_from: str | None = PrivateAttr(default=None)

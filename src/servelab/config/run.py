@@ -45,6 +45,7 @@ class RunOptions:
     order_seed: int | None = None
     slices: int | None = None
     side_by_side: bool | None = None
+    switching: bool | None = None  # --switch: switched passes in turns (Experiment.switching)
     precision_pct: float | None = None
     budget_s: float | None = None
     min_effect_pct: float | None = None

@@ -15,6 +15,7 @@ import subprocess
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -87,6 +88,17 @@ def needed_capabilities(request: RequestSpec, load: LoadSpec) -> set[str]:
     return needed
 
 
+@dataclass(frozen=True)
+class Answer:
+    """One answered request as the driver recorded it, on its own clock (seconds from
+    its start): what switched passes count (servelab.measuring.switching)."""
+
+    start: float
+    end: float
+    status: int
+    size: int
+
+
 class LoadDriver(ABC):
     """One load generator: its command line and output format, and what it can do."""
 
@@ -149,6 +161,15 @@ class LoadDriver(ABC):
         """Every answered request's latency of the last run (with ``keep_latencies``)."""
         return ()
 
+    # Whether a run may be stopped (SIGSTOP) and resumed while it goes, its answers then
+    # read per request with ``answers`` (with ``keep_latencies``): switched passes.
+    switchable: ClassVar[bool] = False
+
+    def answers(self, workdir: Path) -> list[Answer]:
+        """Every answered request of the last run, in the order answered (with
+        ``keep_latencies``; only a ``switchable`` driver has them)."""
+        raise NotImplementedError(f"load driver {self.name} keeps no per-request answers")
+
     @property
     def watches(self) -> bool:
         """Whether ``watch`` may have something to say while a run goes (its stderr is
@@ -188,12 +209,14 @@ def run_load(
     cpus: str | None = None,
     prefix: Sequence[str] = (),
     on_note: Callable[[str], None] | None = None,
+    on_start: Callable[[int], None] | None = None,
 ) -> LoadMeasurement:
     """Run ``driver`` once against ``url`` and return what it measured.
 
     ``prefix`` goes before the driver's argv, e.g. ``ip netns exec NAME`` to run it
     inside the stack's network namespace. ``on_note`` hears what the driver says while it
-    runs (``LoadDriver.watch``), once per change.
+    runs (``LoadDriver.watch``), once per change. ``on_start`` is told the pid of the
+    driver's process (its process group's too) as soon as it exists.
     """
     check_driver_can(driver, request, load)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -217,6 +240,8 @@ def run_load(
     if on_note is not None and driver.watches:
         poll = _watcher(driver, err_path, on_note)
     try:
+        if on_start is not None:
+            on_start(popen.pid)
         status, rusage, peak_rss = _wait_bounded(popen, limit, poll)
     finally:
         # Whatever the driver started in its group and left behind (a worker process

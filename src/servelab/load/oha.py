@@ -49,7 +49,7 @@ from servelab.config.load import LoadSpec, RequestSpec
 from servelab.errors import LoadDriverError
 from servelab.host.doctor import SETUP_FIX, Check, check_program
 from servelab.host.paths import cache_dir, require_program
-from servelab.load.base import LoadDriver, kind_of, program_output
+from servelab.load.base import Answer, LoadDriver, kind_of, program_output
 from servelab.results.records import LoadMeasurement
 
 # Failure message substrings (lower case) -> kind; checked in this order.
@@ -238,6 +238,16 @@ class OhaDriver(LoadDriver):
         """Every answered request's latency of the last run (needs ``keep_latencies``)."""
         rows = _query(workdir / REQUESTS_DB, "SELECT duration * 1000.0 FROM oha")
         return [float(row[0]) for row in rows]
+
+    switchable = True  # SIGSTOP pauses its tokio runtime; its database keeps each answer
+
+    def answers(self, workdir: Path) -> list[Answer]:
+        """Every answered request of the last run (its ``--db-url`` database): oha's
+        ``start`` is a request's real send time, ``end`` when its answer was read."""
+        rows = _query(
+            workdir / REQUESTS_DB, 'SELECT start, "end", status, len_bytes FROM oha ORDER BY "end"'
+        )
+        return [Answer(float(a), float(b), int(c), int(d)) for a, b, c, d in rows]
 
     def send_rate(self, workdir: Path) -> float:
         """The rate at which the last run's answered requests actually went out (needs

@@ -92,6 +92,12 @@ def run_experiment(
     to profile every measured window (``--profile``); ``rounds``: only these repetitions
     (default: 1 to the experiment's); ``so_far``: the session's analysis as runs arrive,
     which the stopping rule asks rather than analysing every run again."""
+    if profiler is not None and experiment.switching:
+        raise SpecError(
+            "--switch and --profile cannot go together: py-spy samples a window of its own "
+            "after each measured slice, and switched passes have none",
+            "leave out --switch or --profile",
+        )
     driver = driver or get_driver(experiment.driver, experiment.driver_options)
     driver.executable()  # a missing driver is an error before any stack starts
     if experiment.slices > 1:

@@ -49,6 +49,7 @@ from servelab.measuring.slices import (
     weighted_share,
 )
 from servelab.measuring.stopping import NextRound, Outlook, PrecisionRule, RoundsSoFar, SloStop
+from servelab.measuring.switching import SETTLE_S, SWITCH_S, drains_in_time, turn_orders
 from servelab.observe.profile import merge_profiles
 from servelab.results.profiles import profile_file
 from servelab.results.records import ProfileInfo, RunRecord
@@ -99,6 +100,7 @@ class _LiveRun(Generic[LiveStack]):
     passes: list[int] = field(default_factory=list)
     together: bool | None = None  # this workload's slices measured side by side
     solo_share: float | None = None  # CPUs kept busy alone, when probed
+    switched: bool | None = None  # this workload's passes driven by switched drivers
 
 
 @dataclass
@@ -127,6 +129,11 @@ class Runner(Generic[LiveStack]):
         # idle (replayed from the stored runs on resume).
         self.apart = any(r.together is False for r in self.previous)
         self.said: set[str] = set()  # notes already said once (a profiler's problems)
+        # Per workload, whether its passes in turns are switched (decided at its first
+        # warm-ups, replayed from the stored runs on resume): one design per workload.
+        self.switching: dict[str, bool] = {
+            r.workload: r.switched for r in self.previous if r.switched is not None
+        }
 
     @property
     def all_runs(self) -> list[RunRecord]:
@@ -187,6 +194,7 @@ class Runner(Generic[LiveStack]):
         passes: Sequence[int] = (),
         together: bool | None = None,
         solo_share: float | None = None,
+        switched: bool | None = None,
     ) -> RunRecord:
         """The run's record from its one window, or from its slices merged."""
         durations = [w.load.duration_s for w in windows]
@@ -202,7 +210,9 @@ class Runner(Generic[LiveStack]):
             repetition=launch.repetition,
             started_at=windows[0].started,
             load=merge_loads(
-                [w.load for w in windows], [x for w in windows for x in w.latencies_ms]
+                [w.load for w in windows], [x for w in windows for x in w.latencies_ms],
+                [x for w in windows for x in w.latency_weights]
+                if any(w.latency_weights for w in windows) else (),
             ),
             processes=merge_usage([w.usage for w in windows]),
             stack_cpus=windows[0].stack_cpus or cpu_plan.stack,
@@ -217,6 +227,7 @@ class Runner(Generic[LiveStack]):
             slice_figures=figures,
             together=together,
             solo_cpu_share=solo_share,
+            switched=switched,
             **merge_observed([w.observed for w in windows], durations),
         )
 
@@ -325,10 +336,43 @@ class Runner(Generic[LiveStack]):
                     self._keep(
                         self._result(
                             run.launch, workload, run.windows, run.warmup_rps, run.speed,
-                            run.passes, run.together, run.solo_share,
+                            run.passes, run.together, run.solo_share, run.switched,
                         ),
                         run.windows,
                     )
+
+    def _switched(self, workload: Workload, members: list[_LiveRun[LiveStack]]) -> bool:
+        """Whether this workload's passes in turns are driven by switched drivers: asked
+        for (``switching``), a driver that can be switched, at least two starts, a closed
+        load of a duration, and every start draining a stopped driver's requests in
+        flight within the settle time (its last warm-up round's rate). Decided once per
+        workload, and said."""
+        load = workload.load
+        if (
+            not self.experiment.switching
+            or len(members) < 2 or not self.executor.driver.switchable
+            or not self.executor.driver.keep_latencies
+            or load.model != "closed" or load.duration_s is None
+        ):
+            return False
+        decided = self.switching.get(workload.name)
+        if decided is not None:
+            return decided
+        rates = [run.warmup_rps[-1][1] for run in members if run.warmup_rps]
+        if len(rates) < len(members):
+            return False  # no warm-up: no rate to tell the drain time from
+        switched = drains_in_time(load.concurrency, rates)
+        self.switching[workload.name] = switched
+        drain_s = load.concurrency / max(min(rates), 1e-9)
+        self.events.on_note(
+            f"{workload.name}: passes switched between the stacks every {SWITCH_S:g} s "
+            f"(a load driver each, kept running), counted from {SETTLE_S:g} s after each "
+            f"switch" if switched else
+            f"{workload.name}: passes not switched (a load driver started anew per slice): "
+            f"the slowest start takes {drain_s:.2f} s to serve {load.concurrency} requests "
+            f"in flight, more than the {SETTLE_S:g} s a switch leaves for it"
+        )
+        return switched
 
     def _probe(
         self, members: list[_LiveRun[LiveStack]], workload: Workload, scratch: Path
@@ -397,6 +441,26 @@ class Runner(Generic[LiveStack]):
         # More passes than the spec's slices (a later round may ask for them) repeat the
         # slice loads; each pass drives every start once.
         loads = slice_loads(workload.load, self.experiment.slices)
+        switched = not together and self._switched(workload, members)
+        for run in members:
+            run.switched = switched if self.experiment.switching else None
+        if switched:
+            index = {id(run): i for i, run in enumerate(members)}
+            orders = [
+                [index[id(run)] for run in slice_order(members, pass_index, rng)]
+                for pass_index in range(passes)
+            ]
+            turns = turn_orders(orders, loads[0].duration_s or SWITCH_S)
+            switched_windows = self.executor.measure_switched(
+                [run.stack for run in members], workload, loads[0], turns, scratch,
+                on_pass=lambda p: self.events.on_slice(
+                    members[turns[p][0]].launch, workload, p + 1, passes
+                ),
+            )
+            for run, found in zip(members, switched_windows, strict=True):
+                run.windows.extend(found)
+                run.passes.extend(first + p for p in range(passes))
+            return
         for pass_index in range(passes):
             load = loads[pass_index % len(loads)]
             if together:

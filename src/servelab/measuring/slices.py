@@ -31,6 +31,7 @@ from servelab.results.records import (
     ProcessUsage,
     SliceFigures,
     percentile,
+    weighted_percentile,
 )
 
 
@@ -78,24 +79,39 @@ def _add_counts(dicts: Sequence[dict[str, int]]) -> dict[str, int]:
     return total
 
 
-def merge_loads(parts: Sequence[LoadMeasurement], latencies_ms: Sequence[float]) -> LoadMeasurement:
-    """One measurement from its slices; latencies from every answered request's latency."""
+def merge_loads(
+    parts: Sequence[LoadMeasurement],
+    latencies_ms: Sequence[float],
+    weights: Sequence[float] = (),
+) -> LoadMeasurement:
+    """One measurement from its slices; latencies from every answered request's latency,
+    each with its weight when given (switched slices: servelab.measuring.switching)."""
     if len(parts) == 1:
         return parts[0]
     requests = sum(p.requests_total for p in parts)
     duration = sum(p.duration_s for p in parts)
-    ordered = sorted(latencies_ms)
     slow = [p.slow_requests for p in parts]
+    if weights:
+        pairs = sorted(zip(latencies_ms, weights, strict=True))
+        total = sum(w for _, w in pairs)
+        mean = sum(ms * w for ms, w in pairs) / total if total else 0.0
+        p50, p90, p99 = (weighted_percentile(pairs, q) for q in (50, 90, 99))
+        slowest = pairs[-1][0] if pairs else 0.0
+    else:
+        ordered = sorted(latencies_ms)
+        mean = sum(ordered) / len(ordered) if ordered else 0.0
+        p50, p90, p99 = (percentile(ordered, q) for q in (50, 90, 99))
+        slowest = ordered[-1] if ordered else 0.0
     return LoadMeasurement(
         driver=parts[0].driver,
         requests_total=requests,
         duration_s=duration,
         rps=requests / duration if duration > 0 else 0.0,
-        latency_mean_ms=sum(ordered) / len(ordered) if ordered else 0.0,
-        latency_p50_ms=percentile(ordered, 50),
-        latency_p90_ms=percentile(ordered, 90),
-        latency_p99_ms=percentile(ordered, 99),
-        latency_max_ms=ordered[-1] if ordered else 0.0,
+        latency_mean_ms=mean,
+        latency_p50_ms=p50,
+        latency_p90_ms=p90,
+        latency_p99_ms=p99,
+        latency_max_ms=slowest,
         status_counts=_add_counts([p.status_counts for p in parts]),
         connection_errors=_add_counts([p.connection_errors for p in parts]),
         bytes_received=sum(p.bytes_received for p in parts),

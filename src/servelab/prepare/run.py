@@ -40,7 +40,8 @@ def run_option_stages(experiment: Experiment, options: RunOptions) -> list[Stage
         (lambda e: with_access_log(e, options.access_log), "--access-log",
          lambda e: _access_log_fix()),
         (lambda e: with_order(
-            e, options.order, options.order_seed, options.slices, options.side_by_side
+            e, options.order, options.order_seed, options.slices, options.side_by_side,
+            options.switching,
         ), ORDER_SOURCE, lambda e: ORDER_FIX),
         (lambda e: with_stopping(
             e, options.precision_pct, options.budget_s, options.min_effect_pct
@@ -107,10 +108,13 @@ def with_order(
     order_seed: int | None,
     slices: int | None = None,
     side_by_side: bool | None = None,
+    switching: bool | None = None,
 ) -> Experiment:
     """The experiment with the run-order options given (shapes checked; the driver is
     asked by ``apply_run_options``)."""
     update: dict[str, object] = {}
+    if switching is not None and switching != experiment.switching:
+        update["switching"] = switching
     if side_by_side is not None and side_by_side != experiment.side_by_side:
         update["side_by_side"] = side_by_side
         if slices is None:  # slices of the other length

@@ -47,6 +47,21 @@ def sliced_note(experiment: Experiment) -> str:
         "run's, all the runs' stacks alive at once: drift of the machine's own speed falls "
         "on every run alike, so the spread between repetitions is the stacks' own, and "
         "the absolute figures are an average over the whole measuring time"
+        + (switched_note() if experiment.switching else "")
+    )
+
+
+def switched_note() -> str:
+    from servelab.measuring.switching import SETTLE_S, SWITCH_S, TAIL_S
+
+    counted = SWITCH_S - SETTLE_S - TAIL_S
+    return (
+        f". Switched (where the stacks drain a stopped driver's requests in flight within "
+        f"{SETTLE_S:g} s; the runs say which): a load driver per stack kept running through "
+        f"a workload's passes and stopped but in its stack's turns of {SWITCH_S:g} s, each "
+        f"turn counted from {SETTLE_S:g} s after the switch for {counted:.2f} s; latencies "
+        "from requests sent and answered within a turn, weighted by the inverse of their "
+        "chance to be seen (longer ones are seen less often)"
     )
 
 

@@ -70,6 +70,7 @@ ADDED_SINCE_HASHING: tuple[tuple[tuple[str, ...], Any], ...] = (
     (("driver_options",), {}),
     (("baseline", "proxy", "access_log"), False),
     (("variants", "*", "proxy", "access_log"), False),
+    (("switching",), False),
 )
 
 

@@ -25,6 +25,22 @@ def percentile(sorted_values: Sequence[float], pct: float) -> float:
     return float(sorted_values[min(rank, len(sorted_values)) - 1])
 
 
+
+def weighted_percentile(sorted_pairs: Sequence[tuple[float, float]], pct: float) -> float:
+    """Nearest-rank percentile of (value, weight) pairs sorted by value (0 for none): the
+    first value whose cumulative weight reaches ``pct`` % of the total; with equal
+    weights, ``percentile``."""
+    total = sum(w for _, w in sorted_pairs)
+    if not sorted_pairs or total <= 0:
+        return 0.0
+    target = round(pct / 100 * total, 9)
+    cumulative = 0.0
+    for value, weight in sorted_pairs:
+        cumulative += weight
+        if round(cumulative, 9) >= target:
+            return float(value)
+    return float(sorted_pairs[-1][0])
+
 class Record(BaseModel):
     """A field added to a record needs a default that means what records stored before
     it meant; any other change needs a new format (``servelab.results.formats``)."""
@@ -231,6 +247,10 @@ class RunRecord(Record):
     solo_cpu_share: float | None = None
     # Folded stacks of the stack's Python processes over the measured window (--profile).
     profile: ProfileInfo | None = None
+    # Whether its passes in turns were driven by load drivers kept running and switched
+    # between the round's stacks (servelab.measuring.switching); None where not asked
+    # for (``switching``), and in older records.
+    switched: bool | None = None
 
     @property
     def stack_cpu_s(self) -> float:

@@ -18,6 +18,7 @@ def experiment(
     duration=2.0,
     workloads=("w1", "w2"),
     side_by_side=False,
+    switching=False,
 ):
     data = {
         "name": "fake",
@@ -36,6 +37,8 @@ def experiment(
         data["stopping"] = stopping
     if side_by_side:
         data["side_by_side"] = True
+    if switching:
+        data["switching"] = True
     return experiment_from_dict(data, source="test")
 
 
@@ -221,3 +224,51 @@ def test_in_turns_the_next_round_is_foreseen_at_the_pace_of_one_round():
     assert first is not None
     taken = second_at - first_at  # the first added round, measured
     assert taken > 0 and abs(first.expected_s - taken) <= 0.25 * taken
+
+
+def switchable_executor(level=None) -> FakeExecutor:
+    executor = FakeExecutor(level)
+    executor.driver.switchable = executor.driver.keep_latencies = True
+    return executor
+
+
+def test_switched_passes_visit_every_start_in_turn_and_keep_one_slice_a_pass():
+    """In turns with ``switching``, each workload's passes go to the executor at once:
+    per pass the round's starts in the rotated order, repeated to fill a 1 s slice in
+    0.5 s turns; each run keeps a slice per pass, numbered as before, marked switched."""
+    notes: list[str] = []
+    exp = experiment(switching=True, workloads=("w1",))
+    executor = switchable_executor(lambda variant, start, tick, workload: 2000.0)
+    runs = Runner(exp, ListSink(), executor, RunnerEvents(on_note=notes.append)).run()
+    assert len(runs) == 4 and all(r.switched is True for r in runs)
+    assert [e for e in executor.log if e[0] == "measure"] == []  # nothing driven anew
+    assert executor.turns == [[0, 1, 2, 3, 0, 1, 2, 3], [1, 2, 3, 0, 1, 2, 3, 0]]
+    for run in runs:
+        assert run.slices == 2 and [s.pass_number for s in run.slice_figures] == [1, 2]
+    (note,) = notes
+    assert note.startswith("w1: passes switched between the stacks every 0.5 s")
+
+
+def test_a_stack_too_slow_to_drain_keeps_the_driver_started_anew_and_says_why():
+    """2000 requests/s drain the default 100 requests in flight in 0.05 s; 200 take
+    0.5 s, more than the 0.1 s a switch leaves: not switched, for the whole workload."""
+    notes: list[str] = []
+    exp = experiment(switching=True, workloads=("w1",), repetitions=3)
+    executor = switchable_executor(
+        lambda variant, start, tick, workload: 200.0 if variant == "var" else 2000.0
+    )
+    runs = Runner(exp, ListSink(), executor, RunnerEvents(on_note=notes.append)).run()
+    assert all(r.switched is False for r in runs)
+    assert not any(e[0] == "switched" for e in executor.log)
+    (note,) = notes
+    assert "passes not switched" in note and "0.50 s to serve 100 requests" in note
+
+
+def test_switching_is_only_where_it_was_asked_for_and_the_driver_can():
+    fast = lambda variant, start, tick, workload: 2000.0  # noqa: E731
+    plain = Runner(experiment(workloads=("w1",)), ListSink(), switchable_executor(fast)).run()
+    assert all(r.switched is None for r in plain)
+    cannot = Runner(
+        experiment(switching=True, workloads=("w1",)), ListSink(), FakeExecutor()
+    ).run()
+    assert all(r.switched is False for r in cannot)
