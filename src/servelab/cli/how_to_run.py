@@ -100,7 +100,7 @@ _run_options = [
         default=None,
         help="In turns, drive each round's stacks by a load driver each, kept running and "
         "switched between them every 0.5 s (oha; endpoints whose requests in flight drain "
-        "within 0.1 s), instead of a driver started anew for every slice. Default: the "
+        "within 0.15 s), instead of a driver started anew for every slice. Default: the "
         "experiment's own (off).",
     ),
     click.option(

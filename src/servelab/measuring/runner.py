@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+import statistics
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -344,8 +345,8 @@ class Runner(Generic[LiveStack]):
     def _switched(self, workload: Workload, members: list[_LiveRun[LiveStack]]) -> bool:
         """Whether this workload's passes in turns are driven by switched drivers: asked
         for (``switching``), a driver that can be switched, at least two starts, a closed
-        load of a duration, and every start draining a stopped driver's requests in
-        flight within the settle time (its last warm-up round's rate). Decided once per
+        load of a duration, and the starts draining a stopped driver's requests in
+        flight within the settle time (their last warm-up round's rates). Decided once per
         workload, and said."""
         load = workload.load
         if (
@@ -363,13 +364,13 @@ class Runner(Generic[LiveStack]):
             return False  # no warm-up: no rate to tell the drain time from
         switched = drains_in_time(load.concurrency, rates)
         self.switching[workload.name] = switched
-        drain_s = load.concurrency / max(min(rates), 1e-9)
+        drain_s = load.concurrency / max(statistics.median(rates), 1e-9)
         self.events.on_note(
             f"{workload.name}: passes switched between the stacks every {SWITCH_S:g} s "
             f"(a load driver each, kept running), counted from {SETTLE_S:g} s after each "
             f"switch" if switched else
             f"{workload.name}: passes not switched (a load driver started anew per slice): "
-            f"the slowest start takes {drain_s:.2f} s to serve {load.concurrency} requests "
+            f"the median start takes {drain_s:.2f} s to serve {load.concurrency} requests "
             f"in flight, more than the {SETTLE_S:g} s a switch leaves for it"
         )
         return switched

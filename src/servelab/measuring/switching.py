@@ -26,7 +26,7 @@ from servelab.load.base import Answer
 from servelab.results.records import LoadMeasurement, weighted_percentile
 
 SWITCH_S = 0.5  # a stack's turn
-SETTLE_S = 0.1  # counted from this long after the switch: the other's requests drained
+SETTLE_S = 0.15  # counted from this long after the switch: the other's requests drained
 TAIL_S = 0.02  # and up to this long before the next one (the stop lands a few ms late)
 # How far before a turn's expected start its first answer is looked for (the driver's
 # clock begins a few ms after servelab resumes it the first time).
@@ -34,11 +34,12 @@ _FIRST_ANSWER_SLACK_S = 0.05
 
 
 def drains_in_time(concurrency: int, rates: Sequence[float]) -> bool:
-    """Whether the slowest stack serves a stopped driver's requests in flight within the
-    settle time: ``concurrency`` requests at its rate (its warm-up's requests/s)."""
+    """Whether the stacks serve a stopped driver's requests in flight within the settle
+    time: ``concurrency`` requests at the median start's rate (its warm-up's requests/s;
+    the median, as one cold start's single short warm-up round can read far low)."""
     if not rates or min(rates) <= 0:
         return False
-    return concurrency / min(rates) <= SETTLE_S
+    return concurrency / statistics.median(rates) <= SETTLE_S
 
 
 def turn_orders(orders: Sequence[Sequence[int]], slice_s: float) -> list[list[int]]:

@@ -22,7 +22,10 @@ from servelab.measuring.switching import (
 
 def test_only_stacks_that_drain_the_requests_in_flight_within_the_settle_time():
     assert drains_in_time(50, [700.0, 1100.0])  # sync-small: 0.07 s
-    assert not drains_in_time(50, [700.0, 120.0])  # sync-big: 0.42 s, the slowest decides
+    assert not drains_in_time(50, [120.0, 130.0, 110.0])  # sync-big: 0.4 s
+    # The median start decides: one cold start's low warm-up does not.
+    assert drains_in_time(50, [700.0, 350.0, 650.0])
+    assert not drains_in_time(50, [700.0, 120.0, 130.0])
     assert not drains_in_time(50, [])
     assert not drains_in_time(50, [0.0])
 
@@ -92,8 +95,9 @@ def test_a_slice_counts_the_answers_of_its_turns_counted_part():
 
 def test_long_requests_are_weighted_back_to_their_share_of_what_was_sent():
     """Half the requests take 250 ms: a turn sees fewer of them (only those sent in its
-    first quarter of a second end in it); weighted, the slice's median and mean are those
-    of everything sent; unweighted, the long ones would be a third, not half."""
+    first 0.23 s end in its counted part, against 0.33 s for the short ones); weighted,
+    the slice's median and mean are those of everything sent; unweighted, the long ones
+    would be about 41 %, not half."""
     turns = [t for t in schedule(2, 40) if t.stack == 0]
     offset = turns[0].resumed
     answers = driven(turns, offset, 2000.0,
@@ -103,7 +107,7 @@ def test_long_requests_are_weighted_back_to_their_share_of_what_was_sent():
     long_share = sum(w for ms, w in pairs if ms > 100) / sum(counted.weights)
     assert long_share == pytest.approx(0.5, abs=0.03)
     unweighted = sum(1 for ms, _ in pairs if ms > 100) / len(pairs)
-    assert unweighted < 0.4
+    assert unweighted < 0.44
     assert counted.load.latency_mean_ms == pytest.approx((250 + 10) / 2, rel=0.05)
     assert counted.load.latency_p90_ms == pytest.approx(250.0)
 
