@@ -24,6 +24,9 @@ Prints figures; asserts nothing. Every part keeps its results under --out, so th
 - report: quick vs truth (sign, overlap), between-session heterogeneity of the quick
   answers (Cochran's Q, I^2), A/A rates, planted detection and coverage.
 
+``--switch`` measures quick, aa and planted with switched passes (``servelab --switch``):
+use a --out of its own.
+
 Run it alone on the machine (it holds /tmp/servelab-cpu.lock while measuring).
 """
 
@@ -121,10 +124,10 @@ def load(out: Path, name: str) -> Any:
 # -- parts ---------------------------------------------------------------------------
 
 
-def quick(out: Path, times: int) -> None:
+def quick(out: Path, times: int, switching: bool = False) -> None:
     found = load(out, "quick") or []
     for n in range(len(found) + 1, len(found) + times + 1):
-        document = study(out / "results", "quick")
+        document = study(out / "results", "quick", *(["--switch"] if switching else []))
         print(f"quick {n}: exit {document['exit']}, {document['wall_s']:.0f} s wall, "
               f"{document.get('lines', 0)} lines of output")
         show(document)
@@ -171,22 +174,22 @@ def measure_quietly(experiment, root: Path) -> tuple[list, float]:
         return runs, time.monotonic() - began
 
 
-def quick_experiment(endpoints: tuple[str, ...] | None = None):
+def quick_experiment(endpoints: tuple[str, ...] | None = None, switching: bool = False):
     """quick as ``servelab study quick`` builds it on this machine (in turns or side by
-    side: api.build_study)."""
+    side: api.build_study), with switched passes where asked (``--switch``)."""
     from servelab.api import build_study
     from servelab.config.run import RunOptions
     from servelab.studies import StudyOptions, get_study
 
     experiment, _ = build_study(get_study("quick"), StudyOptions(endpoints=endpoints), RunOptions())
-    return experiment
+    return experiment.model_copy(update={"switching": switching})
 
 
-def aa(out: Path, times: int) -> None:
+def aa(out: Path, times: int, switching: bool = False) -> None:
     from servelab.analysis.analyze import analyze, comparisons_document
 
     found = load(out, "aa") or []
-    base = quick_experiment()
+    base = quick_experiment(switching=switching)
     twins = tuple(base.baseline.model_copy(update={"name": f"A{i}"}) for i in (2, 3))
     experiment = base.model_copy(update={"name": "a-a", "variants": twins})
     for n in range(len(found) + 1, len(found) + times + 1):
@@ -200,11 +203,11 @@ def aa(out: Path, times: int) -> None:
         save(out, "aa", found)
 
 
-def planted(out: Path, percents: list[float], times: int) -> None:
+def planted(out: Path, percents: list[float], times: int, switching: bool = False) -> None:
     from servelab.analysis.analyze import analyze, comparisons_document
 
     found = load(out, "planted") or []
-    base = quick_experiment(("async-small",))
+    base = quick_experiment(("async-small",), switching)
     if not found:  # calibrate: the stack's CPU per request, identical stacks
         twin = base.baseline.model_copy(update={"name": "A2"})
         runs, _ = measure_quietly(
@@ -378,18 +381,20 @@ def main() -> None:
     parser.add_argument("--times", type=int, default=5)
     parser.add_argument("--budget", default="15m")
     parser.add_argument("--percent", default="5")
+    parser.add_argument("--switch", action="store_true",
+                        help="quick, aa, planted: switched passes (servelab --switch)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     if args.part == "quick":
-        quick(args.out, args.times)
+        quick(args.out, args.times, args.switch)
     elif args.part == "truth":
         truth(args.out, args.budget)
     elif args.part == "waiting":
         waiting(args.out)
     elif args.part == "aa":
-        aa(args.out, args.times)
+        aa(args.out, args.times, args.switch)
     elif args.part == "planted":
-        planted(args.out, [float(p) for p in args.percent.split(",")], args.times)
+        planted(args.out, [float(p) for p in args.percent.split(",")], args.times, args.switch)
     report(args.out)
 
 
