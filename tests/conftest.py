@@ -110,9 +110,12 @@ SERIAL_GROUPS: dict[str, tuple[str, ...]] = {
     # They assert a measured effect (a slowdown found, a capacity held): never two at
     # once. (A test that needs the machine to itself is marked "alone" instead.)
     "measuring": tuple(f"tests/integration/test_{name}" for name in (
-        "bisect.py", "bisect_locks.py", "capacity.py", "check.py", "tune.py",
+        "capacity.py", "check.py", "tune.py", "switching.py",
         "profile.py::test_the_", "profile.py::test_a_planted",
     )),
+    # They assert ten-fold slowdowns, found beside one measuring test as well: the two
+    # bisects, one after the other, at the same time as the group above.
+    "bisecting": ("tests/integration/test_bisect.py", "tests/integration/test_bisect_locks.py"),
     # They look for any PostgreSQL or toxiproxy process, not only their own.
     "postgres": ("tests/integration/test_slow_database.py",
                  "tests/integration/test_django_postgres.py"),
