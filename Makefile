@@ -25,10 +25,11 @@ test: setup-all
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/mypy
 	# The pure parts in parallel, a process per CPU (pytest-xdist); then the tests with
-	# real stacks, two at a time, each in a temp dir of its own (tests/conftest.py). Each
-	# pins its stack and its load driver apart; the tests that assert a measured effect
-	# run one after the other on one worker (SERIAL_GROUPS in tests/conftest.py); last,
-	# the ones that need the machine to themselves, one at a time.
+	# real stacks, three at a time (they mostly wait on their stacks), each in a temp dir
+	# of its own (tests/conftest.py). Each pins its stack and its load driver apart; the
+	# tests that assert a measured effect run one after the other on one worker
+	# (SERIAL_GROUPS in tests/conftest.py); last, the ones that need the machine to
+	# themselves, one at a time.
 	$(VENV)/bin/pytest -q -n auto -m "not integration"
-	$(VENV)/bin/pytest -q -m "integration and not alone" -n 2 --dist loadscope
+	$(VENV)/bin/pytest -q -m "integration and not alone" -n 3 --dist loadscope
 	$(VENV)/bin/pytest -q -m "integration and alone"

@@ -6,11 +6,12 @@ nothing left behind (no driver, stopped or not)."""
 from __future__ import annotations
 
 import io
+import os
 from pathlib import Path
 
-import psutil
 import pytest
 from rich.console import Console
+from support import owned_by
 
 import servelab
 from servelab.measuring.switching import SETTLE_S, SWITCH_S, TAIL_S
@@ -64,5 +65,5 @@ def test_switched_slices_count_each_turn_and_leave_no_driver(tmp_path: Path) -> 
                 # (one CPU for the stack), not the whole pass's.
                 assert 0.3 * counted_s < piece.stack_cpu_s < 1.2 * counted_s
     assert "small: passes switched between the stacks every 0.5 s" in said.getvalue()
-    # No driver left, stopped or running.
-    assert not [p for p in psutil.process_iter(["name"]) if p.info["name"] == "oha"]
+    # No driver left, stopped or running, nor anything else this process started.
+    assert owned_by(os.getpid()) == []

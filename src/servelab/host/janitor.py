@@ -33,6 +33,9 @@ def clean_up(
     for pgid in groups:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, signal.SIGTERM)
+            # A load driver stopped between its turns (switched passes) handles SIGTERM
+            # only once continued.
+            os.killpg(pgid, signal.SIGCONT)
     deadline = time.monotonic() + 5.0
     while time.monotonic() < deadline and any(group_members(g) for g in groups):
         time.sleep(0.05)
