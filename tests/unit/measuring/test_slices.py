@@ -200,6 +200,7 @@ def test_unsliced_experiments_keep_the_hash_they_had_before_slices_existed():
         assert stack["app"].pop("python") is None
         assert stack["proxy"].pop("access_log") is False
     assert data.pop("driver_options") == {}
+    assert data.pop("switching") is False
     data["seed"] = data.pop("order_seed")  # renamed since
     import hashlib
     import json
