@@ -45,8 +45,19 @@ def clean_up(
     for path in paths:
         shutil.rmtree(path, ignore_errors=True)
     for cgroup in sorted(cgroups, key=len, reverse=True):  # children before parents
-        with contextlib.suppress(OSError):
-            os.rmdir(cgroup)  # a cgroup is removed with rmdir, never rmtree
+        # A cgroup is removed with rmdir, never rmtree; busy until the processes killed
+        # above have exited, which SIGKILL does not wait for.
+        deadline = time.monotonic() + 2.0
+        while True:
+            try:
+                os.rmdir(cgroup)
+                break
+            except FileNotFoundError:
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
     for name in namespaces:
         subprocess.run(["ip", "netns", "delete", name], capture_output=True, check=False)
 
