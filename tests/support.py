@@ -670,3 +670,21 @@ def servelab_lines(commands: list[str], variables: dict[str, str]) -> list[list[
         if text.startswith("servelab "):
             found.append(shlex.split(text))
     return found
+
+
+def left_namespaces() -> set[str]:
+    """servelab's network namespaces that this process made, or whose maker is gone (a
+    leak): another test's, running beside this one (make test runs three at a time), do
+    not count."""
+    import os
+
+    import psutil
+
+    from servelab.host.netns import servelab_namespaces
+
+    found = set()
+    for name in servelab_namespaces():
+        maker = int(name.split("-")[1])
+        if maker == os.getpid() or not psutil.pid_exists(maker):
+            found.add(name)
+    return found

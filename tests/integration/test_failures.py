@@ -21,7 +21,7 @@ from typing import Any
 
 import psutil
 import pytest
-from support import with_default_sigint
+from support import left_namespaces, with_default_sigint
 
 import servelab.host.netns as netns_module
 from servelab.config.load import RequestSpec
@@ -52,9 +52,9 @@ def ours(pid: int) -> list[str]:
 @pytest.fixture(autouse=True)
 def our_namespaces() -> Iterator[None]:
     """No namespace of this process (or of a servelab it ran) may outlive the test."""
-    before = set(servelab_namespaces())
+    before = left_namespaces()
     yield
-    left = set(servelab_namespaces()) - before
+    left = left_namespaces() - before
     assert not left, f"network namespaces left behind: {sorted(left)}"
 
 

@@ -14,14 +14,13 @@ from pathlib import Path
 import psutil
 import psycopg
 import pytest
-from support import owned_by
+from support import left_namespaces, owned_by
 
 from servelab.apps.django_app.populate import populate_database
 from servelab.config.database import DatabaseSpec
 from servelab.config.experiment import Experiment
 from servelab.config.load import RequestSpec, Workload
 from servelab.config.stack import AppSpec, StackSpec
-from servelab.host.netns import servelab_namespaces
 from servelab.host.procs import JANITOR, group_members
 from servelab.launch import launch_stack
 from servelab.prepare.user_app import app_database
@@ -48,11 +47,11 @@ def leftovers() -> list[str]:
 
 @pytest.fixture
 def nothing_left() -> Callable[[], None]:
-    namespaces, before = set(servelab_namespaces()), set(leftovers())
+    namespaces, before = left_namespaces(), set(leftovers())
 
     def check() -> None:
         assert set(leftovers()) <= before, set(leftovers()) - before
-        assert set(servelab_namespaces()) <= namespaces
+        assert left_namespaces() <= namespaces
 
     return check
 
