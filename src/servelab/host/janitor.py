@@ -23,7 +23,9 @@ import subprocess
 import sys
 import time
 from collections.abc import Set as AbstractSet
+from pathlib import Path
 
+from servelab.host.cgroups import remove_cgroup
 from servelab.host.procs import group_members
 
 
@@ -45,19 +47,10 @@ def clean_up(
     for path in paths:
         shutil.rmtree(path, ignore_errors=True)
     for cgroup in sorted(cgroups, key=len, reverse=True):  # children before parents
-        # A cgroup is removed with rmdir, never rmtree; busy until the processes killed
-        # above have exited, which SIGKILL does not wait for.
-        deadline = time.monotonic() + 2.0
-        while True:
-            try:
-                os.rmdir(cgroup)
-                break
-            except FileNotFoundError:
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    break
-                time.sleep(0.05)
+        # Busy until the processes killed above have exited, which SIGKILL does not
+        # wait for: remove_cgroup retries its rmdir.
+        with contextlib.suppress(OSError):
+            remove_cgroup(Path(cgroup), timeout_s=2.0)
     for name in namespaces:
         subprocess.run(["ip", "netns", "delete", name], capture_output=True, check=False)
 

@@ -17,6 +17,7 @@ where draining the requests in flight takes most of a turn: hence ``drains_in_ti
 
 from __future__ import annotations
 
+import bisect
 import statistics
 from collections import Counter
 from collections.abc import Sequence
@@ -73,9 +74,9 @@ def driver_offset(answers: Sequence[Answer], turns: Sequence[Turn]) -> float | N
     found = []
     for turn in turns[1:]:
         expected = turn.resumed - rough - _FIRST_ANSWER_SLACK_S
-        first = next((end for end in ends if end >= expected), None)
-        if first is not None and first < turn.counted_to - rough:
-            found.append(turn.resumed - first)
+        at = bisect.bisect_left(ends, expected)
+        if at < len(ends) and ends[at] < turn.counted_to - rough:
+            found.append(turn.resumed - ends[at])
     return statistics.median(found) if found else None
 
 
@@ -92,7 +93,8 @@ class SliceAnswers:
 def slice_answers(
     answers: Sequence[Answer], turns: Sequence[Turn], offset: float, driver: str
 ) -> SliceAnswers:
-    """The slice of ``turns`` (one stack's, in one pass): requests/s from the answers
+    """The slice of ``turns`` (one stack's, in one pass), from ``answers`` in the order
+    answered (``LoadDriver.answers``): requests/s from the answers
     that came between each turn's ``counted_from`` and ``counted_to``; latencies from
     those of them also sent in the turn (the others waited while the driver was stopped).
 
@@ -109,14 +111,16 @@ def slice_answers(
         resumed = turn.resumed - offset
         low, high = turn.counted_from - offset, turn.counted_to - offset
         seconds += high - low
-        for answer in answers:
-            if low < answer.end <= high:
-                counted.append(answer)
-                if answer.start >= resumed:
-                    latency = answer.end - answer.start
-                    visible = min(high - low, high - resumed - latency)
-                    if visible > 0:
-                        sampled.append((latency * 1000.0, (high - low) / visible))
+        # ``answers`` are in the order answered: the turn's are one run of them.
+        first = bisect.bisect_right(answers, low, key=lambda a: a.end)
+        last = bisect.bisect_right(answers, high, key=lambda a: a.end)
+        for answer in answers[first:last]:
+            counted.append(answer)
+            if answer.start >= resumed:
+                latency = answer.end - answer.start
+                visible = min(high - low, high - resumed - latency)
+                if visible > 0:
+                    sampled.append((latency * 1000.0, (high - low) / visible))
     sampled.sort()
     weights = [w for _, w in sampled]
     total = sum(weights)

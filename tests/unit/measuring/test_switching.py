@@ -116,8 +116,8 @@ def test_errors_are_counted_by_status():
     turn = schedule(1, 1)[0]
     offset = turn.resumed
     inside = turn.counted_from - offset + 0.01
-    answers = [Answer(inside - 0.005, inside, 200, 5), Answer(inside - 0.004, inside, 502, 0),
-               Answer(inside - 0.3, inside - 0.2, 200, 5)]  # before the counted part
+    answers = [Answer(inside - 0.3, inside - 0.2, 200, 5),  # before the counted part
+               Answer(inside - 0.005, inside, 200, 5), Answer(inside - 0.004, inside, 502, 0)]
     counted = slice_answers(answers, [turn], offset, "oha")
     assert counted.load.status_counts == {"200": 1, "502": 1}
     assert counted.load.requests_total == 2 and counted.load.bytes_received == 5
