@@ -80,6 +80,7 @@ class FakeExecutor:
         self.starts = 0
         self.ticks = 0
         self.stopped_blocks = 0
+        self.stretches: list[list[list[int]]] = []  # each measure_switched's turns
 
     def machine_speed(self):
         return None
@@ -182,6 +183,7 @@ class FakeExecutor:
                 found[index].append(window)
                 self._tick()
         self.turns = [list(turns) for turns in passes]
+        self.stretches.append(self.turns)
         return found
 
 

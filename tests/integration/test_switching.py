@@ -52,6 +52,9 @@ def test_switched_slices_count_each_turn_and_leave_no_driver(tmp_path: Path) -> 
     counted_s = 2 * (SWITCH_S - SETTLE_S - TAIL_S)  # a 1 s slice: two turns' counted parts
     for run in runs.values():
         assert run.switched is True, said.getvalue()
+        # Warmed up in switched turns too (two 0.5 s turns of the 1 s round, counted
+        # as the passes' are), its rate what decided the passes.
+        assert run.warmup_rps and run.warmup_rps[0] > 100 and run.warmup_requests > 50
         assert [s.pass_number for s in run.slice_figures] == [1, 2]
         for piece in run.slice_figures:
             assert piece.requests > 50 and not piece.errors

@@ -185,6 +185,38 @@ class Runner(Generic[LiveStack]):
                 break
         return rounds
 
+    def _warm_up_switched(
+        self, workload: Workload, members: list[_LiveRun[LiveStack]], scratch: Path
+    ) -> bool:
+        """Where the passes may be switched and the warm-up is a duration: every start's
+        warm-up rounds as switched turns, a driver per start started at once for each
+        round (rounds until each start's rate settles, as ``_warm_up``) instead of a
+        driver started anew for each start, whose start-up cost more than its 0.5 s of
+        load in quick. False (nothing sent) where it does not apply. Its counted turns'
+        rates are the warm-up's: what ``_switched`` decides on."""
+        warm = warmup_load(self.experiment, workload, self.executor.driver)
+        if warm is None or warm.duration_s is None or not self._may_switch(workload, members):
+            return False
+        for run in members:
+            run.warmup_rps = []
+        settling = list(members)
+        for _ in range(self.experiment.warmup.max_rounds):
+            turns = turn_orders([list(range(len(settling)))], warm.duration_s)
+            windows = self.executor.measure_switched(
+                [run.stack for run in settling], workload, warm, turns, scratch
+            )
+            for run, (window,) in zip(settling, windows, strict=True):
+                run.warmup_rps.append((window.load.requests_total, window.load.rps))
+            settling = [
+                run for run in settling
+                if not warmup_settled(
+                    [rps for _, rps in run.warmup_rps], self.experiment.warmup.settle_pct
+                )
+            ]
+            if not settling:
+                break
+        return True
+
     def _result(
         self,
         launch: Launch,
@@ -342,19 +374,26 @@ class Runner(Generic[LiveStack]):
                         run.windows,
                     )
 
+    def _may_switch(self, workload: Workload, members: list[_LiveRun[LiveStack]]) -> bool:
+        """Whether this workload's passes in turns could be switched (before the rates
+        decide): asked for (``switching``), a driver that can be switched, at least two
+        starts, a closed load of a duration, and not already decided against."""
+        load = workload.load
+        return (
+            self.experiment.switching
+            and len(members) >= 2 and self.executor.driver.switchable
+            and self.executor.driver.keep_latencies
+            and load.model == "closed" and load.duration_s is not None
+            and self.switching.get(workload.name) is not False
+        )
+
     def _switched(self, workload: Workload, members: list[_LiveRun[LiveStack]]) -> bool:
-        """Whether this workload's passes in turns are driven by switched drivers: asked
-        for (``switching``), a driver that can be switched, at least two starts, a closed
-        load of a duration, and the starts draining a stopped driver's requests in
-        flight within the settle time (their last warm-up round's rates). Decided once per
+        """Whether this workload's passes in turns are driven by switched drivers: it may
+        be (``_may_switch``), and the starts drain a stopped driver's requests in flight
+        within the settle time (their last warm-up round's rates). Decided once per
         workload, and said."""
         load = workload.load
-        if (
-            not self.experiment.switching
-            or len(members) < 2 or not self.executor.driver.switchable
-            or not self.executor.driver.keep_latencies
-            or load.model != "closed" or load.duration_s is None
-        ):
+        if not self._may_switch(workload, members):
             return False
         decided = self.switching.get(workload.name)
         if decided is not None:
@@ -429,7 +468,7 @@ class Runner(Generic[LiveStack]):
                 )
             for run, rounds in zip(members, warmed, strict=True):
                 run.warmup_rps = rounds
-        else:
+        elif not self._warm_up_switched(workload, members, scratch):
             for run in members:
                 run.warmup_rps = self._warm_up(run.stack, workload, scratch)
         if together and not any(

@@ -19,6 +19,7 @@ def experiment(
     workloads=("w1", "w2"),
     side_by_side=False,
     switching=False,
+    warmup=None,
 ):
     data = {
         "name": "fake",
@@ -29,7 +30,7 @@ def experiment(
             {"name": w, "request": {"path": f"/{w}"}, "load": {"duration_s": duration}}
             for w in workloads
         ],
-        "warmup": {"max_rounds": 1},
+        "warmup": warmup or {"max_rounds": 1},
     }
     if slices is not None:
         data["slices"] = slices
@@ -263,6 +264,47 @@ def test_a_stack_too_slow_to_drain_keeps_the_driver_started_anew_and_says_why():
     assert not any(e[0] == "switched" for e in executor.log)
     (note,) = notes
     assert "passes not switched" in note and "0.50 s to serve 100 requests" in note
+
+
+def test_a_warm_up_of_a_duration_goes_in_switched_turns_where_passes_may_switch():
+    """quick's warm-up (one round of 0.5 s): with switching, every start's warm-up is a
+    turn of one stretch (a driver each, started at once), not a driver started anew per
+    start; its rates decide the passes (here fast: switched) and are recorded."""
+    exp = experiment(
+        switching=True, workloads=("w1",), warmup={"max_rounds": 1, "duration_s": 0.5}
+    )
+    executor = switchable_executor(lambda variant, start, tick, workload: 2000.0)
+    runs = Runner(exp, ListSink(), executor).run()
+    assert not any(e[0] in ("warm", "measure") for e in executor.log)
+    warm_up, passes = executor.stretches
+    assert warm_up == [[0, 1, 2, 3]]  # one 0.5 s turn each
+    assert passes == [[0, 1, 2, 3, 0, 1, 2, 3], [1, 2, 3, 0, 1, 2, 3, 0]]
+    assert all(r.switched is True and len(r.warmup_rps) == 1 for r in runs)
+    assert all(r.warmup_rps[0] == 2000.0 and r.warmup_requests == 1000 for r in runs)
+
+
+def test_a_switched_warm_up_that_finds_slow_stacks_leaves_the_passes_anew():
+    """The warm-up turns' rates (200 requests/s: 0.5 s to drain 100) decide against
+    switching: the passes start a driver anew per slice, and the warm-up is not sent
+    again; a rate that does not settle gets another round (up to max_rounds)."""
+    notes: list[str] = []
+    exp = experiment(
+        switching=True, workloads=("w1",),
+        warmup={"max_rounds": 3, "duration_s": 0.5, "settle_pct": 5},
+    )
+    executor = switchable_executor(
+        lambda variant, start, tick, workload: 200.0 if start != 1 else 150.0 + 50 * tick
+    )
+    runs = Runner(exp, ListSink(), executor, RunnerEvents(on_note=notes.append)).run()
+    assert all(r.switched is False for r in runs)
+    assert not any(e[0] == "warm" for e in executor.log)
+    # Settled takes two rounds; the first start (150, 350, ... requests/s) does not
+    # settle in them: round 3 is its alone.
+    assert executor.stretches == [[[0, 1, 2, 3]], [[0, 1, 2, 3]], [[0]]]
+    assert sorted(len(r.warmup_rps) for r in runs) == [2, 2, 2, 3]
+    assert any(e[0] == "measure" for e in executor.log)
+    (note,) = notes
+    assert "passes not switched" in note
 
 
 def test_switching_is_only_where_it_was_asked_for_and_the_driver_can():
