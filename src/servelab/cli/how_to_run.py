@@ -101,7 +101,7 @@ _run_options = [
         help="In turns, drive each round's stacks by a load driver each, kept running and "
         "switched between them every 0.5 s (oha; endpoints whose requests in flight drain "
         "within 0.15 s), instead of a driver started anew for every slice. Default: the "
-        "experiment's own (off).",
+        "experiment's own (on unless its file says switching = false; off with --profile).",
     ),
     click.option(
         "--precision",

@@ -129,6 +129,8 @@ class Experiment(Model):
     # In turns, each workload's passes driven by a load driver per stack kept running and
     # switched between the stacks every 0.5 s (servelab.measuring.switching) where the
     # stacks drain a stopped driver's requests fast enough; else started anew per slice.
+    # New experiments switch unless told not to (``build_experiment``); stored ones keep
+    # theirs (records from before switching existed were measured with a driver anew).
     switching: bool = False
     # The file it was read from (``from_toml``): what a problem found in it later, by
     # servelab.prepare, is told under. Not a field: neither stored nor hashed.

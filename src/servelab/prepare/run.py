@@ -34,6 +34,7 @@ def run_option_stages(experiment: Experiment, options: RunOptions) -> list[Stage
     is blamed for a problem it brings; none checked against the plug-ins yet (a step
     that fails blames an earlier stage's problem first, as checking each would)."""
     stages = [Stage(experiment, experiment.source)]
+    switching = switching_with(options)
     steps: tuple[tuple[Step, str, Callable[[Experiment], str]], ...] = (
         (lambda e: with_driver_options(e, options.driver_options), "driver options",
          lambda e: f"see --help for the {e.driver} options"),
@@ -41,7 +42,7 @@ def run_option_stages(experiment: Experiment, options: RunOptions) -> list[Stage
          lambda e: _access_log_fix()),
         (lambda e: with_order(
             e, options.order, options.order_seed, options.slices, options.side_by_side,
-            options.switching,
+            switching,
         ), ORDER_SOURCE, lambda e: ORDER_FIX),
         (lambda e: with_stopping(
             e, options.precision_pct, options.budget_s, options.min_effect_pct
@@ -100,6 +101,20 @@ def with_driver_options(experiment: Experiment, options: dict[str, Any]) -> Expe
     merged = {**experiment.driver_options, **options}
     fix = f"see --help for the {experiment.driver} options"
     return validated({**experiment.model_dump(), "driver_options": merged}, "driver options", fix)
+
+
+def switching_with(options: RunOptions) -> bool | None:
+    """The switching the options ask for (None: the experiment's own): --switch or
+    --no-switch; with --profile none (py-spy samples a window of its own after each
+    measured slice, which switched passes do not have), and --switch with --profile is
+    bad input."""
+    if options.profile and options.switching:
+        raise SpecError(
+            "--switch and --profile cannot go together: py-spy samples a window of its own "
+            "after each measured slice, and switched passes have none",
+            "leave out --switch (passes with --profile start a driver anew per slice)",
+        )
+    return False if options.profile else options.switching
 
 
 def with_order(

@@ -18,7 +18,7 @@ def experiment(
     duration=2.0,
     workloads=("w1", "w2"),
     side_by_side=False,
-    switching=False,
+    switching=None,
     warmup=None,
 ):
     data = {
@@ -38,8 +38,8 @@ def experiment(
         data["stopping"] = stopping
     if side_by_side:
         data["side_by_side"] = True
-    if switching:
-        data["switching"] = True
+    if switching is not None:
+        data["switching"] = switching
     return experiment_from_dict(data, source="test")
 
 
@@ -309,7 +309,10 @@ def test_a_switched_warm_up_that_finds_slow_stacks_leaves_the_passes_anew():
 
 def test_switching_is_only_where_it_was_asked_for_and_the_driver_can():
     fast = lambda variant, start, tick, workload: 2000.0  # noqa: E731
-    plain = Runner(experiment(workloads=("w1",)), ListSink(), switchable_executor(fast)).run()
+    assert experiment(workloads=("w1",)).switching is True  # a new experiment's default
+    plain = Runner(
+        experiment(switching=False, workloads=("w1",)), ListSink(), switchable_executor(fast)
+    ).run()
     assert all(r.switched is None for r in plain)
     cannot = Runner(
         experiment(switching=True, workloads=("w1",)), ListSink(), FakeExecutor()

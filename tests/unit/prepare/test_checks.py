@@ -88,3 +88,19 @@ def test_a_callers_own_experiment_is_checked_before_anything_starts(tmp_path: Pa
     with pytest.raises(SpecError, match=r"^experiment t: baseline\.proxy: transport 'unix' needs"):
         run(experiment, RunOptions(results_dir=tmp_path / "out"))
     assert not (tmp_path / "out").exists()
+
+
+def test_new_experiments_switch_stored_ones_keep_theirs_and_profile_does_not() -> None:
+    """Switched passes are a new experiment's default (``switching = false`` in its file
+    turns them off); a stored experiment from before them was measured with a driver
+    anew and says so; --profile measures without them, and --switch with it is refused."""
+    assert experiment_from_dict(_raw({})).switching is True
+    assert experiment_from_dict(_raw({}, switching=False)).switching is False
+    assert experiment_from_dict(_raw({}, driver="wrk")).switching is False  # no passes
+    assert Experiment.model_validate(_raw({})).switching is False  # as stored before
+    experiment = experiment_from_dict(_raw({}))
+    assert apply_run_options(experiment, RunOptions(profile=True)).switching is False
+    assert apply_run_options(experiment, RunOptions(switching=False)).switching is False
+    assert apply_run_options(experiment, RunOptions()).switching is True
+    with pytest.raises(SpecError, match="^--switch and --profile cannot go together"):
+        apply_run_options(experiment, RunOptions(profile=True, switching=True))
