@@ -102,5 +102,5 @@ def test_new_experiments_switch_stored_ones_keep_theirs_and_profile_does_not() -
     assert apply_run_options(experiment, RunOptions(profile=True)).switching is False
     assert apply_run_options(experiment, RunOptions(switching=False)).switching is False
     assert apply_run_options(experiment, RunOptions()).switching is True
-    with pytest.raises(SpecError, match="^--switch and --profile cannot go together"):
+    with pytest.raises(SpecError, match=r"^--switch and --profile cannot go together"):
         apply_run_options(experiment, RunOptions(profile=True, switching=True))
