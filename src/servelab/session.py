@@ -156,10 +156,14 @@ class ExperimentSession:
                 f"{database.path}",
                 "run it without --resume",
             )
-        if database.stored_hash(previous) != spec_hash(self.experiment):
+        stored = database.stored_hash(previous)
+        if stored != spec_hash(self.experiment):
+            anew = self.experiment.model_copy(update={"switching": False})
             raise ServelabError(
                 f"experiment {self.experiment.name!r} has changed since #{previous} was started",
-                "resume with the same file and options, or run without --resume",
+                # Begun before switched passes were the default, with a driver anew.
+                "resume with --no-switch, as it was measured" if stored == spec_hash(anew)
+                else "resume with the same file and options, or run without --resume",
             )
         differences = machine_differences(database.environment(previous), environment)
         if differences and not self.force:

@@ -65,7 +65,7 @@ def test_studies_lists_every_seed_study():
         assert name in done.stdout
 
 
-def _stored_quick(root: Path, repetitions: int = 3) -> int:
+def _stored_quick(root: Path, repetitions: int = 3, switching: bool = True) -> int:
     """An unfinished 'quick' experiment in root's database, as an interrupted study leaves it
     (built as `servelab study quick` builds it on this machine)."""
     from servelab.api import build_study
@@ -76,6 +76,8 @@ def _stored_quick(root: Path, repetitions: int = 3) -> int:
     experiment, _ = build_study(
         get_study("quick"), StudyOptions(repetitions=repetitions), RunOptions()
     )
+    # switching False: begun before switched passes were the default.
+    experiment = experiment.model_copy(update={"switching": switching})
     store = ResultStore.create(root, experiment, {"hostname": "elsewhere"})
     return store.id
 
@@ -89,6 +91,9 @@ def _stored_quick(root: Path, repetitions: int = 3) -> int:
         ("foreign", ["results", "list"], "is an SQLite database, but not servelab's"),
         ("none", ["study", "quick", "--resume"], "nothing to resume"),
         ("stored", ["study", "quick", "--resume", "-r", "2"], "has changed since #1"),
+        ("stored-anew", ["study", "quick", "--resume"], "resume with --no-switch"),
+        # ... which then resumes it (to the next check: the machine it began on).
+        ("stored-anew", ["study", "quick", "--resume", "--no-switch"], "was measured on another"),
         ("stored", ["study", "quick", "--resume"], "was measured on another machine"),
         ("stored2", ["results", "compare", "1", "2"], "measured on different machines"),
     ],
@@ -99,6 +104,8 @@ def test_bad_results_input(setup, args, message, tmp_path):
     db = tmp_path / "servelab.db"
     if setup == "stored":
         _stored_quick(tmp_path)
+    elif setup == "stored-anew":
+        _stored_quick(tmp_path, switching=False)
     elif setup == "stored2":
         _stored_quick(tmp_path)
         from servelab.results.store import ResultStore
