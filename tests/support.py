@@ -182,9 +182,13 @@ class FakeExecutor:
                 self.log[-1] = ("switched", stacks[index].variant, workload.name)
                 found[index].append(window)
                 self._tick()
-        self.turns = [list(turns) for turns in passes]
-        self.stretches.append(self.turns)
+        self.stretches.append([list(turns) for turns in passes])
         return found
+
+    @property
+    def turns(self) -> list[list[int]]:
+        """The last measure_switched's turns (the passes, after any warm-up stretch)."""
+        return self.stretches[-1]
 
 
 class FakeClock:
