@@ -4,6 +4,7 @@ keeps what it measured under --out (JSON), so ``report`` can print it again late
     .venv/bin/python benchmarks/why.py quick --times 3 --out DIR
     .venv/bin/python benchmarks/why.py planted --kinds compute,syscalls,crowded \
         --percent 5,10 --times 5 --out DIR
+    .venv/bin/python benchmarks/why.py front --times 3 --out DIR
     .venv/bin/python benchmarks/why.py report --out DIR
 
 - quick: ``servelab study quick`` without and with ``--profile``, alternately, TIMES each
@@ -25,14 +26,23 @@ keeps what it measured under --out (JSON), so ``report`` can print it again late
   and the inclusive view's first line), and whether its interval holds the planted
   µs/request.
 
+- front: where the front runs while py-spy samples (``FRONT_AWAY``: on the driver's CPUs,
+  or on the app's as it is measured), with a neighbour: two copies of the integration
+  test's planted experiment (tests/integration/test_profile.py: 300 µs of the compute
+  and the syscalls kind, 4 starts of 2 s) at once, each a subprocess, TIMES pairs each
+  way, alternately. Per copy and variant: the top contributor, the planted function's
+  figure and interval, and asyncio's transport write in the base (µs per request).
+
 Each session holds /tmp/servelab-cpu.lock (flock) while it measures.
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import statistics
+import subprocess
 import sys
 import textwrap
 from collections import defaultdict
@@ -44,7 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from profile_overhead import measure
 from support import PLANTED_KINDS, planted_spin_toml
-from validity import answer, load, save, show, study
+from validity import LOCK, answer, load, save, show, study
 
 PLANTED = "extra_work (servelab/apps/seed_fastapi.py)"
 # Where py-spy samples: "after" each measured window, in a window of its own (since
@@ -144,6 +154,71 @@ def planted(out: Path, kinds: list[str], percents: list[float], times: int) -> N
                 save(out, "planted", found)
 
 
+WRITE = "_SelectorSocketTransport.write (asyncio/selector_events.py)"
+FRONT_COPIES, FRONT_PLANTED_US, FRONT_STARTS, FRONT_WINDOW_S = 2, 300, 4, 2.0
+
+
+def front_copy(away: bool) -> dict[str, Any]:
+    """One copy of the test's planted experiment measured with --profile in this process,
+    the front where ``away`` says while py-spy samples: what its explanations say."""
+    import io
+    import tempfile
+
+    from rich.console import Console
+
+    import servelab
+    from servelab.analysis.explain import explain_all
+    from servelab.measuring import executor
+    from servelab.report.why import run_profiles
+
+    executor.FRONT_AWAY = away
+    with tempfile.TemporaryDirectory(prefix="servelab-why-front-") as where:
+        spec = Path(where) / "why.toml"
+        spec.write_text(planted_spin_toml(
+            "why-front", FRONT_PLANTED_US, FRONT_STARTS, FRONT_WINDOW_S, also=("syscalls",)))
+        result = servelab.measure(
+            servelab.Experiment.from_toml(spec),
+            servelab.RunOptions(results_dir=Path(where) / "r", profile=True),
+            console=Console(file=io.StringIO()),
+        )
+        row: dict[str, Any] = {"away": away}
+        for e in explain_all(run_profiles(result), "base", top=1_000_000):
+            function = PLANTED_KINDS["compute" if e.variant == "spin" else e.variant][1]
+            found = {c.name: c for c in e.functions}
+            row[e.variant] = {
+                "top": e.functions[0].name,
+                "planted": _change(found[function]) if function in found else None,
+                "write_base_us": round(found[WRITE].comparison.baseline_mean, 1)
+                if WRITE in found else None,
+                "total_us": round(e.total.difference, 1),
+            }
+    return row
+
+
+def front(out: Path, times: int) -> None:
+    """TIMES pairs of copies each way (front away, front on the app's CPUs), alternately."""
+    found = load(out, "front") or []
+    for n in range(1, times + 1):
+        for away in (False, True):
+            with open(LOCK, "a") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                copies = [subprocess.Popen(
+                    [sys.executable, __file__, "front-copy", "--out", str(out),
+                     *(["--away"] if away else [])],
+                    stdout=subprocess.PIPE, text=True,
+                ) for _ in range(FRONT_COPIES)]
+                said = [copy.communicate()[0] for copy in copies]
+            for copy, text in zip(copies, said, strict=True):
+                if copy.returncode != 0:
+                    print(f"  a copy failed (exit {copy.returncode})")
+                    continue
+                row = json.loads(text.strip().splitlines()[-1])
+                print(f"front {'away' if away else 'with the app'} {n}: {json.dumps(row)}",
+                      flush=True)
+                found.append(row)
+            save(out, "front", found)
+
+
 # -- report ----------------------------------------------------------------------------
 
 
@@ -202,7 +277,28 @@ def agreement(label: str, plain: list[dict[str, Any]], other: list[dict[str, Any
                   f"({100 * (statistics.fmean(b) / statistics.fmean(a) - 1):+.1f} %)")
 
 
+def report_front(rows: list[dict[str, Any]]) -> None:
+    for away in (False, True):
+        mine = [r for r in rows if r["away"] == away]
+        if not mine:
+            continue
+        print(f"front {'on the driver CPUs' if away else 'on the app CPUs'} while sampled "
+              f"({len(mine)} copies, {FRONT_COPIES} at once):")
+        for variant in ("spin", "syscalls"):
+            got = [r[variant] for r in mine if variant in r]
+            function = PLANTED_KINDS["compute" if variant == "spin" else variant][1]
+            top = sum(g["top"] == function for g in got)
+            planted_us = [g["planted"]["us"] for g in got if g["planted"]]
+            held = sum(_inside(FRONT_PLANTED_US, (g["planted"] or {}).get("interval"))
+                       for g in got)
+            writes = [g["write_base_us"] for g in got if g["write_base_us"] is not None]
+            print(f"  {variant}: top in {top} of {len(got)}; planted {FRONT_PLANTED_US} µs "
+                  f"read {_spread(planted_us, ' µs')}, interval holds it in {held}; base "
+                  f"write {_spread(writes, ' µs')} a request")
+
+
 def report(out: Path) -> None:
+    report_front(load(out, "front") or [])
     sessions = [d for d in load(out, "quick") or [] if d["exit"] == 0]
     plain = [d for d in sessions if not d["profile"]]
     inside = [d for d in sessions if d["profile"] and d.get("design") == "inside"]
@@ -258,7 +354,7 @@ def main() -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=textwrap.dedent(__doc__.split("\n\n", 1)[1]),
     )
-    parser.add_argument("part", choices=["quick", "planted", "report"])
+    parser.add_argument("part", choices=["quick", "planted", "front", "front-copy", "report"])
     parser.add_argument("--out", type=Path, required=True, help="results and figures go here")
     parser.add_argument("--times", type=int, default=3)
     parser.add_argument("--percent", default="5,10")
@@ -266,11 +362,17 @@ def main() -> None:
                         help="planted: which planted functions, in order")
     parser.add_argument("--modes", default="without,with",
                         help="quick: which sessions each time, in order")
+    parser.add_argument("--away", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.part == "front-copy":  # one copy of the front part, in a process of its own
+        print(json.dumps(front_copy(args.away)))
+        return
     args.out.mkdir(parents=True, exist_ok=True)
     if args.part == "quick":
         modes = tuple(m.strip() == "with" for m in args.modes.split(","))
         quick(args.out, args.times, modes)
+    elif args.part == "front":
+        front(args.out, args.times)
     elif args.part == "planted":
         planted(args.out, args.kinds.split(","), [float(p) for p in args.percent.split(",")],
                 args.times)

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
+
+import psutil
 
 from servelab.errors import SpecError
 
@@ -30,6 +34,28 @@ def parse_cpu_list(text: str) -> frozenset[int]:
 
 def format_cpu_list(cpus: frozenset[int]) -> str:
     return ",".join(str(c) for c in sorted(cpus))
+
+
+@contextlib.contextmanager
+def moved_to(roots: Iterable[int], cpus: str) -> Iterator[list[int]]:
+    """Each process of ``roots`` and all it has forked runs on ``cpus`` (a taskset list)
+    until the block ends, then on the CPUs it had before; yields the pids moved. A
+    process gone meanwhile is left out (one that ends is no longer anyone's to move)."""
+    moved: dict[int, set[int]] = {}
+    try:
+        for root in roots:
+            with contextlib.suppress(psutil.Error):
+                tree = psutil.Process(root)
+                for process in (tree, *tree.children(recursive=True)):
+                    with contextlib.suppress(ProcessLookupError, psutil.Error):
+                        before = os.sched_getaffinity(process.pid)
+                        os.sched_setaffinity(process.pid, parse_cpu_list(cpus))
+                        moved[process.pid] = before
+        yield list(moved)
+    finally:
+        for pid, before in moved.items():
+            with contextlib.suppress(ProcessLookupError):
+                os.sched_setaffinity(pid, before)
 
 
 @dataclass(frozen=True)

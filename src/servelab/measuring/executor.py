@@ -14,7 +14,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -26,7 +26,7 @@ from servelab.config.stack import StackSpec
 from servelab.errors import LoadDriverError
 from servelab.fronts.base import LOOPBACK
 from servelab.host.cgroups import CpuGroup
-from servelab.host.cpus import CpuPlan, SideBySidePlan, parse_cpu_list
+from servelab.host.cpus import CpuPlan, SideBySidePlan, moved_to, parse_cpu_list
 from servelab.host.procs import JANITOR
 from servelab.host.running import RunningStack
 from servelab.launch import launch_stack
@@ -74,6 +74,14 @@ class Window:
 MEASURED_DIR = "measure"
 # The roles whose processes are Python and sampled with --profile: the app server's tree.
 PROFILED_ROLES = ("app",)
+# In a profiling window, the other roles' processes (the front) run on the driver's CPUs.
+# Sharing the app's, the worker whose write woke nginx waited for its CPU (the woken
+# front ran first) and py-spy, which counts a runnable thread as running, charged the
+# wait to the write. Two copies of the planted test experiment at once (300 µs, 4 starts
+# each; benchmarks/why.py front, 6 copies each way): asyncio's transport write read
+# 113-170 µs a request in the base, the planted spin 195-268 (interval holding 300 in 3
+# of 6); with the front away, 30-44 µs and 254-318 (6 of 6).
+FRONT_AWAY = True
 
 
 # A live stack as its executor knows it (HostExecutor: a RunningStack; the tests' fake:
@@ -438,18 +446,27 @@ class HostExecutor:
     ) -> WindowProfile | None:
         """--profile: the stack's Python processes sampled by py-spy while the same load
         drives it once more, right after its measured window (whose figures py-spy's
-        pauses would change: see ``servelab.observe.profile``); None when not profiling."""
+        pauses would change: see ``servelab.observe.profile``); None when not profiling.
+
+        In that window the front (nginx, Apache) runs on the driver's CPUs: on the app's,
+        a worker whose write wakes it waits for the CPU, and py-spy counts the wait as
+        the write running (``FRONT_AWAY``)."""
         roots = {role: proc.pid for role, proc in stack.processes.items()}
         profiled = {role: pid for role, pid in roots.items() if role in PROFILED_ROLES}
         if self.profiler is None or not profiled:
             return None
-        with StackProfiler(
-            self.profiler, profiled, workdir.with_name(f"{workdir.name}-py-spy"),
-            load.duration_s or load.max_time_s,
-        ) as profiler:
+        driver_cpus = self._slot_cpus(stack)[1]
+        fronts = [pid for role, pid in roots.items() if role not in PROFILED_ROLES]
+        with (
+            moved_to(fronts, driver_cpus) if FRONT_AWAY and driver_cpus else nullcontext(),
+            StackProfiler(
+                self.profiler, profiled, workdir.with_name(f"{workdir.name}-py-spy"),
+                load.duration_s or load.max_time_s,
+            ) as profiler,
+        ):
             run_load(
                 self.driver, stack.url(workload.request.path), workload.request, load,
-                workdir, cpus=self._slot_cpus(stack)[1], prefix=self._prefix(stack),
+                workdir, cpus=driver_cpus, prefix=self._prefix(stack),
                 on_note=self.on_driver_note,
             )
         # Every server's first process is its master (the front's too, not profiled).
