@@ -344,12 +344,13 @@ def capacity(
     ``plan.slo``, with an interval (servelab.capacity); the first workload's request is
     sent. Trials are written as they end, the answers after each variant, in a new
     directory under ``options.results_dir``. Returns one VariantCapacity per stack."""
-    from servelab.capacity.run import measure_capacities
+    from servelab.capacity.run import capacity_driver, measure_capacities
 
     console = console or Console(stderr=True, soft_wrap=True)
     out = out or Console()
     plan.check()  # before anything starts
     ready = prepare(experiment, options, user_app, say=saying(console))
+    capacity_driver(ready.experiment)  # one that can send the trials, or one line
     with started(ready, saying(console)) as running:
         return measure_capacities(
             running.experiment, running.cpu_plan, options, plan, console=console, out=out,

@@ -125,6 +125,12 @@ def get_driver(name: str, options: Mapping[str, Any] | None = None) -> LoadDrive
     return cls.with_options(options) if options else cls()
 
 
+def scheduling_drivers() -> tuple[str, ...]:
+    """The drivers that send at a fixed rate and keep each request's intended send time
+    (``send_rate``): what a capacity trial needs."""
+    return tuple(name for name in DRIVER_NAMES if hasattr(DRIVERS.cls(name), "send_rate"))
+
+
 def capabilities(name: str) -> frozenset[str]:
     """What driver ``name`` can do (see ``servelab.load.base.CAPABILITIES``)."""
     return DRIVERS.cls(name).capabilities

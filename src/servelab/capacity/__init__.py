@@ -25,7 +25,8 @@ WORKLOAD = "request"
 
 
 def capacity_experiment(
-    name: str, stacks: Sequence[dict[str, Any]], request: dict[str, Any]
+    name: str, stacks: Sequence[dict[str, Any]], request: dict[str, Any],
+    driver: str | None = None,
 ) -> dict[str, Any]:
     """The experiment (as a dict for ``experiment_from_dict``) whose stacks a capacity search
     measures: its one workload names the request; the search sets each trial's rate."""
@@ -39,13 +40,15 @@ def capacity_experiment(
             "name": WORKLOAD, "request": request,
             "load": {"model": "open", "rate": 10.0, "requests": 10},
         }],
-        "driver": DEFAULT_DRIVER,  # the open model, and each request's send time
+        # The open model, and each request's intended send time: oha, unless given
+        # (``registry.scheduling_drivers``).
+        "driver": driver or DEFAULT_DRIVER,
         "warmup": {"requests": 0},  # the throughput probe warms each stack
         "repetitions": 1,
     }
 
 
-def capacity_of(experiment: Experiment, source: str) -> Experiment:
+def capacity_of(experiment: Experiment, source: str, driver: str | None = None) -> Experiment:
     """``experiment``'s stacks (its baseline first), each whole, with its first workload's
     request, as a capacity search measures them."""
     from servelab.prepare.building import experiment_from_dict
@@ -53,15 +56,15 @@ def capacity_of(experiment: Experiment, source: str) -> Experiment:
     return experiment_from_dict(
         capacity_experiment(
             experiment.name, [s.model_dump(exclude_none=True) for s in experiment.stacks],
-            experiment.workloads[0].request.model_dump(exclude_none=True),
+            experiment.workloads[0].request.model_dump(exclude_none=True), driver,
         ),
         source=source, whole_variants=True,
     )
 
 
-def capacity_of_file(path: Path) -> Experiment:
+def capacity_of_file(path: Path, driver: str | None = None) -> Experiment:
     """The experiment file's stacks with its first workload's request (``capacity_of``);
     the file's errors as `servelab run` tells them."""
     from servelab.prepare.building import load_experiment
 
-    return capacity_of(load_experiment(path), str(path))
+    return capacity_of(load_experiment(path), str(path), driver)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from servelab.capacity.run import VariantCapacity
 from servelab.capacity.slo import Slo
+from servelab.capacity.trials import Trial
 
 if TYPE_CHECKING:  # matplotlib is an extra
     from servelab.report.drawing import Chart
@@ -81,10 +82,16 @@ def markdown(
         for t in a.trials:
             trusted = "yes" if t.trusted else "no: " + "; ".join(t.problems)
             lines.append(
-                f"| {a.variant} | {t.number} | {t.rate:,.1f} | {t.send_rate:,.1f} | "
+                f"| {a.variant} | {t.number} | {t.rate:,.1f} | {sent_at(t)} | "
                 f"{t.latency_ms.get('p99', 0):,.1f} | {t.errors} | {trusted} |"
             )
     return "\n".join(lines) + "\n"
+
+
+def sent_at(trial: Trial) -> str:
+    """The rate a trial was sent at, and by machine when workers on several sent it."""
+    by_machine = ", ".join(f"{m} {rate:,.1f}" for m, rate in trial.delivered.items())
+    return f"{trial.send_rate:,.1f}" + (f" ({by_machine})" if by_machine else "")
 
 
 def capacity_chart(answers: Sequence[VariantCapacity], slo: Slo, confidence: float) -> Chart:
@@ -122,12 +129,13 @@ def trials_csv(answers: Sequence[VariantCapacity]) -> str:
     writer = csv.writer(buffer)
     writer.writerow(["variant", "trial", "rate", "send_rate", "sent", "answered", "errors",
                      *(f"{stat}_ms" for stat in LATENCY_STATS), "driver_cpu_share",
-                     "trusted", "problems"])
+                     "trusted", "problems", "sent_by_machine"])
     for answer in answers:
         for t in answer.trials:
             writer.writerow([
                 t.variant, t.number, t.rate, f"{t.send_rate:.3f}", t.sent, t.answered,
                 t.errors, *(f"{t.latency_ms.get(stat, 0):.3f}" for stat in LATENCY_STATS),
                 f"{t.driver_cpu_share:.3f}", t.trusted, "; ".join(t.problems),
+                "; ".join(f"{m} {rate:.3f}" for m, rate in t.delivered.items()),
             ])
     return buffer.getvalue()

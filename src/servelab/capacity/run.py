@@ -118,7 +118,15 @@ class CapacityPlan:
             confidence=self.confidence,
         )
 
-    def load(self, rate: float) -> LoadSpec:
+    def load(self, rate: float, counted: bool = True) -> LoadSpec:
+        """A trial's load: ``rate`` for the trial's length, as a request count (oha), or
+        as a duration for a driver that counts none (``counted`` False: Locust)."""
+        if not counted:
+            return LoadSpec(
+                model="open", rate=rate, duration_s=self.trial_s,
+                concurrency=self.connections, timeout_s=self.timeout_s,
+                max_time_s=self.trial_s + self.timeout_s + 10.0,
+            )
         requests = max(2, math.ceil(rate * self.trial_s))
         return LoadSpec(
             model="open", rate=rate, requests=requests, concurrency=self.connections,
@@ -250,25 +258,51 @@ def _cool_down(trial: Trial) -> float:
     return max(COOL_DOWN_S, min(10.0, trial.latency_ms.get("p99", 0.0) / 1000))
 
 
+def capacity_driver(experiment: Experiment) -> LoadDriver:
+    """The experiment's driver, if it can send capacity trials: at a fixed rate, keeping
+    each request's intended send time (oha; Locust's built-in request scenario). A
+    SpecError (one line, the fix) otherwise, and for a missing driver: before anything
+    starts."""
+    from servelab.registry import get_driver
+
+    driver = get_driver(experiment.driver, experiment.driver_options)
+    driver.executable()
+    if not hasattr(driver, "send_rate") or not getattr(driver, "scheduled", True):
+        what = driver.locustfile_label() if hasattr(driver, "locustfile_label") else "it"
+        raise SpecError(
+            f"load driver {driver.name} cannot send on a schedule and keep each request's "
+            f"intended send time with {what}",
+            "use oha, or Locust's built-in request scenario (leave --locustfile out)",
+        )
+    return driver
+
+
 def run_trial(
     executor: Any, stack: Any, workload: Workload, plan: CapacityPlan, rate: float,
     variant: str, number: int, scratch: Path,
 ) -> Trial:
+    driver = executor.driver
     load = plan.load(rate)
+    if driver.unsupported(workload.request, load) is not None:  # it counts no requests
+        load = plan.load(rate, counted=False)
     window = executor.measure(stack, workload, load, scratch)
     measured = window.load
     answered = len(window.latencies_ms)
     driver_cpus = window.driver_cpus or executor.cpu_plan.driver
     n_cpus = len(parse_cpu_list(driver_cpus)) if driver_cpus else os.cpu_count() or 1
     share = measured.driver_cpu_s / measured.duration_s / n_cpus if measured.duration_s else 0.0
-    send_rate = executor.driver.send_rate(scratch / MEASURED_DIR)
+    # Workers on other machines: the busiest one's process (% of a core), as they said.
+    share = max([share, *(m.cpu_max_pct / 100 for m in measured.machines)])
+    driver_files = scratch / MEASURED_DIR
+    sent = load.requests or getattr(driver, "sent", lambda _: None)(driver_files) or answered
     trial = Trial(
         variant=variant, number=number, rate=rate, started=window.started,
         seconds=load.requests / rate if load.requests else plan.trial_s,
-        sent=load.requests or answered, send_rate=send_rate, answered=answered,
-        errors=max(0, (load.requests or 0) - measured.ok_responses),
+        sent=sent, send_rate=driver.send_rate(driver_files), answered=answered,
+        errors=max(0, sent - measured.ok_responses),
         latency_ms=measured_latencies(window.latencies_ms),
         driver_cpu_share=share, connections=plan.connections,
+        delivered=getattr(driver, "delivered", lambda _: {})(driver_files),
     )
     return judged(trial, plan.slo)
 
@@ -340,15 +374,8 @@ def measure_capacities(
     from servelab.host.procs import JANITOR
     from servelab.measuring import host_executor
     from servelab.prepare.environment import collect_environment
-    from servelab.registry import get_driver
 
-    driver = get_driver(experiment.driver, experiment.driver_options)
-    driver.executable()  # a missing driver is an error before any stack starts
-    if not hasattr(driver, "send_rate"):
-        raise SpecError(
-            f"load driver {driver.name} cannot keep each request's send time",
-            "use the oha driver for capacity",
-        )
+    driver = capacity_driver(experiment)
     driver.keep_latencies = True
     listen = options.listen or LOOPBACK
     factory = executor_factory or (
@@ -423,6 +450,10 @@ class ConsoleEvents(CapacityEvents):
                 f"{estimate.interval[1]:,.0f}]"
             )
         untrusted = f" (not trusted: {'; '.join(trial.problems)})" if trial.problems else ""
+        if trial.delivered:
+            so_far += "; sent by " + ", ".join(
+                f"{m} {rate:,.1f}" for m, rate in trial.delivered.items()
+            )
         self.console.print(
             f"  trial {trial.number}: {trial.rate:,.1f} req/s, p99 "
             f"{trial.latency_ms['p99']:,.1f} ms, {trial.errors} errors: {held}{untrusted}"

@@ -46,6 +46,9 @@ class Trial:
     driver_cpu_share: float  # of its CPUs
     connections: int  # the driver's cap
     problems: tuple[str, ...] = ()  # why it cannot be trusted ("" -> trusted)
+    # Machine -> the rate its driver processes sent at (Locust's workers); empty: one
+    # driver on this machine.
+    delivered: Mapping[str, float] = dataclasses.field(default_factory=dict)
 
     @property
     def error_ratio(self) -> float:
@@ -70,6 +73,7 @@ class Trial:
         data = dataclasses.asdict(self)
         data["latency_ms"] = dict(self.latency_ms)
         data["problems"] = list(self.problems)
+        data["delivered"] = dict(self.delivered)
         return data
 
     @classmethod

@@ -48,6 +48,10 @@ NOT_FOR_CAPACITY = {
 @click.option("--connections", type=int, default=1000, show_default=True,
               help="Connections the driver may open to keep the schedule.")
 @click.option("--timeout", type=float, default=10.0, show_default=True, help="Per request [s].")
+@click.option(
+    "--driver", default=None, help="The load driver: oha (default), or locust (its built-in "
+    "request scenario, on this machine or workers on others: --expect-workers).",
+)
 @click.option("--sleep", type=float, help="The built-in sleepy app: seconds per request "
               "(default 0.01).")
 @click.option("--server", type=click.Choice(standalone_servers()), default=DEFAULT_SERVER,
@@ -70,6 +74,7 @@ def capacity(
     confidence: float,
     connections: int,
     timeout: float,
+    driver: str | None,
     sleep: float | None,
     user: UserApp,
     run: RunOptions,
@@ -97,10 +102,18 @@ def capacity(
         confidence=confidence, connections=connections, timeout_s=timeout,
     )
     plan.check()  # before anything starts
+    from servelab.registry import scheduling_drivers
+
+    if driver is not None and driver not in scheduling_drivers():
+        raise SpecError(
+            f"--driver {driver} cannot send at a fixed rate and keep each request's "
+            "intended send time",
+            f"use one of {', '.join(scheduling_drivers())}",
+        )
     if stack["workers"] < 1:
         raise SpecError(f"--workers must be 1 or more, got {stack['workers']}", "e.g. 2")
     if file is not None:
-        experiment = capacity_of_file(file)
+        experiment = capacity_of_file(file, driver)
     else:
         app_ref = "sleepy"
         built = stack_dict(
@@ -108,7 +121,7 @@ def capacity(
             stack["transport"],
         )
         experiment = experiment_from_dict(
-            capacity_experiment("capacity", [built], {"method": "GET", "path": "/"}),
+            capacity_experiment("capacity", [built], {"method": "GET", "path": "/"}, driver),
             source="capacity",
         )
     api.capacity(experiment, plan, run, user, console=console, out=out)

@@ -24,11 +24,16 @@ What servelab runs, for one run against ``http://HOST:PORT``::
   classes, the workers, Locust's CPU warnings.
 - closed model: ``-u concurrency`` users, each sending its next request as soon as the
   previous one is answered (``wait_time`` 0 in the built-ins; the user's own otherwise),
-  all spawned within 0.1 s. Open model: the same users paced with Locust's
-  ``constant_throughput(rate / users)``: each user starts a task run every
-  ``users / rate`` seconds, and *waits for the answer first* when it is late, so a slow
-  stack gets fewer requests than asked (not a true open model: latency is measured
-  from the actual send, as Locust does; give enough users that each has slack).
+  all spawned within 0.1 s. Open model, built-in request scenario: each of the users
+  sends on a schedule of its own, one request every ``users / rate`` seconds, and
+  keeps to it when late; latency is counted from each request's intended send time
+  (as oha does; ``--servelab-schedule-rate``), and the hooks report what each machine
+  sent and at what rate (``send_rate``, ``delivered``: what ``servelab capacity``
+  checks). A locustfile's users (and the Django scenario's) are paced with Locust's
+  ``constant_throughput(rate / users)`` instead: each starts a task run every ``users
+  / rate`` seconds and *waits for the answer first* when it is late, so a slow stack
+  gets fewer requests than asked (not a true open model: latency is measured from the
+  actual send, as Locust does). Either way, give enough users that each has slack.
 - runs are bounded by a duration only (Locust has no request count); whole runs and
   slices alike.
 - ``--locust-processes N``: Locust's ``--processes N`` (a master and N worker
@@ -235,6 +240,40 @@ class LocustDriver(LoadDriver):
                 "pass --locust-user with one of those names",
             )
 
+    @property
+    def scheduled(self) -> bool:
+        """Whether the open model sends on a schedule, each request's latency counted from
+        its intended send time: the built-in request scenario's Users do (not a
+        locustfile's own, nor the Django scenario's)."""
+        return self.options.scenario == DEFAULT_SCENARIO
+
+    def send_rate(self, workdir: Path) -> float:
+        """The rate the last run's scheduled requests went out at (its processes' rates
+        added up); 0 when it sent on no schedule. What ``servelab capacity`` checks the
+        target rate against, as with oha's per-request send times."""
+        sent = self._report(workdir).get("sent") or {}
+        return float(sent.get("rate", 0.0))
+
+    def sent(self, workdir: Path) -> int | None:
+        """Requests the last run sent on its schedule (None: no schedule)."""
+        sent = self._report(workdir).get("sent")
+        return int(sent["requests"]) if sent else None
+
+    def delivered(self, workdir: Path) -> dict[str, float]:
+        """Machine -> the rate its workers sent at, in the last run (workers on other
+        machines, or --locust-processes: this machine's name); empty without workers."""
+        return {
+            str(m["machine"]): float(m["send_rate"])
+            for m in self._report(workdir).get("worker_machines") or []
+            if "send_rate" in m
+        }
+
+    def _report(self, workdir: Path) -> dict[str, Any]:
+        """The hooks' line of the last run's output, as ``run_load`` saved it."""
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            return split_output((workdir / f"{self.name}.out").read_text())[1]
+        return {}
+
     def locustfile_label(self) -> str:
         scenario = self.options.scenario
         return f"built-in scenario {scenario!r}" if scenario else f"locustfile {self._file()}"
@@ -291,8 +330,9 @@ class LocustDriver(LoadDriver):
             "--servelab-run-time", f"{load.duration_s:g}",
             "--servelab-report",
         ]  # fmt: skip
-        if load.model == "open":
-            argv += ["--servelab-user-rate", f"{float(load.rate or 0) / users:g}"]
+        if load.model == "open":  # the built-in scenario keeps a schedule (see above)
+            pacing = "--servelab-schedule-rate" if self.scheduled else "--servelab-user-rate"
+            argv += [pacing, f"{float(load.rate or 0) / users:g}"]
         if opts.scenario == DEFAULT_SCENARIO:
             argv += ["--servelab-request", request_json(request, load)]
         if opts.expect_workers:
@@ -356,7 +396,7 @@ class LocustDriver(LoadDriver):
                 LoadMachine(
                     machine=str(m["machine"]), processes=int(m["processes"]),
                     requests=int(m["requests"]), cpu_max_pct=float(m["cpu_max"]),
-                    cpu_warning=bool(m.get("cpu_warning")),
+                    cpu_warning=bool(m.get("cpu_warning")), send_rate=m.get("send_rate"),
                 )
                 for m in report.get("worker_machines") or []
             ) if self.options.expect_workers else (),

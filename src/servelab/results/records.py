@@ -74,6 +74,8 @@ class LoadMachine(Record):
     # The busiest of its processes over the run, in % of one core (its own CPU clock).
     cpu_max_pct: float
     cpu_warning: bool = False  # the driver itself warned about its CPU
+    # Requests/s its processes sent at, on the built-in scenario's schedule (open model).
+    send_rate: float | None = None
 
 
 class LoadMeasurement(Record):

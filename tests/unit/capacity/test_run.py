@@ -37,10 +37,12 @@ class QueueExecutor(FakeExecutor):
         self.rates: list[float] = []
         self.driver = SimpleNamespace(
             name="oha", keep_latencies=False, send_rate=lambda workdir: self.sent_at,
+            unsupported=lambda request, load: None,
         )
         self.send_share = send_share
         self.driver_share = driver_share
         self.sent_at = 0.0
+        self.loads: list = []
 
     def send(self, stack, workload, load, scratch):  # the throughput probe
         self.log.append(("probe", stack.variant))
@@ -51,9 +53,10 @@ class QueueExecutor(FakeExecutor):
         self.rates.append(load.rate)
         outcome = simulated.trial(load.rate, 100.0, self.rng)
         p99 = 100.0 / outcome.margin
-        requests = load.requests
+        requests = load.requests or round(load.rate * load.duration_s)
         failed = requests // 10 if outcome.errors_broke else 0
         self.sent_at = load.rate * self.send_share
+        self.loads.append(load)
         duration = requests / load.rate
         self.log.append(("measure", stack.variant, load.rate))
         return Window(
@@ -190,3 +193,31 @@ def test_without_matplotlib_the_answer_files_say_so_and_keep_the_figures(
     assert NO_MATPLOTLIB in (directory / "capacity.md").read_text()
     page = (directory / "capacity.html").read_text()
     assert "<svg" not in page and "| base |" in page
+
+
+def test_a_driver_that_counts_no_requests_runs_timed_trials_and_says_who_sent(
+    tmp_path: Path,
+) -> None:
+    """Locust runs for a duration: its trials are the trial's length at the rate, what it
+    sent is its own count, and each machine's send rate is kept with the trial (in
+    trials.jsonl and capacity.md)."""
+    stacks = {"base": SimulatedStack(saturation=1000)}
+    executor = QueueExecutor(stacks)
+    executor.driver = SimpleNamespace(
+        name="locust", keep_latencies=False, send_rate=lambda workdir: executor.sent_at,
+        unsupported=lambda request, load: "no request count" if load.requests else None,
+        sent=lambda workdir: 1234,
+        delivered=lambda workdir: {"load-a": executor.sent_at / 2, "load-b": 0.5},
+    )
+    plan = CapacityPlan(slo=SLO, connections=100_000, trial_s=4.0, max_trials=4)
+    [answer], _, _ = _measure(tmp_path, stacks, executor, plan)
+    assert executor.loads and all(
+        load.requests is None and load.duration_s == 4.0 and load.model == "open"
+        for load in executor.loads
+    )
+    first = answer.trials[0]
+    assert first.sent == 1234 and first.seconds == 4.0
+    assert first.delivered == {"load-a": first.rate / 2, "load-b": 0.5}
+    [directory] = [p for p in tmp_path.iterdir() if p.name.startswith("capacity-cap-")]
+    assert read_trials(directory)[0].delivered == first.delivered
+    assert f"load-a {first.rate / 2:,.1f}" in (directory / "capacity.md").read_text()

@@ -133,10 +133,39 @@ def test_command_closed_model_builtin_scenario():
     assert "--processes" not in argv and "--servelab-user-rate" not in argv
 
 
-def test_command_open_model_paces_each_user():
+def test_command_open_model_sends_each_user_on_a_schedule(tmp_path):
+    """The built-in scenario keeps a schedule per user (latency from the intended send
+    time); a locustfile's users are paced by Locust's constant_throughput."""
     load = LoadSpec(model="open", rate=300, concurrency=30, duration_s=2)
     argv = locust().command(URL, GET, load, None, WORK)
+    assert argv[argv.index("--servelab-schedule-rate") + 1] == "10"
+    assert "--servelab-user-rate" not in argv and locust().scheduled
+    own = locust(locustfile=str(tmp_path / "locustfile.py"))
+    argv = own.command(URL, GET, load, None, WORK)
     assert argv[argv.index("--servelab-user-rate") + 1] == "10"
+    assert "--servelab-schedule-rate" not in argv and not own.scheduled
+
+
+def test_what_a_schedule_sent_is_read_by_machine(tmp_path):
+    """send_rate, sent and delivered read the hooks' line of the saved output; without a
+    schedule, nothing."""
+    machines = [{"machine": "load-a", "processes": 2, "requests": 600, "cpu_max": 40.0,
+                 "sent": 600, "send_rate": 99.5},
+                {"machine": "load-b", "processes": 1, "requests": 300, "cpu_max": 30.0,
+                 "sent": 300, "send_rate": 50.1}]
+    driver = locust(expect_workers=3)
+    (tmp_path / "locust.out").write_text(remote_report(
+        worker_machines=machines, sent={"requests": 900, "rate": 149.6}))
+    assert driver.send_rate(tmp_path) == 149.6 and driver.sent(tmp_path) == 900
+    assert driver.delivered(tmp_path) == {"load-a": 99.5, "load-b": 50.1}
+    m = driver.parse(remote_report(worker_machines=machines), "", LoadSpec(duration_s=1))
+    assert [x.send_rate for x in m.machines] == [99.5, 50.1]
+    (tmp_path / "locust.out").write_text(remote_report())  # no schedule
+    assert driver.send_rate(tmp_path) == 0.0 and driver.sent(tmp_path) is None
+    assert driver.delivered(tmp_path) == {}
+    empty = tmp_path / "none"
+    empty.mkdir()
+    assert driver.send_rate(empty) == 0.0 and driver.delivered(empty) == {}
 
 
 def test_command_mix_and_user_class():

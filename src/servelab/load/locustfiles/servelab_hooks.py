@@ -10,7 +10,8 @@ The scenario itself (the user's locustfile) is left as it is. This file only:
   ``--stop-timeout``) and counted;
 - with ``--servelab-user-rate R``, paces every User at R task runs per second
   (Locust's ``constant_throughput``), replacing the scenario's own ``wait_time``:
-  servelab's open model;
+  servelab's open model for a locustfile (the built-in scenario keeps a schedule of its
+  own, ``--servelab-schedule-rate``: see servelab_request.py);
 - when Locust quits (master or single process), with ``--servelab-report``, prints one
   line to stdout, after the statistics Locust's ``--json`` printed there: the
   failures by request and message (``RequestStats.serialize_errors``, the same as
@@ -50,6 +51,8 @@ from locust.argument_parser import LocustArgumentParser
 from locust.env import Environment
 from locust.rpc import Message
 from locust.runners import STATE_MISSING, MasterRunner, Runner, WorkerRunner
+
+from servelab.load.schedule import send_rate
 
 MACHINE_ENV = "SERVELAB_WORKER_MACHINE"
 MACHINE_MESSAGE = "servelab_machine"
@@ -132,9 +135,20 @@ def _name_machine(client_id: str, data: dict[str, Any], **_kwargs: Any) -> None:
     """A worker's report: its machine, and its CPU seconds and wall seconds since its test
     started (Locust's own CPU figure is sampled every 5 s: none in a short run)."""
     data["servelab_machine"] = _own_machine()
+    sent = _sent()
+    if sent is not None:
+        data["servelab_sent"] = sent
     if "cpu_from" in _state:
         wall0, cpu0 = _state["cpu_from"]
         data["servelab_cpu"] = [_cpu_s() - cpu0, time.monotonic() - wall0]
+
+
+def _sent() -> list[float] | None:
+    """This process's scheduled sends so far: [requests, first, last send (s)]; None
+    when it sends on no schedule (a locustfile's Users, or the closed model)."""
+    environment = _state.get("environment")
+    sent = getattr(environment, "servelab_sent", None)
+    return list(sent) if sent and sent[0] else None
 
 
 def _cpu_s() -> float:
@@ -251,6 +265,8 @@ def _reported(client_id: str, data: dict[str, Any], **_kwargs: Any) -> None:
         _state["machines"][client_id] = data["servelab_machine"]
     row = _state["by_worker"].setdefault(client_id, {"requests": 0, "cpu_pct": 0.0})
     row["requests"] += int((data.get("stats_total") or {}).get("num_requests", 0))
+    if data.get("servelab_sent"):  # cumulative: the latest report holds all of it
+        row["sent"] = data["servelab_sent"]
     cpu_s, wall_s = data.get("servelab_cpu") or (0.0, 0.0)
     if wall_s > 0:
         row["cpu_pct"] = 100.0 * cpu_s / wall_s
@@ -272,9 +288,22 @@ def _machines_report() -> list[dict[str, Any]]:
         )
         row["processes"] += 1
         row["requests"] += seen["requests"]
+        if "sent" in seen:  # its processes send at the same time: their rates add up
+            row["sent"] = row.get("sent", 0) + int(seen["sent"][0])
+            row["send_rate"] = row.get("send_rate", 0.0) + send_rate(seen["sent"])
         row["cpu_max"] = max(row["cpu_max"], seen["cpu_pct"])
         row["cpu_warning"] = row["cpu_warning"] or seen.get("cpu_warning", False)
     return sorted(rows.values(), key=lambda r: r["machine"])
+
+
+def _sends_total() -> dict[str, float] | None:
+    rows = [seen["sent"] for seen in _state.get("by_worker", {}).values() if "sent" in seen]
+    if not rows and (own := _sent()) is not None:  # no workers: this process sent
+        rows = [own]
+    if not rows:
+        return None
+    return {"requests": sum(int(r[0]) for r in rows),
+            "rate": sum(send_rate(r) for r in rows)}
 
 
 @events.quit.add_listener
@@ -307,6 +336,9 @@ def _quit(exit_code: int, **_kwargs: Any) -> None:
             {"count": e["count"], "msg": e["msg"], "traceback": e["traceback"]}
             for e in runner.exceptions.values()
         ],
+        # Scheduled sends (the built-in scenario's open model): by all processes, and
+        # the rate they sent at (per machine: worker_machines).
+        "sent": _sends_total(),
         "total": {
             "start_time": stats.total.start_time,
             "last_request_timestamp": stats.total.last_request_timestamp,

@@ -13,23 +13,68 @@ its workers. An answer other than the expected status is a failure named
 Two User classes send the same request: ``FastRequestUser`` (FastHttpUser,
 geventhttpclient: servelab's default, several times cheaper per request) and
 ``RequestUser`` (HttpUser, python-requests), chosen by servelab on the command line.
+
+The open model (``--servelab-schedule-rate R``, each User's share of the rate): each
+process keeps one schedule, evenly spaced send times at R times its Users
+(``servelab.load.schedule.Schedule``), and its next free User takes the next time, as
+oha's connections do; a slow answer holds only its own User. A User that takes a time
+already past (all were busy) sends at once, and each request's response time is counted
+from its *intended* send time, as oha and wrk2 count it (no coordinated omission; give
+enough Users that one is free, rate x latency). A User waits for its send time in Locust's
+``wait_time``, where a stopping run ends it. Each process counts what it sent
+(``sent_so_far``): the hooks report it by machine.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import random
+import time
 from collections.abc import Callable
 from typing import Any
 
-from locust import FastHttpUser, HttpUser, TaskSet, constant, events
+from locust import FastHttpUser, HttpUser, TaskSet, events
 from locust.argument_parser import LocustArgumentParser
 from locust.env import Environment
+from locust.runners import STATE_RUNNING, STATE_SPAWNING
+
+from servelab.load.schedule import Schedule
 
 
 @events.init_command_line_parser.add_listener
 def _options(parser: LocustArgumentParser, **_kwargs: Any) -> None:
     parser.add_argument("--servelab-request", default="{}", include_in_web_ui=False)
+    parser.add_argument(
+        "--servelab-schedule-rate", type=float, default=0.0, include_in_web_ui=False
+    )
+
+
+# What this process sent on schedules: [requests, first send, last send] (perf_counter s).
+sent_so_far: list[float] = [0, 0.0, 0.0]
+SENDING = (STATE_SPAWNING, STATE_RUNNING)  # a runner's states that send
+# This process's schedule; made anew in a process forked after this file was loaded
+# (Locust's --processes), whose schedule must not run in step with its siblings'.
+_process: dict[str, Any] = {}
+
+
+def _schedule() -> Schedule:
+    if _process.get("pid") != os.getpid():
+        _process.update(pid=os.getpid(), schedule=Schedule(random.SystemRandom().random()))
+    return _process["schedule"]
+
+
+def _count_send(at: float) -> None:
+    if not sent_so_far[0]:
+        sent_so_far[1] = at
+    sent_so_far[0] += 1
+    sent_so_far[2] = at
+
+
+@events.init.add_listener
+def _share_sent(environment: Environment, **_kwargs: Any) -> None:
+    """What this process sent, where servelab's hooks read it for their report."""
+    environment.servelab_sent = sent_so_far  # type: ignore[attr-defined]
 
 
 def _request(environment: Environment) -> dict[str, Any]:
@@ -73,7 +118,30 @@ class _Sends:
             "expect": int(request["expect_status"]),
         }
 
+    def _rate(self) -> float:
+        """Each User's share of the schedule's rate; 0: no schedule (closed model)."""
+        return getattr(self.environment.parsed_options, "servelab_schedule_rate", 0.0) or 0.0
+
+    def servelab_wait(self) -> float:
+        """Locust's wait_time: on a schedule, take the process's next send time and wait
+        for it (none when it is past); 0 otherwise."""
+        rate = self._rate()
+        if rate <= 0:
+            return 0.0
+        users = max(1, self.environment.runner.target_user_count)  # type: ignore[union-attr]
+        now = time.perf_counter()
+        at = self.__dict__["_servelab_at"] = _schedule().claim(now, 1.0 / (rate * users))
+        return max(0.0, at - now)
+
     def send(self) -> None:
+        intended = None
+        if self._rate() > 0:
+            intended = self.__dict__.pop("_servelab_at", None)
+            if intended is None:  # a User's first task comes before its first wait
+                return
+            if self.environment.runner.state not in SENDING:  # type: ignore[union-attr]
+                return  # the run is ending: no new requests (those in flight are answered)
+            _count_send(time.perf_counter())
         r = self._servelab
         paths = r["paths"]
         path = paths[0] if len(paths) == 1 else random.choices(paths, weights=r["weights"])[0]
@@ -81,6 +149,8 @@ class _Sends:
             r["method"], path, headers=r["headers"], data=r["body"], catch_response=True,
             name=path, **self._extra,
         ) as response:
+            if intended is not None:  # from the intended send time (see the module's doc)
+                response.request_meta["response_time"] = 1000 * (time.perf_counter() - intended)
             if response.status_code == r["expect"]:
                 response.success()
             elif response.status_code:
@@ -89,8 +159,12 @@ class _Sends:
                 response.failure(response.error or "no answer")
 
 
+def _wait_time(user: Any) -> float:
+    return user.servelab_wait()
+
+
 class FastRequestUser(_Sends, FastHttpUser):
-    wait_time = constant(0)
+    wait_time = _wait_time
     # A mixin's @task is not collected. (Locust's User declares tasks per instance: no
     # ClassVar.)
     tasks: list[TaskSet | Callable[..., Any]] = [_Sends.send]  # noqa: RUF012
@@ -103,7 +177,7 @@ class FastRequestUser(_Sends, FastHttpUser):
 
 
 class RequestUser(_Sends, HttpUser):
-    wait_time = constant(0)
+    wait_time = _wait_time
     tasks: list[TaskSet | Callable[..., Any]] = [_Sends.send]  # noqa: RUF012 (as above)
 
     def __init__(self, environment: Environment) -> None:
