@@ -235,9 +235,11 @@ def test_capacity_trials_sent_from_another_machine_hold_the_known_capacity(tmp_p
         assert list(trial["delivered"]) == ["machine-b"], trial
         assert trial["delivered"]["machine-b"] == pytest.approx(trial["send_rate"])
         assert abs(trial["send_rate"] / trial["rate"] - 1) <= 0.01, trial
-        # Most of the 3 s: they count from the master's start, the worker's users start
-        # once its spawn message has come (58 of 62 in one run).
-        assert trial["seconds"] == 3 and trial["sent"] >= 0.85 * 3 * trial["rate"], trial
+        # The schedule's own length: the 3 s count from the master's start, the worker's
+        # users start once its spawn message has come (2.8 s alone, 2.3 s in a CI run
+        # beside other tests).
+        assert 1.5 <= trial["seconds"] <= 3.1, trial
+        assert trial["sent"] == pytest.approx(trial["seconds"] * trial["rate"], rel=0.03)
     [variant] = json.loads((directory / "capacity.json").read_text())["variants"]
     assert variant["interval_rps"] is not None, study_log
     low, high = variant["interval_rps"]

@@ -295,10 +295,16 @@ def run_trial(
     share = max([share, *(m.cpu_max_pct / 100 for m in measured.machines)])
     driver_files = scratch / MEASURED_DIR
     sent = load.requests or getattr(driver, "sent", lambda _: None)(driver_files) or answered
+    send_rate = driver.send_rate(driver_files)
+    # A timed driver's schedule runs for less than the trial when its users start late
+    # (Locust's workers on other machines, once the spawn message reaches them): the
+    # schedule's own length, from what it sent.
+    seconds = load.requests / rate if load.requests else (
+        sent / send_rate if send_rate > 0 else plan.trial_s
+    )
     trial = Trial(
         variant=variant, number=number, rate=rate, started=window.started,
-        seconds=load.requests / rate if load.requests else plan.trial_s,
-        sent=sent, send_rate=driver.send_rate(driver_files), answered=answered,
+        seconds=seconds, sent=sent, send_rate=send_rate, answered=answered,
         errors=max(0, sent - measured.ok_responses),
         latency_ms=measured_latencies(window.latencies_ms),
         driver_cpu_share=share, connections=plan.connections,
