@@ -694,3 +694,12 @@ def left_namespaces() -> set[str]:
         if maker == os.getpid() or not psutil.pid_exists(maker):
             found.add(name)
     return found
+
+
+def start_logged(argv: list[str], log: Path, cwd: Path, env: dict[str, str]) -> subprocess.Popen:
+    """``argv`` started in a session of its own (Ctrl-C reaches it by ``ctrl_c``, SIGINT
+    as a terminal would send it), its output in ``log``."""
+    return subprocess.Popen(
+        argv, stdout=log.open("w"), stderr=subprocess.STDOUT, cwd=cwd, env=env,
+        start_new_session=True, preexec_fn=with_default_sigint,
+    )  # fmt: skip

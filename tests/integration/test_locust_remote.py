@@ -22,14 +22,13 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
-from support import ctrl_c, namespace_pids, two_machines, unused_subnet, with_default_sigint
+from support import ctrl_c, namespace_pids, start_logged, two_machines, unused_subnet
 
 from servelab.errors import LoadDriverError, SpecError
 from servelab.host.netns import unavailable_reason
@@ -72,13 +71,6 @@ def locust_workers(name: str) -> list[int]:
     return found
 
 
-def start(argv: list[str], log: Path, cwd: Path, env: dict[str, str]) -> subprocess.Popen:
-    return subprocess.Popen(
-        argv, stdout=log.open("w"), stderr=subprocess.STDOUT, cwd=cwd, env=env,
-        start_new_session=True, preexec_fn=with_default_sigint,
-    )  # fmt: skip
-
-
 def runs_stored(results: Path) -> list[dict]:
     found = list(results.glob("*/runs.jsonl"))
     if not found:
@@ -115,12 +107,12 @@ def test_remote_workers_serve_every_run_of_a_study_and_a_resume_after_they_vanis
             "-c", "10", "--warmup", "0", "--app", "countapp:app", "--results", str(results),
             "--access-log",
         ]  # fmt: skip
-        worker = start(worker_argv, tmp_path / "worker.log", tmp_path, env)
+        worker = start_logged(worker_argv, tmp_path / "worker.log", tmp_path, env)
         study = None
         try:
             # 1. The workers vanish mid-experiment: SIGTERM to their supervisor (it stops
             # its workers) once two runs are stored and the third run's load has begun.
-            study = start(study_argv, tmp_path / "study.log", tmp_path, env)
+            study = start_logged(study_argv, tmp_path / "study.log", tmp_path, env)
             deadline = time.monotonic() + 120
             while len(runs_stored(results)) < 2 and study.poll() is None:
                 assert time.monotonic() < deadline, (tmp_path / "study.log").read_text()
@@ -145,8 +137,8 @@ def test_remote_workers_serve_every_run_of_a_study_and_a_resume_after_they_vanis
 
             # 2. The workers started again, the same command with --resume finishes it.
             count_log.rename(tmp_path / "requests-before-resume.log")
-            worker = start(worker_argv, tmp_path / "worker2.log", tmp_path, env)
-            study = start([*study_argv, "--resume"], tmp_path / "study2.log", tmp_path, env)
+            worker = start_logged(worker_argv, tmp_path / "worker2.log", tmp_path, env)
+            study = start_logged([*study_argv, "--resume"], tmp_path / "study2.log", tmp_path, env)
             status = study.wait(150)
             study_log = (tmp_path / "study2.log").read_text()
             worker_log = (tmp_path / "worker2.log").read_text()
@@ -190,59 +182,3 @@ def test_remote_workers_serve_every_run_of_a_study_and_a_resume_after_they_vanis
     worker_log = (tmp_path / "worker2.log").read_text()
     assert worker_log.count("restarted for the next run") >= 6 - len(kept), worker_log
 
-
-def test_capacity_trials_sent_from_another_machine_hold_the_known_capacity(tmp_path):
-    """`servelab capacity --driver locust` with its Locust worker on the other machine
-    (issue 35, item 6): every trial sent on the built-in scenario's schedule, at the rate
-    asked within 1 % (checked by the trial's own rule), the machine that sent it named
-    with its rate in trials.jsonl, capacity.md and the console; the capacity of one
-    sync worker sleeping 20 ms a request (tests/integration/test_capacity.py's stack)
-    inside its interval's reach."""
-    servelab = [sys.executable, "-m", "servelab"]
-    results = tmp_path / "results"
-    if unused_subnet() is None:
-        pytest.skip("no free 10.213.N.0/30 for the test's veth pair")
-    env = {**os.environ, "SERVELAB_SLEEP_S": "0.02"}
-    with two_machines("slcap") as (study_ns, study_addr, worker_ns, _):
-        worker = start(
-            ["ip", "netns", "exec", worker_ns, *servelab, "locust-worker", "--master-host",
-             study_addr, "--processes", "1", "--name", "machine-b"],
-            tmp_path / "worker.log", tmp_path, env,
-        )
-        study = None
-        try:
-            study = start([
-                "nsenter", f"--net=/run/netns/{study_ns}", *servelab, "capacity",
-                "--app", "servelab.apps.sleepy_wsgi:app", "--workers", "1",
-                "--slo", "p99<200ms,errors<1%", "--trial-seconds", "3", "--max-trials", "8",
-                "--half-width", "10", "--connections", "200", "--driver", "locust",
-                "--expect-workers", "1", "--expect-workers-timeout", "30",
-                "--listen", study_addr, "--results", str(results),
-            ], tmp_path / "study.log", tmp_path, env)
-            status = study.wait(240)
-            study_log = (tmp_path / "study.log").read_text()
-            assert status == 0, study_log[-3000:] + (tmp_path / "worker.log").read_text()[-2000:]
-            assert namespace_pids(study_ns) == []
-        finally:
-            if study is not None and study.poll() is None:
-                ctrl_c(study)
-            assert ctrl_c(worker) == 130, (tmp_path / "worker.log").read_text()
-        assert namespace_pids(worker_ns) == []
-    [directory] = results.glob("capacity-*")
-    trials = [json.loads(line) for line in (directory / "trials.jsonl").read_text().splitlines()]
-    assert trials and all(not t["problems"] for t in trials), trials
-    for trial in trials:
-        assert list(trial["delivered"]) == ["machine-b"], trial
-        assert trial["delivered"]["machine-b"] == pytest.approx(trial["send_rate"])
-        assert abs(trial["send_rate"] / trial["rate"] - 1) <= 0.01, trial
-        # The schedule's own length: the 3 s count from the master's start, the worker's
-        # users start once its spawn message has come (2.8 s alone, 2.3 s in a CI run
-        # beside other tests).
-        assert 1.5 <= trial["seconds"] <= 3.1, trial
-        assert trial["sent"] == pytest.approx(trial["seconds"] * trial["rate"], rel=0.03)
-    [variant] = json.loads((directory / "capacity.json").read_text())["variants"]
-    assert variant["interval_rps"] is not None, study_log
-    low, high = variant["interval_rps"]
-    assert high >= 0.75 * 50 and low <= 50, (low, high)  # one worker serves 50 a second
-    assert "(machine-b " in (directory / "capacity.md").read_text()
-    assert "sent by machine-b" in study_log
