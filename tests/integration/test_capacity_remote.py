@@ -28,13 +28,13 @@ pytestmark = [
 ]
 
 
-def test_capacity_trials_sent_from_another_machine_hold_the_known_capacity(tmp_path):
+def test_capacity_trials_sent_from_another_machine_find_the_known_capacity(tmp_path):
     """`servelab capacity --driver locust` with its Locust worker on the other machine
     (issue 35, item 6): every trial sent on the built-in scenario's schedule, at the rate
     asked within 1 % (checked by the trial's own rule), the machine that sent it named
-    with its rate in trials.jsonl, capacity.md and the console; the capacity of one
-    sync worker sleeping 20 ms a request (tests/integration/test_capacity.py's stack)
-    inside its interval's reach."""
+    with its rate in trials.jsonl, capacity.md and the console; the search's estimate
+    near the capacity of one sync worker sleeping 20 ms a request
+    (tests/integration/test_capacity.py's stack)."""
     servelab = [sys.executable, "-m", "servelab"]
     results = tmp_path / "results"
     if unused_subnet() is None:
@@ -77,9 +77,12 @@ def test_capacity_trials_sent_from_another_machine_hold_the_known_capacity(tmp_p
         # beside other tests).
         assert 1.5 <= trial["seconds"] <= 3.1, trial
         assert trial["sent"] == pytest.approx(trial["seconds"] * trial["rate"], rel=0.03)
+    # The search's estimate near what one worker serves (50 a second). Not its interval:
+    # beside other tests 8 trials did not always narrow it (alone: 49 [49, 49]); the
+    # interval holding a known capacity is tests/integration/test_capacity.py's.
     [variant] = json.loads((directory / "capacity.json").read_text())["variants"]
-    assert variant["interval_rps"] is not None, study_log
-    low, high = variant["interval_rps"]
-    assert high >= 0.75 * 50 and low <= 50, (low, high)  # one worker serves 50 a second
+    assert variant["capacity_rps"] is not None, study_log
+    assert 0.75 * 50 <= variant["capacity_rps"] <= 1.02 * 50, study_log
+    assert variant["highest_held_rps"] < 51 and variant["lowest_broken_rps"] > 37, study_log
     assert "(machine-b " in (directory / "capacity.md").read_text()
     assert "sent by machine-b" in study_log
