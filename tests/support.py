@@ -703,3 +703,24 @@ def start_logged(argv: list[str], log: Path, cwd: Path, env: dict[str, str]) -> 
         argv, stdout=log.open("w"), stderr=subprocess.STDOUT, cwd=cwd, env=env,
         start_new_session=True, preexec_fn=with_default_sigint,
     )  # fmt: skip
+
+
+def _locust_across_namespaces() -> list:
+    """Skips for a test that runs Locust workers in a network namespace of its own: only
+    where Locust is installed beside this Python and namespaces can be made."""
+    import sys
+
+    import pytest
+
+    from servelab.host.netns import unavailable_reason
+
+    why = unavailable_reason()
+    return [
+        pytest.mark.skipif(
+            not (Path(sys.executable).parent / "locust").is_file(), reason="locust not installed"
+        ),
+        pytest.mark.skipif(why is not None, reason=f"no network namespaces: {why}"),
+    ]
+
+
+LOCUST_ACROSS_NAMESPACES = _locust_across_namespaces()

@@ -10,22 +10,18 @@ from __future__ import annotations
 import json
 import os
 import sys
-from pathlib import Path
 
 import pytest
-from support import ctrl_c, namespace_pids, start_logged, two_machines, unused_subnet
+from support import (
+    LOCUST_ACROSS_NAMESPACES,
+    ctrl_c,
+    namespace_pids,
+    start_logged,
+    two_machines,
+    unused_subnet,
+)
 
-from servelab.host.netns import unavailable_reason
-
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(
-        not (Path(sys.executable).parent / "locust").is_file(), reason="locust not installed"
-    ),
-    pytest.mark.skipif(
-        unavailable_reason() is not None, reason=f"no network namespaces: {unavailable_reason()}"
-    ),
-]
+pytestmark = [pytest.mark.integration, *LOCUST_ACROSS_NAMESPACES]
 
 
 def test_capacity_trials_sent_from_another_machine_find_the_known_capacity(tmp_path):

@@ -28,20 +28,18 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from support import ctrl_c, namespace_pids, start_logged, two_machines, unused_subnet
+from support import (
+    LOCUST_ACROSS_NAMESPACES,
+    ctrl_c,
+    namespace_pids,
+    start_logged,
+    two_machines,
+    unused_subnet,
+)
 
 from servelab.errors import LoadDriverError, SpecError
-from servelab.host.netns import unavailable_reason
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(
-        not (Path(sys.executable).parent / "locust").is_file(), reason="locust not installed"
-    ),
-    pytest.mark.skipif(
-        unavailable_reason() is not None, reason=f"no network namespaces: {unavailable_reason()}"
-    ),
-]
+pytestmark = [pytest.mark.integration, *LOCUST_ACROSS_NAMESPACES]
 
 # A WSGI app that notes, for every request, the client address nginx passed on.
 APP = """

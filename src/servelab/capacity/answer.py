@@ -90,7 +90,7 @@ def markdown(
 
 def sent_at(trial: Trial) -> str:
     """The rate a trial was sent at, and by machine when workers on several sent it."""
-    by_machine = ", ".join(f"{m} {rate:,.1f}" for m, rate in trial.delivered.items())
+    by_machine = trial.by_machine()
     return f"{trial.send_rate:,.1f}" + (f" ({by_machine})" if by_machine else "")
 
 

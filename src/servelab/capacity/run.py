@@ -457,9 +457,7 @@ class ConsoleEvents(CapacityEvents):
             )
         untrusted = f" (not trusted: {'; '.join(trial.problems)})" if trial.problems else ""
         if trial.delivered:
-            so_far += "; sent by " + ", ".join(
-                f"{m} {rate:,.1f}" for m, rate in trial.delivered.items()
-            )
+            so_far += f"; sent by {trial.by_machine()}"
         self.console.print(
             f"  trial {trial.number}: {trial.rate:,.1f} req/s, p99 "
             f"{trial.latency_ms['p99']:,.1f} ms, {trial.errors} errors: {held}{untrusted}"

@@ -50,6 +50,10 @@ class Trial:
     # driver on this machine.
     delivered: Mapping[str, float] = dataclasses.field(default_factory=dict)
 
+    def by_machine(self, digits: int = 1) -> str:
+        """``delivered`` in words: "load-a 99.5, load-b 50.1" (empty: one driver here)."""
+        return ", ".join(f"{m} {rate:,.{digits}f}" for m, rate in self.delivered.items())
+
     @property
     def error_ratio(self) -> float:
         return self.errors / self.sent if self.sent else 1.0

@@ -42,6 +42,7 @@ def moved_to(roots: Iterable[int], cpus: str) -> Iterator[list[int]]:
     until the block ends, then on the CPUs it had before; yields the pids moved. A
     process gone meanwhile is left out (one that ends is no longer anyone's to move)."""
     moved: dict[int, set[int]] = {}
+    to = parse_cpu_list(cpus)
     try:
         for root in roots:
             with contextlib.suppress(psutil.Error):
@@ -49,7 +50,7 @@ def moved_to(roots: Iterable[int], cpus: str) -> Iterator[list[int]]:
                 for process in (tree, *tree.children(recursive=True)):
                     with contextlib.suppress(ProcessLookupError, psutil.Error):
                         before = os.sched_getaffinity(process.pid)
-                        os.sched_setaffinity(process.pid, parse_cpu_list(cpus))
+                        os.sched_setaffinity(process.pid, to)
                         moved[process.pid] = before
         yield list(moved)
     finally:
