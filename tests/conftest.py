@@ -120,8 +120,10 @@ SERIAL_GROUPS: dict[str, tuple[str, ...]] = {
     "postgres": ("tests/integration/test_slow_database.py",
                  "tests/integration/test_django_postgres.py"),
     # They look for any Locust process, not only their own.
+    # (The remote capacity test too: it measured beside test_locust in CI, whose tests
+    # then saw its Locust master and worker.)
     "locust": tuple(f"tests/integration/test_{name}.py"
-                    for name in ("locust", "locust_remote", "load_drivers")),
+                    for name in ("locust", "locust_remote", "load_drivers", "capacity_remote")),
 }
 
 

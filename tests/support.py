@@ -724,3 +724,13 @@ def _locust_across_namespaces() -> list:
 
 
 LOCUST_ACROSS_NAMESPACES = _locust_across_namespaces()
+
+
+def sleepy_capacity_bound(sleep_s: float, slo_s: float, trial_s: float) -> float:
+    """The highest rate at which one sync worker that sleeps ``sleep_s`` a request keeps
+    its p99 under ``slo_s`` in a ``trial_s`` trial sent at evenly spaced times (the stacks
+    of the capacity tests): up to 1 / sleep_s no queue forms; past it the queue grows all
+    trial, and p99 (the trial's last requests) passes the SLO once their wait does, at
+    (rate x sleep_s - 1) x trial_s = slo_s - sleep_s. Short trials hold a little more
+    than 1 / sleep_s."""
+    return (1 + (slo_s - sleep_s) / trial_s) / sleep_s

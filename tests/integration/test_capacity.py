@@ -1,9 +1,10 @@
 """`servelab capacity` on a real stack whose capacity is known in advance: one gunicorn
 sync worker whose every request sleeps 20 ms behind nginx. oha sends at evenly spaced
 times, so below 1 / 20 ms = 50 req/s no queue forms (p99 about the sleep), and past it
-the queue grows for the whole trial: the capacity at p99 < 200 ms is just under 50 req/s,
-less what nginx and gunicorn add to each request (a few per cent here). Also: the user's
-app by --app, every trial trusted and written, nothing left running."""
+the queue grows for the whole trial: the capacity at p99 < 200 ms is near 50 req/s, less
+what nginx and gunicorn add to each request (a few per cent here), and at most a little
+above it in a 4 s trial, whose queue stays short (``support.sleepy_capacity_bound``).
+Also: the user's app by --app, every trial trusted and written, nothing left running."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
-from support import run_cli
+from support import run_cli, sleepy_capacity_bound
 
 pytestmark = pytest.mark.integration
 
@@ -36,7 +37,7 @@ def test_the_interval_holds_the_known_capacity(tmp_path: Path) -> None:
     # per request is a few per cent of 20 ms on this VM, at its slowest under a quarter).
     assert low <= variant["capacity_rps"] <= high
     assert high >= 0.75 * BOUND and low <= BOUND, (low, high)
-    assert variant["capacity_rps"] <= 1.02 * BOUND
+    assert variant["capacity_rps"] <= sleepy_capacity_bound(SLEEP_S, 0.2, 4.0)  # 52.25
     trials = [json.loads(line) for line in (directory / "trials.jsonl").read_text().splitlines()]
     assert len(trials) == variant["trials"] and all(not t["problems"] for t in trials)
     assert all(abs(t["send_rate"] / t["rate"] - 1) <= 0.01 for t in trials if t["answered"] > 10)

@@ -26,6 +26,17 @@ def test_a_late_claim_takes_a_time_already_past_and_the_schedule_goes_on():
     assert all(at < 6.0 for at in late)
 
 
+def test_a_schedule_with_a_length_sends_that_long_from_its_first_claim_by_its_own_clock():
+    """3 s at 10 a second: 30 sends whatever the moments the users ask (a worker whose
+    stop message comes late sends no more); unbounded without a length."""
+    schedule = Schedule(offset=0.5, length_s=3.0)
+    claimed = [schedule.claim(100.0 + 0.05 * i, 0.1) for i in range(60)]
+    assert sum(schedule.sends(at) for at in claimed) == 30
+    assert max(at for at in claimed if schedule.sends(at)) == pytest.approx(102.95)
+    unbounded = Schedule(offset=0.5)
+    assert all(unbounded.sends(unbounded.claim(100.0, 0.1)) for _ in range(1000))
+
+
 def test_a_process_send_rate_is_its_requests_over_its_sending_time():
     assert send_rate([101, 10.0, 12.0]) == pytest.approx(50.0)
     assert send_rate([1, 10.0, 10.0]) == 0.0  # one send is no rate

@@ -5,8 +5,10 @@ The scenario itself (the user's locustfile) is left as it is. This file only:
 - adds the ``--servelab-*`` options servelab passes (Locust forwards custom options
   to its workers with every spawn message);
 - stops the run after ``--servelab-run-time`` seconds (fractions allowed: Locust's own
-  ``--run-time`` takes whole seconds), counted from the test's start, once the
-  expected workers have connected; requests in flight then are waited for (up to
+  ``--run-time`` takes whole seconds), counted from the test's start in a single
+  process, and on a master from its workers' spawning complete (each has started its
+  Users: a worker on another machine hears the spawn message late), once the expected
+  workers have connected; requests in flight then are waited for (up to
   ``--stop-timeout``) and counted;
 - with ``--servelab-user-rate R``, paces every User at R task runs per second
   (Locust's ``constant_throughput``), replacing the scenario's own ``wait_time``:
@@ -57,6 +59,7 @@ from servelab.load.schedule import send_rate
 MACHINE_ENV = "SERVELAB_WORKER_MACHINE"
 MACHINE_MESSAGE = "servelab_machine"
 _state: dict[str, Any] = {}
+SPAWN_GRACE_S = 10.0  # a master whose workers never report spawning complete stops this late
 
 if os.environ.get(MACHINE_ENV):
     # A supervised worker (servelab locust-worker): ask for a master every second, not
@@ -226,9 +229,31 @@ def _start(environment: Environment, **_kwargs: Any) -> None:
         print(json.dumps({"servelab_started": _connected(environment.runner)}),
               file=sys.stderr, flush=True)
         _state["waited_s"] = time.monotonic() - _state.get("ready_at", time.monotonic())
-    run_time = getattr(environment.parsed_options, "servelab_run_time", 0.0) or 0.0
-    if run_time > 0:
+    run_time = _run_time(environment)
+    if run_time > 0 and isinstance(environment.runner, MasterRunner):
+        # Timed from the workers' spawning complete (below); this only bounds a run whose
+        # workers never say so.
+        gevent.spawn_later(run_time + SPAWN_GRACE_S, _finish, environment.runner)
+    elif run_time > 0:
         gevent.spawn_later(run_time, _finish, environment.runner)
+
+
+@events.spawning_complete.add_listener
+def _spawned(**_kwargs: Any) -> None:
+    """A master's run lasts its run time from when its workers' Users have all started,
+    not from its own start: a worker on another machine hears the spawn message late, and
+    its schedule (which lasts the run time from its first send) must not be cut short."""
+    environment = _state.get("environment")
+    if environment is None or not isinstance(environment.runner, MasterRunner):
+        return
+    run_time = _run_time(environment)
+    if run_time > 0 and not _state.get("timed"):
+        _state["timed"] = True
+        gevent.spawn_later(run_time, _finish, environment.runner)
+
+
+def _run_time(environment: Environment) -> float:
+    return getattr(environment.parsed_options, "servelab_run_time", 0.0) or 0.0
 
 
 def _finish(runner: Runner) -> None:
@@ -237,6 +262,8 @@ def _finish(runner: Runner) -> None:
     report (sent once its users have stopped): its own quit would wait only 0.5 s for
     them, and a slow request's answer would be lost. (Not ``runner.stop()``: stopped
     workers leave the master's list, then never get its quit and outlive it.)"""
+    if _state.get("finishing"):
+        return  # the other timer came first
     _state["finishing"] = True
     if isinstance(runner, MasterRunner):
         for client in runner.clients.all:

@@ -21,8 +21,10 @@ oha's connections do; a slow answer holds only its own User. A User that takes a
 already past (all were busy) sends at once, and each request's response time is counted
 from its *intended* send time, as oha and wrk2 count it (no coordinated omission; give
 enough Users that one is free, rate x latency). A User waits for its send time in Locust's
-``wait_time``, where a stopping run ends it. Each process counts what it sent
-(``sent_so_far``): the hooks report it by machine.
+``wait_time``, where a stopping run ends it. A process's schedule lasts
+``--servelab-run-time`` seconds from its first send time, by its own clock: a worker on
+another machine whose stop message comes late sends no more than the run's length. Each
+process counts what it sent (``sent_so_far``): the hooks report it by machine.
 """
 
 from __future__ import annotations
@@ -58,9 +60,10 @@ SENDING = (STATE_SPAWNING, STATE_RUNNING)  # a runner's states that send
 _process: dict[str, Any] = {}
 
 
-def _schedule() -> Schedule:
+def _schedule(length_s: float) -> Schedule:
     if _process.get("pid") != os.getpid():
-        _process.update(pid=os.getpid(), schedule=Schedule(random.SystemRandom().random()))
+        schedule = Schedule(random.SystemRandom().random(), length_s)
+        _process.update(pid=os.getpid(), schedule=schedule)
     return _process["schedule"]
 
 
@@ -130,7 +133,8 @@ class _Sends:
             return 0.0
         users = max(1, self.environment.runner.target_user_count)  # type: ignore[union-attr]
         now = time.perf_counter()
-        at = self.__dict__["_servelab_at"] = _schedule().claim(now, 1.0 / (rate * users))
+        length_s = getattr(self.environment.parsed_options, "servelab_run_time", 0.0) or 0.0
+        at = self.__dict__["_servelab_at"] = _schedule(length_s).claim(now, 1.0 / (rate * users))
         return max(0.0, at - now)
 
     def send(self) -> None:
@@ -141,6 +145,8 @@ class _Sends:
                 return
             if self.environment.runner.state not in SENDING:  # type: ignore[union-attr]
                 return  # the run is ending: no new requests (those in flight are answered)
+            if not _schedule(0.0).sends(intended):
+                return  # past the schedule's length: the stop is on its way
             _count_send(time.perf_counter())
         r = self._servelab
         paths = r["paths"]
