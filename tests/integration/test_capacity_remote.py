@@ -31,7 +31,8 @@ def test_capacity_trials_sent_from_another_machine_find_the_known_capacity(tmp_p
     asked within 1 % (checked by the trial's own rule), the machine that sent it named
     with its rate in trials.jsonl, capacity.md and the console; the search's estimate
     near the capacity of one sync worker sleeping 20 ms a request
-    (tests/integration/test_capacity.py's stack)."""
+    (tests/integration/test_capacity.py's stack), on one start of it (--one-start: the
+    schedule is what this test is for; a fresh start per trial, test_capacity's)."""
     servelab = [sys.executable, "-m", "servelab"]
     results = tmp_path / "results"
     if unused_subnet() is None:
@@ -49,7 +50,7 @@ def test_capacity_trials_sent_from_another_machine_find_the_known_capacity(tmp_p
                 "nsenter", f"--net=/run/netns/{study_ns}", *servelab, "capacity",
                 "--app", "servelab.apps.sleepy_wsgi:app", "--workers", "1",
                 "--slo", "p99<200ms,errors<1%", "--trial-seconds", "3", "--max-trials", "8",
-                "--half-width", "10", "--connections", "200", "--driver", "locust",
+                "--one-start", "--half-width", "10", "--connections", "200", "--driver", "locust",
                 "--expect-workers", "1", "--expect-workers-timeout", "30",
                 "--listen", study_addr, "--results", str(results),
             ], tmp_path / "study.log", tmp_path, env)

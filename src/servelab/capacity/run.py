@@ -1,8 +1,16 @@
-"""Measuring a capacity: every variant's stack started once and its throughput probed,
-then the searches' trials at fixed rates in turns (a trial of each variant whose search
-goes on, then again), as quick measures stacks that would share CPUs: the machine's drift
+"""Measuring a capacity: every variant's stack started and its throughput probed, then
+the searches' trials at fixed rates in turns (a trial of each variant whose search goes
+on, then again), as quick measures stacks that would share CPUs: the machine's drift
 falls on every variant alike. Every trial is written as it ends (trials.jsonl), the answers
 after every turn (capacity.json).
+
+Each trial after the first runs on a fresh start of its stack (``CapacityPlan.fresh_starts``),
+warmed up for WARM_UP_S: a stack's speed differs from one start to the next (the seed's
+FastAPI stack held 627 req/s on two starts and 772 on a third, docs/capacity.md), and a
+search on one start measures that start's capacity, whose interval need not hold the
+stack's. With a start per trial, the differences between starts are part of the trials'
+own noise, which the search's interval carries. ``--one-start`` measures on one start
+(faster; the capacity of that start).
 
 Between trials the stack drains: the driver waits for every request of a trial (or its
 timeout), and a cool-down as long as the trial's own p99 (at least COOL_DOWN_S) lets a
@@ -43,6 +51,7 @@ if TYPE_CHECKING:
 
 COOL_DOWN_S = 1.0
 PROBE_S = 2.0  # the closed-model throughput probe that also warms the stack up
+WARM_UP_S = 1.0  # a fresh start's warm-up before its trial (closed model, as the probe)
 MAX_TRIAL_S = 60.0
 TRIALS_FILE = "trials.jsonl"
 ANSWER_FILE = "capacity.json"
@@ -63,6 +72,7 @@ class CapacityPlan:
     confidence: float = 0.90
     connections: int = 1000
     timeout_s: float = 10.0
+    fresh_starts: bool = True  # each trial after the first on a fresh start of its stack
 
     def check(self) -> None:
         """SpecError (one line, with the fix) for a plan that cannot run; before anything
@@ -155,6 +165,7 @@ class VariantCapacity:
             "above_max_rate": e.above_max,
             "trials_on_the_line": e.fitted,
             "trials": len(self.trials),
+            "starts": len({t.start for t in self.trials}),
             "probed_rps": self.probed_rps,
             "first_errors_rps": self.first_errors_rate,
             "stopped_because": self.stopped_because,
@@ -179,9 +190,11 @@ class VariantSearch:
     scratch: Path
     search: Search
     probed: float | None
+    started: ExitStack  # the running start of the stack (closed for a fresh one)
     trials: list[Trial] = field(default_factory=list)
     stopped: str | None = None  # the driver could not be trusted
     done: bool = False
+    starts: int = 1
 
     def step(
         self, executor: Any, workload: Workload, plan: CapacityPlan,
@@ -195,6 +208,8 @@ class VariantSearch:
             self.done = True
             return None
         rate = round(rate, 1)
+        if plan.fresh_starts and self.trials:
+            self._fresh_start(executor, workload, plan)
         trial = self._trial(executor, workload, plan, rate, keep)
         if not trial.trusted:  # once more; twice untrusted: the driver's limit
             sleep(_cool_down(trial))
@@ -216,9 +231,18 @@ class VariantSearch:
             executor, self.stack, workload, plan, rate, self.spec.name, len(self.trials) + 1,
             self.scratch,
         )
+        trial = dataclasses.replace(trial, start=self.starts)
         keep(trial)
         self.trials.append(trial)
         return trial
+
+    def _fresh_start(self, executor: Any, workload: Workload, plan: CapacityPlan) -> None:
+        """The stack stopped and started again, and warmed up."""
+        self.started.close()
+        self.started = ExitStack()
+        self.stack = self.started.enter_context(executor.launch(self.spec, workload.request))
+        self.starts += 1
+        executor.send(self.stack, workload, warm_up(self.spec, plan, WARM_UP_S), self.scratch)
 
     def answer(self) -> VariantCapacity:
         first_errors = min(
@@ -242,16 +266,24 @@ def start_search(
     """``spec``'s stack started (until ``resources`` closes), warmed up and its throughput
     probed, and its search set up from the probe (``make_search``: the search, or another
     way to place trials, as benchmarks/capacity.py compares them)."""
-    stack = resources.enter_context(executor.launch(spec, workload.request))
+    started = ExitStack()
+    stack = started.enter_context(executor.launch(spec, workload.request))
     scratch = resources.enter_context(executor.scratch())
-    probe = LoadSpec(
-        model="closed", concurrency=max(8, 4 * spec.server.workers),
-        duration_s=PROBE_S, timeout_s=plan.timeout_s, max_time_s=PROBE_S + 30,
-    )
-    probed = executor.send(stack, workload, probe, scratch).rps
+    probed = executor.send(stack, workload, warm_up(spec, plan, PROBE_S), scratch).rps
     settings = plan.settings(probed)
     events.on_variant(spec.name, settings)
-    return VariantSearch(spec, stack, scratch, make_search(settings), probed)
+    search = VariantSearch(spec, stack, scratch, make_search(settings), probed, started)
+    resources.callback(lambda: search.started.close())  # whichever start runs at the end
+    return search
+
+
+def warm_up(spec: StackSpec, plan: CapacityPlan, seconds: float) -> LoadSpec:
+    """A closed-model load as long as ``seconds``: the first start's throughput probe, and
+    each fresh start's warm-up."""
+    return LoadSpec(
+        model="closed", concurrency=max(8, 4 * spec.server.workers),
+        duration_s=seconds, timeout_s=plan.timeout_s, max_time_s=seconds + 30,
+    )
 
 
 def _cool_down(trial: Trial) -> float:
@@ -392,7 +424,7 @@ def measure_capacities(
     where = f"measured on {cpu_plan.describe()}"
     header = {
         "experiment": experiment.name, "slo": str(plan.slo), "confidence": plan.confidence,
-        "trial_s": plan.trial_s, "where": where,
+        "trial_s": plan.trial_s, "fresh_starts": plan.fresh_starts, "where": where,
         "environment": collect_environment(setup) if executor_factory is None else {},
     }
     console.print(

@@ -49,6 +49,7 @@ class Trial:
     # Machine -> the rate its driver processes sent at (Locust's workers); empty: one
     # driver on this machine.
     delivered: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    start: int = 1  # which start of its stack it ran on (1, 2, ...: a fresh one per trial)
 
     def by_machine(self, digits: int = 1) -> str:
         """``delivered`` in words: "load-a 99.5, load-b 50.1" (empty: one driver here)."""

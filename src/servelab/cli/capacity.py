@@ -47,6 +47,9 @@ NOT_FOR_CAPACITY = {
               help="Of the interval.")
 @click.option("--connections", type=int, default=1000, show_default=True,
               help="Connections the driver may open to keep the schedule.")
+@click.option("--one-start", is_flag=True, help="Every trial on one start of the stack "
+              "(faster; that start's capacity). Default: each trial on a fresh start, whose "
+              "differences the interval then carries.")
 @click.option("--timeout", type=float, default=10.0, show_default=True, help="Per request [s].")
 @click.option(
     "--driver", default=None, help="The load driver: oha (default), or locust (its built-in "
@@ -73,6 +76,7 @@ def capacity(
     max_trials: int,
     confidence: float,
     connections: int,
+    one_start: bool,
     timeout: float,
     driver: str | None,
     sleep: float | None,
@@ -100,6 +104,7 @@ def capacity(
         slo=parse_slo(slo), start_rate=start, max_rate=max_rate, min_rate=min_rate,
         trial_s=trial_seconds, half_width=half_width / 100, max_trials=max_trials,
         confidence=confidence, connections=connections, timeout_s=timeout,
+        fresh_starts=not one_start,
     )
     plan.check()  # before anything starts
     from servelab.registry import scheduling_drivers

@@ -101,7 +101,20 @@ def _context(value):
     return contextlib.nullcontext(value)
 
 
-def test_variants_searched_in_turns_on_one_start_each_every_trial_written(
+def test_one_start_each_with_one_start(tmp_path: Path) -> None:
+    """--one-start: each variant's stack started once, every trial on it."""
+    stacks = {"base": SimulatedStack(saturation=1000), "fast": SimulatedStack(saturation=1500)}
+    executor = QueueExecutor(stacks)
+    plan = CapacityPlan(slo=SLO, max_trials=25, connections=100_000, fresh_starts=False)
+    answers, _, _ = _measure(tmp_path, stacks, executor, plan)
+    assert [e for e in executor.log if e[0] in ("launch", "stop", "probe")] == [
+        ("launch", "base"), ("probe", "base"), ("launch", "fast"), ("probe", "fast"),
+        ("stop", "fast"), ("stop", "base"),
+    ]
+    assert all(t.start == 1 for a in answers for t in a.trials)
+
+
+def test_variants_searched_in_turns_each_trial_on_a_fresh_start_every_trial_written(
     tmp_path: Path,
 ) -> None:
     stacks = {"base": SimulatedStack(saturation=1000), "fast": SimulatedStack(saturation=1500)}
@@ -109,10 +122,19 @@ def test_variants_searched_in_turns_on_one_start_each_every_trial_written(
     plan = CapacityPlan(slo=SLO, max_trials=25, connections=100_000)
     answers, said, printed = _measure(tmp_path, stacks, executor, plan)
     assert [a.variant for a in answers] == ["base", "fast"]
-    assert [e for e in executor.log if e[0] in ("launch", "stop", "probe")] == [
+    # Each trial after the first: the stack stopped, started again and warmed up (a
+    # probe-like load) before it; one start of each variant runs at a time.
+    lifecycle = [e for e in executor.log if e[0] in ("launch", "stop", "probe", "measure")]
+    assert lifecycle[:6] == [
         ("launch", "base"), ("probe", "base"), ("launch", "fast"), ("probe", "fast"),
-        ("stop", "fast"), ("stop", "base"),
+        ("measure", "base", lifecycle[4][2]), ("measure", "fast", lifecycle[5][2]),
     ]
+    assert lifecycle[6:9] == [("stop", "base"), ("launch", "base"), ("probe", "base")]
+    for answer in answers:
+        assert [t.start for t in answer.trials] == list(range(1, len(answer.trials) + 1))
+        name = answer.variant
+        assert executor.log.count(("launch", name)) == executor.log.count(("stop", name))
+        assert executor.log.count(("launch", name)) == len(answer.trials)
     measured = [e[1] for e in executor.log if e[0] == "measure"]
     shorter = min(len(a.trials) for a in answers)
     assert measured[: 2 * shorter] == ["base", "fast"] * shorter  # in turns
