@@ -11,8 +11,9 @@ linear ramp and with doubling-then-bisection? Prints figures; asserts nothing.
   90 % interval, median half-width, trials; and the two baselines at the same precision.
 - real: one stack, at p99 < 100 ms, errors < 0.1 %:
   1. ground truth: a dense sweep, --sweep-rates rates from 0.85 to 1.10 x a first
-     search's estimate, each pass a fresh start of the stack measuring every rate once in
-     a shuffled order, --sweep-passes passes; the same line fitted to all its trials (the
+     search's estimate, each pass measuring every rate once in a shuffled order, each
+     trial on a fresh start of the stack (capacity's default since its fresh starts; a
+     pass was one start before), --sweep-passes passes; the same line fitted to all its trials (the
      clipped log margin against the rate), its crossing and 90 % interval;
   2. --searches capacity searches (`servelab capacity`, each a fresh start): how often the
      interval holds the truth's point, the median half-width, trials and wall time;

@@ -61,6 +61,7 @@ class Explanation:
     inclusive: tuple[Change, ...] = ()
     inclusive_unexplained: float = 0.0
     waited: float | None = None
+    profiled_at: int | None = None  # a crowded stack's profiling concurrency (RunProfile)
 
 
 def _change(
@@ -125,6 +126,9 @@ def explain(
         inclusive=covered,
         inclusive_unexplained=total.difference - sum(c.difference for c in covered),
         waited=sum(ratios) / len(ratios) if ratios else None,
+        profiled_at=max(
+            (p.concurrency for p in (*baseline, *variant) if p.concurrency), default=None
+        ),
     )
 
 
@@ -286,6 +290,14 @@ def why_lines(explanation: Explanation) -> list[str]:
         lines += [f"    {change_line(change)}" for change in explanation.inclusive]
         lines.append(
             f"    {explanation.inclusive_unexplained:+.1f} µs/request unexplained (the rest)"
+        )
+    if explanation.profiled_at is not None:
+        n = explanation.profiled_at
+        lines.append(
+            f"  note: profiled at {n} connection{'s' if n > 1 else ''}, as many as the "
+            "stack's CPUs (more of its app's threads than CPUs were busy at the measured "
+            "load, and py-spy counts a thread waiting for a CPU as running): the figures "
+            "are per request at that load"
         )
     if explanation.waited is not None and explanation.waited >= WAITED:
         lines.append(

@@ -147,6 +147,9 @@ class RunProfile:
     # thread's time it waited for a CPU (about 1: none; 2: half).
     sampled_s: Mapping[str, float] = field(default_factory=dict)
     cpu_s: Mapping[str, float] = field(default_factory=dict)
+    # The concurrency a crowded stack was profiled at (its figures are that window's);
+    # None: the measured window's load, and its figures.
+    concurrency: int | None = None
 
     @property
     def total(self) -> float:
@@ -205,10 +208,14 @@ def run_profile(run: RunRecord, folded: str) -> RunProfile:
     samples share its user time and its system time is a ``KERNEL`` frame of its own."""
     masters = run.profile.masters if run.profile is not None else ()
     rate = run.profile.rate_hz if run.profile is not None else 100
-    cpu = part_cpu_s(run.processes, masters)
-    system = part_system_s(run.processes, masters)
+    # A crowded stack's profile was driven at a concurrency of its own: scaled to that
+    # window's CPU and requests (see ProfileInfo.concurrency).
+    own = run.profile is not None and run.profile.concurrency is not None
+    processes = run.profile.processes if own and run.profile else run.processes
+    cpu = part_cpu_s(processes, masters)
+    system = part_system_s(processes, masters)
     samples = parse_folded(folded)
-    requests = max(run.load.requests_total, 1)
+    requests = max(run.profile.requests if own and run.profile else run.load.requests_total, 1)
     # The sampled stacks name "app master"/"app workers"; a role of one process is "app".
     single = {part for part in cpu if " " not in part}
 
@@ -248,7 +255,8 @@ def run_profile(run: RunRecord, folded: str) -> RunProfile:
     parts = {part: 1e6 * seconds / requests for part, seconds in cpu.items()}
     sampled_s = {part: count / rate for part, count in by_part.items() if part in cpu}
     return RunProfile(
-        run.variant, run.workload, run.repetition, requests, parts, stacks, sampled_s, cpu
+        run.variant, run.workload, run.repetition, requests, parts, stacks, sampled_s, cpu,
+        run.profile.concurrency if own and run.profile else None,
     )
 
 

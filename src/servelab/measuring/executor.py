@@ -82,6 +82,24 @@ PROFILED_ROLES = ("app",)
 # 113-170 µs a request in the base, the planted spin 195-268 (interval holding 300 in 3
 # of 6); with the front away, 30-44 µs and 254-318 (6 of 6).
 FRONT_AWAY = True
+# A crowded stack (more of the app's threads than its CPUs, at a concurrency above its
+# CPUs) is profiled at a concurrency of its CPUs: py-spy counts a thread that waits for a
+# CPU as running, and the waits pile up in the functions that run long stretches (a
+# planted 84 µs/request read 273 µs with 4 workers on 1 CPU; 53 at one connection, its
+# samples scaled to the measured window's CPU, whose requests spread their cost
+# otherwise). Its samples are then scaled to that window's own CPU and requests
+# (``ProfileInfo.concurrency``): the functions' sizes at that load.
+UNCROWDED = True
+
+
+def uncrowded_concurrency(spec: StackSpec, stack_cpus: int, load: LoadSpec) -> int | None:
+    """The concurrency a crowded stack is profiled at (``UNCROWDED``): its CPUs, when more
+    of its app's threads than that could be busy at the load's concurrency (connections,
+    for the open model); None when it is not crowded."""
+    server = spec.server
+    threads = server.workers * max(server.threads, server.blocking_threads or 1)
+    busy = min(threads, load.concurrency)
+    return stack_cpus if busy > stack_cpus else None
 
 
 # A live stack as its executor knows it (HostExecutor: a RunningStack; the tests' fake:
@@ -455,22 +473,32 @@ class HostExecutor:
         profiled = {role: pid for role, pid in roots.items() if role in PROFILED_ROLES}
         if self.profiler is None or not profiled:
             return None
-        driver_cpus = self._slot_cpus(stack)[1]
+        stack_cpus, driver_cpus = self._slot_cpus(stack)
         fronts = [pid for role, pid in roots.items() if role not in PROFILED_ROLES]
+        cpus = len(parse_cpu_list(stack_cpus)) if stack_cpus else os.cpu_count() or 1
+        concurrency = uncrowded_concurrency(stack.spec, cpus, load) if UNCROWDED else None
+        if concurrency is not None:
+            load = load.model_copy(update={"model": "closed", "rate": None,
+                                           "concurrency": concurrency})
         with (
             moved_to(fronts, driver_cpus) if FRONT_AWAY and driver_cpus else nullcontext(),
+            ProcessSampler(roots) as sampler,
             StackProfiler(
                 self.profiler, profiled, workdir.with_name(f"{workdir.name}-py-spy"),
                 load.duration_s or load.max_time_s,
             ) as profiler,
         ):
-            run_load(
+            driven = run_load(
                 self.driver, stack.url(workload.request.path), workload.request, load,
                 workdir, cpus=driver_cpus, prefix=self._prefix(stack),
                 on_note=self.on_driver_note,
             )
         # Every server's first process is its master (the front's too, not profiled).
-        return replace(profiler.profile(), masters=tuple(sorted(roots.values())))
+        profile = replace(profiler.profile(), masters=tuple(sorted(roots.values())))
+        if concurrency is None:
+            return profile
+        return replace(profile, usage=sampler.usage(), requests=driven.requests_total,
+                       concurrency=concurrency)
 
     def _drive(
         self, stack: RunningStack, workload: Workload, load: LoadSpec, workdir: Path

@@ -59,6 +59,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from servelab.host.procs import JANITOR, tail
+from servelab.results.records import ProcessUsage
 
 RATE_HZ = 100  # py-spy's default: samples per second and process
 NONBLOCKING = False  # py-spy --nonblocking (see above)
@@ -161,6 +162,12 @@ class WindowProfile:
     masters: tuple[int, ...]  # the pids py-spy began at: the servers' first processes
     problems: tuple[str, ...] = ()  # why part of it is missing (one line each)
     rate_hz: int = RATE_HZ
+    # A crowded stack's window is driven at a concurrency of its own (``concurrency``,
+    # see HostExecutor._profile): its processes' CPU and its requests, which its samples
+    # are then scaled to (not the measured window's). Empty otherwise.
+    usage: tuple[ProcessUsage, ...] = ()
+    requests: int = 0
+    concurrency: int | None = None
 
     @property
     def samples(self) -> int:
@@ -179,6 +186,11 @@ def merge_profiles(profiles: list[WindowProfile]) -> WindowProfile | None:
         tuple(sorted({pid for p in profiles for pid in p.masters})),
         tuple(dict.fromkeys(problem for p in profiles for problem in p.problems)),
         profiles[0].rate_hz,
+        # Every window's processes, a process once per window (the runner adds them up
+        # per process, as it does the measured windows').
+        tuple(u for p in profiles for u in p.usage),
+        sum(p.requests for p in profiles),
+        next((p.concurrency for p in profiles if p.concurrency is not None), None),
     )
 
 

@@ -199,6 +199,13 @@ class ProfileInfo(Record):
     rate_hz: int
     masters: tuple[int, ...]  # pids: the rest of their role's processes are its workers
     problems: tuple[str, ...] = ()  # what is missing from it (py-spy failed for a server)
+    # A crowded stack (more of the app's threads than its CPUs) is profiled at a
+    # concurrency of its own, no more than its CPUs (py-spy counts a thread waiting for a
+    # CPU as running): that window's processes and requests, which the samples are
+    # scaled to. None: at the measured window's load, scaled to the measured window.
+    concurrency: int | None = None
+    processes: tuple[ProcessUsage, ...] = ()
+    requests: int = 0
 
 
 class RunRecord(Record):

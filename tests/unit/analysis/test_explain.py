@@ -66,6 +66,20 @@ def test_the_note_says_when_threads_waited_for_a_cpu() -> None:
     assert not any("per CPU second" in line for line in why_lines(alone))
 
 
+def test_the_note_says_when_a_crowded_stack_was_profiled_at_its_own_concurrency() -> None:
+    import dataclasses
+
+    baseline = [dataclasses.replace(sampled_run("base", n, 0.0), concurrency=2) for n in (1, 2)]
+    variant = [dataclasses.replace(sampled_run("slow", n, 0.05), concurrency=2) for n in (1, 2)]
+    explanation = explain(baseline, variant)
+    assert explanation is not None and explanation.profiled_at == 2
+    assert any("profiled at 2 connections, as many as the stack's CPUs" in line
+               for line in why_lines(explanation))
+    plain = explain([sampled_run("base", 1, 0.0)], [sampled_run("slow", 1, 0.05)])
+    assert plain is not None and plain.profiled_at is None
+    assert not any("profiled at" in line for line in why_lines(plain))
+
+
 def test_inclusive_counts_each_function_once_per_stack() -> None:
     stacks = {
         ("app", "main (s.py:1)", "f (a.py:2)", "f (a.py:2)", "g (a.py:5)"): 10.0,

@@ -59,6 +59,24 @@ def test_a_single_process_server_is_one_part() -> None:
     assert profile.stacks == pytest.approx({("app", "serve (srv.py:3)"): 1000.0})
 
 
+def test_a_crowded_stack_profiled_at_its_own_concurrency_is_scaled_to_that_window() -> None:
+    """ProfileInfo.concurrency: the samples share the profiling window's CPU over its
+    requests, not the measured window's (whose load was another)."""
+    run = fake_run(
+        "v", "w", 1, load=fake_load(requests=1000), processes=(usage("app", 10, 0.9),),
+        profile=ProfileInfo(file="f", samples=0, rate_hz=100, masters=(10,), concurrency=1,
+                            processes=(usage("app", 10, 0.3),), requests=200),
+    )
+    profile = run_profile(run, "app master;serve (srv.py:3) 30\napp master;spin (app.py:9) 10\n")
+    assert profile.parts == pytest.approx({"app": 1500.0})  # 0.3 s / 200, not 0.9 s / 1000
+    assert profile.functions() == pytest.approx({"serve (srv.py)": 1125.0, "spin (app.py)": 375.0})
+    assert profile.concurrency == 1
+    assert run_profile(run.model_copy(update={"profile": run.profile.model_copy(
+        update={"concurrency": None})}), "app master;spin (app.py:9) 10\n").parts == (
+        pytest.approx({"app": 900.0})
+    )
+
+
 def test_threads_waiting_on_a_lock_are_left_out() -> None:
     run = fake_run(
         "v", "w", 1, load=fake_load(requests=100), processes=(usage("app", 10, 0.1),),

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 from support import fake_load
 
+from servelab.config.load import LoadSpec
 from servelab.host.cpus import default_cpu_plan, plan_side_by_side
 from servelab.measuring import executor as executor_module
 from servelab.measuring.executor import Groups, HostExecutor
@@ -104,6 +105,9 @@ def test_profile_windows_come_after_the_measured_ones(monkeypatch, tmp_path):
         def __exit__(self, *exc) -> None:
             said.append(f"{self.name} off")
 
+        def usage(self):
+            return ()
+
     class Meter(Nothing):
         def share(self, _cpu_s):
             return 0.0
@@ -115,8 +119,8 @@ def test_profile_windows_come_after_the_measured_ones(monkeypatch, tmp_path):
             return WindowProfile({"app workers;f (a.py:1)": 3}, masters=())
 
     def run_load(driver, url, request, load, workdir, *, cpus, prefix, on_note):
-        said.append(f"load {url} {load.duration_s}")
-        return fake_load()
+        said.append(f"load {url} {load.duration_s} x{load.concurrency}")
+        return fake_load(requests=500)
 
     monkeypatch.setattr(executor_module, "run_load", run_load)
     monkeypatch.setattr(executor_module, "ProcessSampler", Watched)
@@ -127,28 +131,40 @@ def test_profile_windows_come_after_the_measured_ones(monkeypatch, tmp_path):
     executor = HostExecutor(driver, default_cpu_plan(frozenset({0, 1})), Groups(None, None),
                             profiler="py-spy")
     workload = SimpleNamespace(request=SimpleNamespace(path="/"))
-    load = SimpleNamespace(duration_s=1.0, max_time_s=None)
+    load = LoadSpec(concurrency=10, duration_s=1.0)
 
-    def stack(name):
+    def stack(name, workers=1):
+        server = SimpleNamespace(workers=workers, threads=1, blocking_threads=None)
         return SimpleNamespace(processes={"app": SimpleNamespace(pid=10), "nginx":
                                           SimpleNamespace(pid=9)},
-                               url=lambda path: name,
+                               url=lambda path: name, spec=SimpleNamespace(server=server),
                                placement=SimpleNamespace(driver_prefix=lambda: []))
 
     window = executor.measure(stack("a"), workload, load, tmp_path)
-    assert said == ["sampler on", "load a 1.0", "sampler off", "py-spy on", "load a 1.0",
-                    "py-spy off"]
+    assert said == ["sampler on", "load a 1.0 x10", "sampler off",
+                    "sampler on", "py-spy on", "load a 1.0 x10", "py-spy off", "sampler off"]
     assert window.profile is not None and window.profile.samples == 3
     assert window.profile.masters == (9, 10)  # every server's first process
+    assert window.profile.concurrency is None  # one worker: not crowded
     said.clear()
     windows = executor.measure_together([stack("a"), stack("b")], workload, load, tmp_path)
     measured, profiling = said[:6], said[6:]
-    assert sorted(measured) == sorted(["sampler on", "load a 1.0", "sampler off",
-                                       "sampler on", "load b 1.0", "sampler off"])
-    assert sorted(profiling) == sorted(["py-spy on", "load a 1.0", "py-spy off",
-                                        "py-spy on", "load b 1.0", "py-spy off"])
+    assert sorted(measured) == sorted(["sampler on", "load a 1.0 x10", "sampler off",
+                                       "sampler on", "load b 1.0 x10", "sampler off"])
+    assert sorted(profiling) == sorted(["sampler on", "py-spy on", "load a 1.0 x10",
+                                        "py-spy off", "sampler off", "sampler on",
+                                        "py-spy on", "load b 1.0 x10", "py-spy off",
+                                        "sampler off"])
     assert all(w.profile is not None for w in windows)
+    said.clear()
+    # Four workers on the stack's one CPU (CPU 0 of two): profiled at one connection,
+    # with that window's CPU and requests.
+    crowded = executor.measure(stack("a", workers=4), workload, load, tmp_path)
+    assert said[3:] == ["sampler on", "py-spy on", "load a 1.0 x1", "py-spy off",
+                        "sampler off"]
+    assert crowded.profile is not None and crowded.profile.concurrency == 1
+    assert crowded.profile.requests == 500
     said.clear()
     executor.profiler = None
     assert executor.measure(stack("a"), workload, load, tmp_path).profile is None
-    assert said == ["sampler on", "load a 1.0", "sampler off"]
+    assert said == ["sampler on", "load a 1.0 x10", "sampler off"]
