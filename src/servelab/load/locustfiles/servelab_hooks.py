@@ -5,11 +5,10 @@ The scenario itself (the user's locustfile) is left as it is. This file only:
 - adds the ``--servelab-*`` options servelab passes (Locust forwards custom options
   to its workers with every spawn message);
 - stops the run after ``--servelab-run-time`` seconds (fractions allowed: Locust's own
-  ``--run-time`` takes whole seconds), counted from the test's start in a single
-  process, and on a master from its workers' spawning complete (each has started its
-  Users: a worker on another machine hears the spawn message late), once the expected
-  workers have connected; requests in flight then are waited for (up to
-  ``--stop-timeout``) and counted;
+  ``--run-time`` takes whole seconds), counted from the Users' spawning complete (on a
+  master: its workers', each of which has started its Users; a worker on another machine
+  hears the spawn message late), once the expected workers have connected; requests in
+  flight then are waited for (up to ``--stop-timeout``) and counted;
 - with ``--servelab-user-rate R``, paces every User at R task runs per second
   (Locust's ``constant_throughput``), replacing the scenario's own ``wait_time``:
   servelab's open model for a locustfile (the built-in scenario keeps a schedule of its
@@ -59,7 +58,7 @@ from servelab.load.schedule import send_rate
 MACHINE_ENV = "SERVELAB_WORKER_MACHINE"
 MACHINE_MESSAGE = "servelab_machine"
 _state: dict[str, Any] = {}
-SPAWN_GRACE_S = 10.0  # a master whose workers never report spawning complete stops this late
+SPAWN_GRACE_S = 10.0  # a run whose Users never report spawning complete stops this late
 
 if os.environ.get(MACHINE_ENV):
     # A supervised worker (servelab locust-worker): ask for a master every second, not
@@ -230,21 +229,20 @@ def _start(environment: Environment, **_kwargs: Any) -> None:
               file=sys.stderr, flush=True)
         _state["waited_s"] = time.monotonic() - _state.get("ready_at", time.monotonic())
     run_time = _run_time(environment)
-    if run_time > 0 and isinstance(environment.runner, MasterRunner):
-        # Timed from the workers' spawning complete (below); this only bounds a run whose
+    if run_time > 0:
+        # Timed from the Users' spawning complete (below); this only bounds a run whose
         # workers never say so.
         gevent.spawn_later(run_time + SPAWN_GRACE_S, _finish, environment.runner)
-    elif run_time > 0:
-        gevent.spawn_later(run_time, _finish, environment.runner)
 
 
 @events.spawning_complete.add_listener
 def _spawned(**_kwargs: Any) -> None:
-    """A master's run lasts its run time from when its workers' Users have all started,
-    not from its own start: a worker on another machine hears the spawn message late, and
-    its schedule (which lasts the run time from its first send) must not be cut short."""
+    """A run lasts its run time from when its Users have all started (a master's: its
+    workers' Users), not from its own start: a worker on another machine hears the spawn
+    message late, and the built-in scenario's schedules start there (they last the run
+    time from their first send, see servelab_request.py), so none is cut short."""
     environment = _state.get("environment")
-    if environment is None or not isinstance(environment.runner, MasterRunner):
+    if environment is None or isinstance(environment.runner, WorkerRunner):
         return
     run_time = _run_time(environment)
     if run_time > 0 and not _state.get("timed"):
