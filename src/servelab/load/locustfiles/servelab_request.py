@@ -21,8 +21,7 @@ oha's connections do; a slow answer holds only its own User. A User that takes a
 already past (all were busy) sends at once, and each request's response time is counted
 from its *intended* send time, as oha and wrk2 count it (no coordinated omission; give
 enough Users that one is free, rate x latency). A User waits for its send time in Locust's
-``wait_time``, where a stopping run ends it. A process's schedule starts once
-all the run's Users have started (``spawning_complete``) and lasts
+``wait_time``, where a stopping run ends it. A process's schedule lasts
 ``--servelab-run-time`` seconds from its first send time, by its own clock: a worker on
 another machine whose stop message comes late sends no more than the run's length. Each
 process counts what it sent (``sent_so_far``): the hooks report it by machine.
@@ -37,7 +36,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import gevent.event
 from locust import FastHttpUser, HttpUser, TaskSet, events
 from locust.argument_parser import LocustArgumentParser
 from locust.env import Environment
@@ -63,27 +61,10 @@ _process: dict[str, Any] = {}
 
 
 def _schedule(length_s: float) -> Schedule:
-    _ours()
-    if "schedule" not in _process:
-        _process["schedule"] = Schedule(random.SystemRandom().random(), length_s)
-    return _process["schedule"]
-
-
-def _ours() -> None:
-    """This process's state: made anew in a forked one."""
     if _process.get("pid") != os.getpid():
-        _process.clear()
-        _process.update(pid=os.getpid(), spawned=gevent.event.Event())
-
-
-@events.spawning_complete.add_listener
-def _all_spawned(**_kwargs: Any) -> None:
-    """Every User of the run has started (on a worker: the master says so): the schedule
-    may begin. Before that, starting Users keep the process busy, and sends scheduled
-    meanwhile went out late (a single 80-140 ms answer at a low rate, where oha read
-    p99 24 ms), counted from their intended times."""
-    _ours()
-    _process["spawned"].set()
+        schedule = Schedule(random.SystemRandom().random(), length_s)
+        _process.update(pid=os.getpid(), schedule=schedule)
+    return _process["schedule"]
 
 
 def _count_send(at: float) -> None:
@@ -150,8 +131,6 @@ class _Sends:
         rate = self._rate()
         if rate <= 0:
             return 0.0
-        _ours()
-        _process["spawned"].wait()  # the schedule starts once every User has
         users = max(1, self.environment.runner.target_user_count)  # type: ignore[union-attr]
         now = time.perf_counter()
         length_s = getattr(self.environment.parsed_options, "servelab_run_time", 0.0) or 0.0
