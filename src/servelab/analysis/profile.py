@@ -200,6 +200,20 @@ def _sampled_stack(stack: Stack, part: str) -> Stack | None:
     return (part, *stack[1:])
 
 
+def sampled_per_cpu_s(stacks: Mapping[str, int], rate_hz: int, cpu_s: float) -> float | None:
+    """py-spy's samples (``WindowProfile.stacks``) of threads that ran or waited for a CPU
+    (``WAITING`` ones left out) as seconds, per CPU second the sampled processes used:
+    about 1 when no thread waited for a CPU (``RunProfile.waited``'s figure, before a run
+    is stored). None without CPU."""
+    if cpu_s <= 0:
+        return None
+    counted = sum(
+        count for text, count in stacks.items()
+        if _sampled_stack(stack := tuple(text.split(";")), stack[0]) is not None
+    )
+    return counted / rate_hz / cpu_s
+
+
 def run_profile(run: RunRecord, folded: str) -> RunProfile:
     """``run``'s folded stacks (as ``results.profiles`` stores them) per request. A part
     whose samples say where its threads were in the kernel (``native_parts``) shares its

@@ -21,6 +21,7 @@ from typing import Any, Protocol, TypeVar
 
 import psutil
 
+from servelab.analysis.profile import sampled_per_cpu_s
 from servelab.config.load import LoadSpec, RequestSpec, Workload
 from servelab.config.stack import StackSpec
 from servelab.errors import LoadDriverError
@@ -83,13 +84,17 @@ PROFILED_ROLES = ("app",)
 # of 6); with the front away, 30-44 µs and 254-318 (6 of 6).
 FRONT_AWAY = True
 # A crowded stack (more of the app's threads than its CPUs, at a concurrency above its
-# CPUs) is profiled at a concurrency of its CPUs: py-spy counts a thread that waits for a
-# CPU as running, and the waits pile up in the functions that run long stretches (a
-# planted 84 µs/request read 273 µs with 4 workers on 1 CPU; 53 at one connection, its
-# samples scaled to the measured window's CPU, whose requests spread their cost
-# otherwise). Its samples are then scaled to that window's own CPU and requests
-# (``ProfileInfo.concurrency``): the functions' sizes at that load.
+# CPUs) whose profile took CROWDED_WAITED samples per CPU second or more is profiled again
+# at a concurrency of its CPUs: py-spy counts a thread that waits for a CPU as running,
+# and the waits pile up in the functions that run long stretches (a planted 84
+# µs/request read 273 µs with 4 workers on 1 CPU, 3.2 samples per CPU second; 53 at one
+# connection, its samples scaled to the measured window's CPU, whose requests spread
+# their cost otherwise). Its samples are then scaled to that window's own CPU and
+# requests (``ProfileInfo.concurrency``): the functions' sizes at that load. Only then:
+# quick's stacks (two workers on a CPU each) profiled so at one connection read
+# differences that their measured windows contradict.
 UNCROWDED = True
+CROWDED_WAITED = 2.0
 
 
 def uncrowded_concurrency(spec: StackSpec, stack_cpus: int, load: LoadSpec) -> int | None:
@@ -304,7 +309,7 @@ class HostExecutor:
         with NeighbourMeter(self.cpu_plan.stack) as neighbours:
             window = self._drive(stack, workload, load, scratch / MEASURED_DIR)
         share = neighbours.share(sum(p.cpu_s for p in window.usage))
-        profile = self._profile(stack, workload, load, scratch / "profile")
+        profile = self._profile(stack, workload, load, scratch / "profile", window.usage)
         return replace(window, neighbour_share=share, profile=profile)
 
     def measure_together(
@@ -327,7 +332,8 @@ class HostExecutor:
             with ThreadPoolExecutor(len(stacks), thread_name_prefix="servelab-side") as pool:
                 profiles = list(pool.map(
                     lambda pair: self._profile(
-                        pair[1], workload, load, scratch / f"side-{pair[0]}-profile"
+                        pair[1], workload, load, scratch / f"side-{pair[0]}-profile",
+                        windows[pair[0]].usage,
                     ),
                     enumerate(stacks),
                 ))
@@ -460,7 +466,8 @@ class HostExecutor:
         return windows
 
     def _profile(
-        self, stack: RunningStack, workload: Workload, load: LoadSpec, workdir: Path
+        self, stack: RunningStack, workload: Workload, load: LoadSpec, workdir: Path,
+        measured: Sequence[ProcessUsage],
     ) -> WindowProfile | None:
         """--profile: the stack's Python processes sampled by py-spy while the same load
         drives it once more, right after its measured window (whose figures py-spy's
@@ -468,23 +475,45 @@ class HostExecutor:
 
         In that window the front (nginx, Apache) runs on the driver's CPUs: on the app's,
         a worker whose write wakes it waits for the CPU, and py-spy counts the wait as
-        the write running (``FRONT_AWAY``)."""
+        the write running (``FRONT_AWAY``). A crowded stack is sampled again, uncrowded
+        (``UNCROWDED``; ``measured``: the measured window's processes, whose CPU tells how
+        long py-spy's threads waited)."""
         roots = {role: proc.pid for role, proc in stack.processes.items()}
         profiled = {role: pid for role, pid in roots.items() if role in PROFILED_ROLES}
         if self.profiler is None or not profiled:
             return None
-        stack_cpus, driver_cpus = self._slot_cpus(stack)
-        fronts = [pid for role, pid in roots.items() if role not in PROFILED_ROLES]
+        stack_cpus = self._slot_cpus(stack)[0]
+        py_spy = self.profiler
+        profile, _ = self._sample(stack, workload, load, workdir, roots, profiled, None, py_spy)
         cpus = len(parse_cpu_list(stack_cpus)) if stack_cpus else os.cpu_count() or 1
         concurrency = uncrowded_concurrency(stack.spec, cpus, load) if UNCROWDED else None
-        if concurrency is not None:
-            load = load.model_copy(update={"model": "closed", "rate": None,
-                                           "concurrency": concurrency})
+        app_cpu_s = sum(u.cpu_s for u in measured if u.role in PROFILED_ROLES)
+        waited = sampled_per_cpu_s(profile.stacks, profile.rate_hz, app_cpu_s)
+        if concurrency is None or waited is None or waited < CROWDED_WAITED:
+            return profile
+        uncrowded = load.model_copy(update={"model": "closed", "rate": None,
+                                            "concurrency": concurrency})
+        again, driven = self._sample(
+            stack, workload, uncrowded, workdir.with_name(f"{workdir.name}-uncrowded"), roots,
+            profiled, ProcessSampler(roots), py_spy,
+        )
+        assert driven is not None
+        return replace(again, usage=driven[0], requests=driven[1], concurrency=concurrency)
+
+    def _sample(
+        self, stack: RunningStack, workload: Workload, load: LoadSpec, workdir: Path,
+        roots: dict[str, int], profiled: dict[str, int], sampler: ProcessSampler | None,
+        py_spy: str,
+    ) -> tuple[WindowProfile, tuple[tuple[ProcessUsage, ...], int] | None]:
+        """One profiling window: py-spy on ``profiled`` while ``load`` drives the stack;
+        with ``sampler``, the processes' CPU and the requests too."""
+        driver_cpus = self._slot_cpus(stack)[1]
+        fronts = [pid for role, pid in roots.items() if role not in PROFILED_ROLES]
         with (
             moved_to(fronts, driver_cpus) if FRONT_AWAY and driver_cpus else nullcontext(),
-            ProcessSampler(roots) as sampler,
+            sampler if sampler is not None else nullcontext(),
             StackProfiler(
-                self.profiler, profiled, workdir.with_name(f"{workdir.name}-py-spy"),
+                py_spy, profiled, workdir.with_name(f"{workdir.name}-py-spy"),
                 load.duration_s or load.max_time_s,
             ) as profiler,
         ):
@@ -495,10 +524,8 @@ class HostExecutor:
             )
         # Every server's first process is its master (the front's too, not profiled).
         profile = replace(profiler.profile(), masters=tuple(sorted(roots.values())))
-        if concurrency is None:
-            return profile
-        return replace(profile, usage=sampler.usage(), requests=driven.requests_total,
-                       concurrency=concurrency)
+        used = (sampler.usage(), driven.requests_total) if sampler is not None else None
+        return profile, used
 
     def _drive(
         self, stack: RunningStack, workload: Workload, load: LoadSpec, workdir: Path

@@ -13,6 +13,7 @@ from servelab.analysis.profile import (
     parse_folded,
     part_cpu_s,
     run_profile,
+    sampled_per_cpu_s,
 )
 from servelab.observe.profile import IN_KERNEL
 from servelab.results.records import ProcessUsage, ProfileInfo
@@ -75,6 +76,13 @@ def test_a_crowded_stack_profiled_at_its_own_concurrency_is_scaled_to_that_windo
         update={"concurrency": None})}), "app master;spin (app.py:9) 10\n").parts == (
         pytest.approx({"app": 900.0})
     )
+
+
+def test_sampled_seconds_per_cpu_second_leave_out_threads_waiting_on_a_lock() -> None:
+    stacks = {"app workers;serve (srv.py:3)": 30, "app workers;spin (app.py:9)": 10,
+              "app workers;Queue.get (queue.py:171);Condition.wait (threading.py:327)": 500}
+    assert sampled_per_cpu_s(stacks, 100, 0.2) == pytest.approx(2.0)  # 0.4 s for 0.2
+    assert sampled_per_cpu_s(stacks, 100, 0.0) is None
 
 
 def test_threads_waiting_on_a_lock_are_left_out() -> None:

@@ -13,6 +13,7 @@ from servelab.config.load import LoadSpec
 from servelab.host.cpus import default_cpu_plan, plan_side_by_side
 from servelab.measuring import executor as executor_module
 from servelab.measuring.executor import Groups, HostExecutor
+from servelab.results.records import ProcessUsage
 
 
 class Nothing:
@@ -91,6 +92,7 @@ def test_profile_windows_come_after_the_measured_ones(monkeypatch, tmp_path):
     from servelab.observe.profile import WindowProfile
 
     said = []
+    app_cpu_s = [0.01]
 
     class Watched(Nothing):
         name = "sampler"
@@ -105,8 +107,9 @@ def test_profile_windows_come_after_the_measured_ones(monkeypatch, tmp_path):
         def __exit__(self, *exc) -> None:
             said.append(f"{self.name} off")
 
-        def usage(self):
-            return ()
+        def usage(self):  # the app's CPU in the window (py-spy's 3 samples: 0.03 s)
+            return (ProcessUsage(role="app", pid=10, name="python", cpu_s=app_cpu_s[0],
+                                 peak_rss_bytes=1),)
 
     class Meter(Nothing):
         def share(self, _cpu_s):
@@ -141,8 +144,8 @@ def test_profile_windows_come_after_the_measured_ones(monkeypatch, tmp_path):
                                placement=SimpleNamespace(driver_prefix=lambda: []))
 
     window = executor.measure(stack("a"), workload, load, tmp_path)
-    assert said == ["sampler on", "load a 1.0 x10", "sampler off",
-                    "sampler on", "py-spy on", "load a 1.0 x10", "py-spy off", "sampler off"]
+    assert said == ["sampler on", "load a 1.0 x10", "sampler off", "py-spy on",
+                    "load a 1.0 x10", "py-spy off"]
     assert window.profile is not None and window.profile.samples == 3
     assert window.profile.masters == (9, 10)  # every server's first process
     assert window.profile.concurrency is None  # one worker: not crowded
@@ -151,19 +154,22 @@ def test_profile_windows_come_after_the_measured_ones(monkeypatch, tmp_path):
     measured, profiling = said[:6], said[6:]
     assert sorted(measured) == sorted(["sampler on", "load a 1.0 x10", "sampler off",
                                        "sampler on", "load b 1.0 x10", "sampler off"])
-    assert sorted(profiling) == sorted(["sampler on", "py-spy on", "load a 1.0 x10",
-                                        "py-spy off", "sampler off", "sampler on",
-                                        "py-spy on", "load b 1.0 x10", "py-spy off",
-                                        "sampler off"])
+    assert sorted(profiling) == sorted(["py-spy on", "load a 1.0 x10", "py-spy off",
+                                        "py-spy on", "load b 1.0 x10", "py-spy off"])
     assert all(w.profile is not None for w in windows)
     said.clear()
-    # Four workers on the stack's one CPU (CPU 0 of two): profiled at one connection,
-    # with that window's CPU and requests.
+    # Four workers on the stack's one CPU (CPU 0 of two), py-spy's samples 3 s per CPU
+    # second: sampled again at one connection, with that window's CPU and requests.
     crowded = executor.measure(stack("a", workers=4), workload, load, tmp_path)
-    assert said[3:] == ["sampler on", "py-spy on", "load a 1.0 x1", "py-spy off",
-                        "sampler off"]
+    assert said[3:] == ["py-spy on", "load a 1.0 x10", "py-spy off", "sampler on",
+                        "py-spy on", "load a 1.0 x1", "py-spy off", "sampler off"]
     assert crowded.profile is not None and crowded.profile.concurrency == 1
     assert crowded.profile.requests == 500
+    said.clear()
+    app_cpu_s[0] = 0.025  # 1.2 s per CPU second: crowded, but its samples barely waited
+    barely = executor.measure(stack("a", workers=4), workload, load, tmp_path)
+    assert barely.profile is not None and barely.profile.concurrency is None
+    assert said[3:] == ["py-spy on", "load a 1.0 x10", "py-spy off"]
     said.clear()
     executor.profiler = None
     assert executor.measure(stack("a"), workload, load, tmp_path).profile is None
