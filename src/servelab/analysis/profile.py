@@ -224,12 +224,12 @@ def run_profile(run: RunRecord, folded: str) -> RunProfile:
     rate = run.profile.rate_hz if run.profile is not None else 100
     # A crowded stack's profile was driven at a concurrency of its own: scaled to that
     # window's CPU and requests (see ProfileInfo.concurrency).
-    own = run.profile is not None and run.profile.concurrency is not None
-    processes = run.profile.processes if own and run.profile else run.processes
+    own = run.profile if run.profile is not None and run.profile.concurrency else None
+    processes = own.processes if own else run.processes
     cpu = part_cpu_s(processes, masters)
     system = part_system_s(processes, masters)
     samples = parse_folded(folded)
-    requests = max(run.profile.requests if own and run.profile else run.load.requests_total, 1)
+    requests = max(own.requests if own else run.load.requests_total, 1)
     # The sampled stacks name "app master"/"app workers"; a role of one process is "app".
     single = {part for part in cpu if " " not in part}
 
@@ -270,7 +270,7 @@ def run_profile(run: RunRecord, folded: str) -> RunProfile:
     sampled_s = {part: count / rate for part, count in by_part.items() if part in cpu}
     return RunProfile(
         run.variant, run.workload, run.repetition, requests, parts, stacks, sampled_s, cpu,
-        run.profile.concurrency if own and run.profile else None,
+        own.concurrency if own else None,
     )
 
 

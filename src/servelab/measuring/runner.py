@@ -162,9 +162,8 @@ class Runner(Generic[LiveStack]):
             info = ProfileInfo(
                 file=file, samples=profile.samples, rate_hz=profile.rate_hz,
                 masters=profile.masters, problems=profile.problems,
-                concurrency=profile.concurrency,
-                processes=merge_usage([profile.usage]) if profile.concurrency else (),
-                requests=profile.requests if profile.concurrency else 0,
+                concurrency=profile.concurrency, processes=merge_usage([profile.usage]),
+                requests=profile.requests,
             )
             result = result.model_copy(update={"profile": info})
         self.sink.add(result)

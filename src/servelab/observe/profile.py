@@ -175,16 +175,20 @@ class WindowProfile:
 
 
 def merge_profiles(profiles: list[WindowProfile]) -> WindowProfile | None:
-    """A sliced run's windows as one profile (their samples added up)."""
+    """A sliced run's windows as one profile (their samples added up). Where some windows
+    were sampled again uncrowded (``concurrency``), only those: their samples are scaled
+    to their own CPU and requests, which the others' do not match."""
     if not profiles:
         return None
+    problems = tuple(dict.fromkeys(problem for p in profiles for problem in p.problems))
+    profiles = [p for p in profiles if p.concurrency is not None] or profiles
     stacks: Counter[str] = Counter()
     for profile in profiles:
         stacks.update(profile.stacks)
     return WindowProfile(
         dict(stacks),
         tuple(sorted({pid for p in profiles for pid in p.masters})),
-        tuple(dict.fromkeys(problem for p in profiles for problem in p.problems)),
+        problems,
         profiles[0].rate_hz,
         # Every window's processes, a process once per window (the runner adds them up
         # per process, as it does the measured windows').

@@ -80,6 +80,18 @@ def test_slices_merge_into_one_profile() -> None:
     assert merge_profiles([]) is None
 
 
+def test_a_run_whose_slices_were_partly_sampled_uncrowded_keeps_those_only() -> None:
+    """Their samples are scaled to their own CPU and requests: a crowded slice's samples
+    at the measured load would be scaled to CPU they did not come from."""
+    crowded = WindowProfile({"app workers;f": 30}, (10,), ("py-spy failed",))
+    again = WindowProfile({"app workers;f": 3}, (10,), requests=40, concurrency=1)
+    merged = merge_profiles([crowded, again, again])
+    assert merged is not None
+    assert merged.stacks == {"app workers;f": 6} and merged.requests == 80
+    assert merged.concurrency == 1
+    assert merged.problems == ("py-spy failed",)  # every window's problems still said
+
+
 def _fake_py_spy(tmp_path: Path, said: str, code: int) -> str:
     script = tmp_path / "py-spy"
     script.write_text(f"#!/bin/sh\necho '{said}' >&2\nexit {code}\n")
