@@ -328,9 +328,8 @@ def run_trial(
     driver_files = scratch / MEASURED_DIR
     sent = load.requests or getattr(driver, "sent", lambda _: None)(driver_files) or answered
     send_rate = driver.send_rate(driver_files)
-    # A timed driver's schedule runs for less than the trial when its users start late
-    # (Locust's workers on other machines, once the spawn message reaches them): the
-    # schedule's own length, from what it sent.
+    # A timed driver's trial is the length of what it sent on its schedule (Locust's
+    # processes each keep one, bounded by their own clocks): from what it sent.
     seconds = load.requests / rate if load.requests else (
         sent / send_rate if send_rate > 0 else plan.trial_s
     )

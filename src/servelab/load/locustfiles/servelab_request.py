@@ -134,19 +134,20 @@ class _Sends:
         users = max(1, self.environment.runner.target_user_count)  # type: ignore[union-attr]
         now = time.perf_counter()
         length_s = getattr(self.environment.parsed_options, "servelab_run_time", 0.0) or 0.0
-        at = self.__dict__["_servelab_at"] = _schedule(length_s).claim(now, 1.0 / (rate * users))
+        schedule = _schedule(length_s)
+        at = schedule.claim(now, 1.0 / (rate * users))
+        # Past the schedule's length no send (the stop is on its way): none taken.
+        self.__dict__["_servelab_at"] = at if schedule.sends(at) else None
         return max(0.0, at - now)
 
     def send(self) -> None:
         intended = None
         if self._rate() > 0:
             intended = self.__dict__.pop("_servelab_at", None)
-            if intended is None:  # a User's first task comes before its first wait
+            if intended is None:  # before its first wait, or past the schedule's length
                 return
             if self.environment.runner.state not in SENDING:  # type: ignore[union-attr]
                 return  # the run is ending: no new requests (those in flight are answered)
-            if not _schedule(0.0).sends(intended):
-                return  # past the schedule's length: the stop is on its way
             _count_send(time.perf_counter())
         r = self._servelab
         paths = r["paths"]
