@@ -22,6 +22,9 @@ from support import (
     unused_subnet,
 )
 
+from servelab.capacity.slo import parse_slo
+from servelab.capacity.trials import Trial
+
 pytestmark = [pytest.mark.integration, *LOCUST_ACROSS_NAMESPACES]
 
 
@@ -66,16 +69,22 @@ def test_capacity_trials_sent_from_another_machine_find_the_known_capacity(tmp_p
     [directory] = results.glob("capacity-*")
     trials = [json.loads(line) for line in (directory / "trials.jsonl").read_text().splitlines()]
     assert trials and all(not t["problems"] for t in trials), trials
+    slo = parse_slo("p99<200ms,errors<1%")
     for trial in trials:
         assert list(trial["delivered"]) == ["machine-b"], trial
         assert trial["delivered"]["machine-b"] == pytest.approx(trial["send_rate"])
-        assert abs(trial["send_rate"] / trial["rate"] - 1) <= 0.01, trial
-        # The schedule's own length, 3 s by the worker's clock from its first send: the
+        # The schedule's own count, 3 s by the worker's clock from its first send: the
         # master times the run from the worker's spawning complete (not its own start)
-        # and a late stop message adds no sends. (seconds = sent / send_rate: one
-        # period more than first to last send.)
-        assert 2.9 <= trial["seconds"] <= 3.0 * (1 + 1 / trial["sent"]) + 0.01, trial
-        assert trial["sent"] == pytest.approx(trial["seconds"] * trial["rate"], rel=0.03)
+        # and a late stop message adds no sends.
+        assert 0.97 * 3.0 * trial["rate"] <= trial["sent"] <= 3.0 * trial["rate"] + 1, trial
+        if Trial.from_dict(trial).outcome(slo).held:
+            # Sent on time (the trial's own rule, checked again here): within 1 % of the
+            # rate asked, over the schedule's length (seconds = sent / send_rate: one
+            # period more than first to last send). A broken trial may have sent late
+            # (its rule: it broke at what it sent, so it breaks at the rate asked; in CI
+            # one at 53.3 req/s sent at 51.1 beside two other tests).
+            assert abs(trial["send_rate"] / trial["rate"] - 1) <= 0.01, trial
+            assert 2.9 <= trial["seconds"] <= 3.0 * (1 + 1 / trial["sent"]) + 0.01, trial
     # The search's estimate near what one worker serves (50 a second). Not its interval:
     # beside other tests 8 trials did not always narrow it (alone: 49 [49, 49]); the
     # interval holding a known capacity is tests/integration/test_capacity.py's.
