@@ -4,17 +4,21 @@ linear ramp and with doubling-then-bisection? Prints figures; asserts nothing.
 
     .venv/bin/python benchmarks/capacity.py simulate [--searches 400]
     .venv/bin/python benchmarks/capacity.py real --stack sleepy|fastapi [--searches 10]
-        [--sweep-passes 5] [--sweep-rates 15] [--baselines 3] [--out DIR]
+        [--sweep-passes 5] [--sweep-rates 15] [--sweep-from 0.85] [--sweep-to 1.10]
+        [--baselines 3] [--out DIR]
 
 - simulate: simulated queues with a known capacity (servelab.capacity.simulated), soft
   and sharp knees, p99 noise 5-20 %, machine drift 0-5 % between trials: coverage of the
   90 % interval, median half-width, trials; and the two baselines at the same precision.
 - real: one stack, at p99 < 100 ms, errors < 0.1 %:
-  1. ground truth: a dense sweep, --sweep-rates rates from 0.85 to 1.10 x a first
-     search's estimate, each pass measuring every rate once in a shuffled order, each
-     trial on a fresh start of the stack (capacity's default since its fresh starts; a
-     pass was one start before), --sweep-passes passes; the same line fitted to all its trials (the
-     clipped log margin against the rate), its crossing and 90 % interval;
+  1. ground truth: a dense sweep, --sweep-rates rates from --sweep-from to --sweep-to x
+     a first search's estimate, each pass measuring every rate once in a shuffled order,
+     each trial on a fresh start of the stack (capacity's default since its fresh starts;
+     a pass was one start before), --sweep-passes passes; the same line fitted to all its
+     trials (the clipped log margin against the rate), its crossing and 90 % interval;
+     and, for a stack whose trials at one rate either hold easily or break badly (the
+     line then fits neither), the rate held half of the time: a probit fit of held /
+     broken against the rate, its 90 % profile-likelihood interval;
   2. --searches capacity searches (`servelab capacity`, each a fresh start): how often the
      interval holds the truth's point, the median half-width, trials and wall time;
   3. --baselines searches each of a linear ramp (from half the probed throughput, steps of
@@ -237,13 +241,48 @@ def _measure(stack: str, out: Path, **measuring) -> tuple[object, float]:
         return answer, time.monotonic() - began
 
 
-def real(stack: str, searches: int, passes: int, n_rates: int, baselines: int, out: Path) -> None:
+def held_half(
+    rates: list[float], held: list[bool], confidence: float = 0.9
+) -> tuple[float | None, tuple[float, float] | None]:
+    """The rate held in half of the trials, P(held | r) = Phi((c - r) / s) fitted by
+    maximum likelihood, and c's profile-likelihood interval (Wilks: twice the
+    log-likelihood's drop within chi2(1) at ``confidence``); None where the trials do
+    not bracket it (all held, or none)."""
+    from scipy import optimize, stats
+
+    if all(held) or not any(held):
+        return None, None
+    floor_s = 1e-3 * statistics.median(rates)
+
+    def loglik(c: float, s: float) -> float:
+        p = stats.norm.cdf([(c - r) / s for r in rates]).clip(1e-12, 1 - 1e-12)
+        pairs = zip(p, held, strict=True)
+        return float(sum(math.log(q) if h else math.log(1 - q) for q, h in pairs))
+
+    def best_s(c: float) -> float:
+        fit = optimize.minimize_scalar(lambda log_s: -loglik(c, math.exp(log_s)),
+                                       bounds=(math.log(floor_s), math.log(max(rates))),
+                                       method="bounded")
+        return -float(fit.fun)
+
+    fit = optimize.minimize_scalar(lambda c: -best_s(c), bounds=(min(rates), max(rates)),
+                                   method="bounded")
+    centre, top = float(fit.x), -float(fit.fun)
+    cut = top - stats.chi2.ppf(confidence, 1) / 2
+    grid = [min(rates) + (max(rates) - min(rates)) * i / 400 for i in range(401)]
+    inside = [centre, *(c for c in grid if best_s(c) >= cut)]
+    return centre, (min(inside), max(inside))
+
+
+def real(stack: str, searches: int, passes: int, n_rates: int, baselines: int, out: Path,
+         sweep: tuple[float, float] = (0.85, 1.10)) -> None:
     print(f"stack {stack}, SLO {SLO}; results under {out}")
     first, seconds = _measure(stack, out)
     centre = first.estimate.rate
     print(f"first search: {centre:,.1f} {first.estimate.interval} in {len(first.trials)} "
           f"trials, {seconds:.0f} s")
-    rates = [round(centre * (0.85 + 0.25 * i / (n_rates - 1)), 1) for i in range(n_rates)]
+    low, high = sweep
+    rates = [round(centre * (low + (high - low) * i / (n_rates - 1)), 1) for i in range(n_rates)]
     trials = []
     for k in range(passes):
         order = rates[:]
@@ -260,9 +299,15 @@ def real(stack: str, searches: int, passes: int, n_rates: int, baselines: int, o
     held = {r: sum(t.outcome(SLO).held for t in trials if t.rate == r) for r in rates}
     print(f"ground truth: {truth:,.1f} req/s, 90 % interval {interval} from {len(trials)} "
           f"trials; held per rate: " + ", ".join(f"{r:g}:{n}/{passes}" for r, n in held.items()))
+    half, half_interval = held_half([t.rate for t in trials],
+                                    [t.outcome(SLO).held for t in trials])
+    print(f"held half of the time (probit): {half} 90 % {half_interval}")
+    for t in sorted(trials, key=lambda t: t.rate):
+        print(f"  trial {t.rate:g} req/s: p50 {t.latency_ms['p50']:.1f} p99 "
+              f"{t.latency_ms['p99']:.1f} ms, errors {t.errors}, start {t.start}")
     for label, make, n in (
         ("capacity search", None, searches),
-        ("linear ramp (10 %)", lambda s: LinearRamp(s, 0.1 * truth), baselines),
+        ("linear ramp (10 %)", lambda s: LinearRamp(s, 0.1 * (half or truth)), baselines),
         ("doubling-bisection", DoublingBisection, baselines),
     ):
         results, walls = [], []
@@ -273,7 +318,9 @@ def real(stack: str, searches: int, passes: int, n_rates: int, baselines: int, o
             e = answer.estimate
             print(f"  {label}: {e.rate} {e.interval} {len(answer.trials)} trials {seconds:.0f} s",
                   flush=True)
-        if results:
+        if results and half is not None:
+            print(_summary(label + " (probit)", half, results))
+        if results and truth is not None:
             print(_summary(label, truth, results)
                   + f"  wall median {statistics.median(walls):.0f} s "
                   f"(range {min(walls):.0f}-{max(walls):.0f})")
@@ -289,6 +336,8 @@ def main() -> None:
     measured.add_argument("--searches", type=int, default=10)
     measured.add_argument("--sweep-passes", type=int, default=5)
     measured.add_argument("--sweep-rates", type=int, default=15)
+    measured.add_argument("--sweep-from", type=float, default=0.85)
+    measured.add_argument("--sweep-to", type=float, default=1.10)
     measured.add_argument("--baselines", type=int, default=3)
     measured.add_argument("--out", type=Path)
     args = parser.parse_args()
@@ -296,7 +345,8 @@ def main() -> None:
         simulate(args.searches)
         return
     out = args.out or Path(tempfile.mkdtemp(prefix="servelab-capacity-bench-"))
-    real(args.stack, args.searches, args.sweep_passes, args.sweep_rates, args.baselines, out)
+    real(args.stack, args.searches, args.sweep_passes, args.sweep_rates, args.baselines, out,
+         (args.sweep_from, args.sweep_to))
 
 
 if __name__ == "__main__":
