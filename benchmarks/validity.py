@@ -16,8 +16,9 @@ Prints figures; asserts nothing. Every part keeps its results under --out, so th
 - waiting: a WSGI app that waits 3 ms a request (gunicorn gthread, 2 workers x 1
   thread): quick on it, then the same stacks in turns (``-r 5``): do they agree?
 - aa: quick's design with both variants identical to the baseline (8 comparisons of
-  identical stacks a study): how many studies call any difference, and how often the
-  95 % intervals cover 0.
+  identical stacks a study): how many studies call any difference, how often the
+  95 % intervals cover 0, and each half-width per minute of the pair's measured
+  windows (to set against the floor, docs/statistics.md).
 - planted: quick's design on async-small, the variant's app spinning PERCENT % of the
   stack's measured CPU per request (by CPU time: SERVELAB_EXTRA_WORK_US); the expected
   change of requests per CPU second is 1 / (1 + PERCENT/100) - 1.
@@ -185,6 +186,30 @@ def quick_experiment(endpoints: tuple[str, ...] | None = None, switching: bool =
     return experiment.model_copy(update={"switching": switching})
 
 
+def window_seconds(runs) -> dict[str, float]:
+    """Each variant's measured windows on each workload, seconds ("variant|workload")."""
+    seconds: dict[str, float] = {}
+    for run in runs:
+        key = f"{run.variant}|{run.workload}"
+        seconds[key] = seconds.get(key, 0.0) + run.load.duration_s
+    return seconds
+
+
+def per_minute(document: dict[str, Any]) -> dict[str, list[float]]:
+    """Each comparison's 95 % half-width scaled to one minute of its two variants'
+    measured windows (half-width x sqrt(minutes)), by workload: against the floor
+    (docs/statistics.md), what a design makes of the time it measures."""
+    found: dict[str, list[float]] = {}
+    windows = document.get("window_s") or {}
+    for c in answer(document):
+        pair = [windows.get(f"{v}|{c['workload']}") for v in (document["baseline"], c["variant"])]
+        if c["interval_pct"] is None or None in pair:
+            continue
+        half = (c["interval_pct"][1] - c["interval_pct"][0]) / 2
+        found.setdefault(c["workload"], []).append(half * math.sqrt(sum(pair) / 60))
+    return found
+
+
 def aa(out: Path, times: int, switching: bool = False) -> None:
     from servelab.analysis.analyze import analyze, comparisons_document
 
@@ -196,6 +221,7 @@ def aa(out: Path, times: int, switching: bool = False) -> None:
         runs, wall_s = measure_quietly(experiment, out / "results")
         document = comparisons_document(analyze(experiment, runs))
         document["wall_s"] = wall_s
+        document["window_s"] = window_seconds(runs)
         said = [c for c in answer(document) if c["verdict"] in ("better", "worse")]
         print(f"A/A {n}: {document['wall_s']:.0f} s, {len(said)} of 8 called better/worse")
         show(document)
@@ -338,6 +364,13 @@ def report(out: Path) -> None:
         print(f"A/A x{len(runs)}: {false} studies called any difference "
               f"({100 * false / len(runs):.0f} %); 95 % intervals covered 0 in {covered} of "
               f"{len(answers)} ({100 * covered / len(answers):.1f} %)")
+        scaled: dict[str, list[float]] = {}
+        for d in runs:
+            for workload, values in per_minute(d).items():
+                scaled.setdefault(workload, []).extend(values)
+        for workload, values in scaled.items():
+            print(f"  {workload:12} half-width per minute of the pair's windows: median "
+                  f"±{statistics.median(values):.1f} % over {len(values)} comparisons")
     rows = load(out, "planted") or []
     for pct in sorted({d["percent"] for d in rows}):
         mine = [d for d in rows if d["percent"] == pct]
