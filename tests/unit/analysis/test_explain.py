@@ -173,3 +173,36 @@ def test_the_planted_function_of_each_kind_comes_out_at_its_size(kind: str) -> N
     # The inclusive view names f(), not handle_request(), which holds f() and respond().
     assert explanation.inclusive[0].name == PLANTED
     assert f"app workers {KERNEL}" not in [c.name for c in explanation.functions]
+
+
+def _routed(spin: float, sibling: float) -> dict[str, float]:
+    """A router calling the planted spin() and a sibling serialise(), under a worker's
+    main() that also idles."""
+    return {
+        "main (m.py:1);route (r.py:3);spin (app.py:20)": spin,
+        "main (m.py:1);route (r.py:3);serialise (r.py:8)": 200.0 + sibling,
+        "main (m.py:1);idle (m.py:7)": 300.0,
+    }
+
+
+@pytest.mark.parametrize(("sibling", "named"), [
+    # The sibling's growth is noise (+30 and -10 … +30): route() explains more than
+    # spin() by an amount the starts cannot tell from 0, so the line is spin()'s.
+    ([30.0, -10.0, 30.0, -10.0, 25.0], "spin (app.py)"),
+    # It grows by 30 in every start: route() carries a change of its own beyond spin(),
+    # and its line says so.
+    ([30.0, 29.0, 31.0, 30.0, 30.0], "route (r.py)"),
+])
+def test_the_inclusive_view_names_the_callee_unless_its_caller_changed_beyond_it(
+    sibling: list[float], named: str
+) -> None:
+    spins = [50.0, 52.0, 48.0, 51.0, 49.0]
+    baseline = [folded_run("base", n, _routed(0.0, 0.0)) for n in range(1, 6)]
+    variant = [
+        folded_run("slow", n, _routed(spin, extra))
+        for n, spin, extra in zip(range(1, 6), spins, sibling, strict=True)
+    ]
+    [first, *_] = covering(baseline, variant)
+    assert first.name == named
+    if named == "spin (app.py)":  # the sibling's noise is left to the later lines
+        assert first.difference == pytest.approx(50.0)
