@@ -3,6 +3,7 @@ how wide is it, how many trials and how long does it take, and how does it compa
 linear ramp and with doubling-then-bisection? Prints figures; asserts nothing.
 
     .venv/bin/python benchmarks/capacity.py simulate [--searches 400]
+    .venv/bin/python benchmarks/capacity.py bimodal [--searches 100]
     .venv/bin/python benchmarks/capacity.py real --stack sleepy|fastapi [--searches 10]
         [--sweep-passes 5] [--sweep-rates 15] [--sweep-from 0.85] [--sweep-to 1.10]
         [--baselines 3] [--out DIR]
@@ -10,6 +11,11 @@ linear ramp and with doubling-then-bisection? Prints figures; asserts nothing.
 - simulate: simulated queues with a known capacity (servelab.capacity.simulated), soft
   and sharp knees, p99 noise 5-20 %, machine drift 0-5 % between trials: coverage of the
   90 % interval, median half-width, trials; and the two baselines at the same precision.
+- bimodal: a simulated stack whose starts either hold or collapse, as the seed's FastAPI
+  stack did here (a start collapses with a chance rising as a normal curve through 1,873
+  req/s, width 230; a held one is a queue saturating at 2,600 with a p99 noise of 50 %):
+  how often the search's interval holds the rate held half of the time, and a probit fit
+  of held / broken (``held_half``) on the same trials.
 - real: one stack, at p99 < 100 ms, errors < 0.1 %:
   1. ground truth: a dense sweep, --sweep-rates rates from --sweep-from to --sweep-to x
      a first search's estimate, each pass measuring every rate once in a shuffled order,
@@ -212,6 +218,47 @@ def simulate(searches: int) -> None:
             print(_summary(label, truth, results))
 
 
+BIMODAL_CENTRE, BIMODAL_WIDTH, BIMODAL_SATURATION = 1873.0, 230.0, 2600.0
+
+
+def bimodal_trial(rate: float, rng: random.Random) -> Outcome:
+    from scipy.stats import norm
+
+    if rng.random() < norm.cdf((rate - BIMODAL_CENTRE) / BIMODAL_WIDTH):
+        p99 = math.exp(rng.uniform(math.log(120), math.log(900)))  # a collapsed start
+    else:
+        room = BIMODAL_SATURATION - rate
+        p99 = (5 + 20_000 / room if room > 0 else 2500) * math.exp(rng.gauss(0, 0.5))
+    return Outcome(rate, LIMIT_MS / p99)
+
+
+def bimodal(searches: int) -> None:
+    intervals = held = probit = probit_held = 0
+    widths, probit_widths, trials = [], [], []
+    for seed in range(searches):
+        rng = random.Random(seed)
+        search = CapacitySearch(SearchSettings(start_rate=800, max_rate=4000, max_trials=20))
+        while (rate := search.next_rate()) is not None:
+            search.tell(bimodal_trial(rate, rng))
+        e = search.estimate()
+        trials.append(len(search.outcomes))
+        if e.interval and e.relative_half_width is not None:
+            intervals += 1
+            held += e.interval[0] <= BIMODAL_CENTRE <= e.interval[1]
+            widths.append(e.relative_half_width)
+        centre, interval = held_half([o.rate for o in search.outcomes],
+                                     [o.held for o in search.outcomes])
+        if centre and interval:
+            probit += 1
+            probit_held += interval[0] <= BIMODAL_CENTRE <= interval[1]
+            probit_widths.append((interval[1] - interval[0]) / 2 / centre)
+    print(f"bimodal stack, held half of the time at {BIMODAL_CENTRE:g} req/s; {searches} searches")
+    print(f"  search: an interval in {intervals}, holding it in {held}; half-width median "
+          f"{100 * statistics.median(widths):.1f} %; trials median {statistics.median(trials)}")
+    print(f"  probit on the same trials: an interval in {probit}, holding it in {probit_held}; "
+          f"half-width median {100 * statistics.median(probit_widths):.1f} %")
+
+
 # -- real -----------------------------------------------------------------------------------
 
 
@@ -331,6 +378,8 @@ def main() -> None:
     commands = parser.add_subparsers(dest="command", required=True)
     sim = commands.add_parser("simulate")
     sim.add_argument("--searches", type=int, default=400)
+    two = commands.add_parser("bimodal")
+    two.add_argument("--searches", type=int, default=100)
     measured = commands.add_parser("real")
     measured.add_argument("--stack", choices=["sleepy", "fastapi"], default="sleepy")
     measured.add_argument("--searches", type=int, default=10)
@@ -343,6 +392,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.command == "simulate":
         simulate(args.searches)
+        return
+    if args.command == "bimodal":
+        bimodal(args.searches)
         return
     out = args.out or Path(tempfile.mkdtemp(prefix="servelab-capacity-bench-"))
     real(args.stack, args.searches, args.sweep_passes, args.sweep_rates, args.baselines, out,
