@@ -3,7 +3,13 @@ it take, and how many measurements does it spend against plain bisection? Prints
 asserts nothing.
 
     .venv/bin/python benchmarks/bisect_culprit.py [--commits 40] [--culprit 23] [--extra 0.10]
-        [--searches 3] [--none 1] [--budget 90]
+        [--searches 3] [--none 1] [--budget 90] [--out DIR]
+    .venv/bin/python benchmarks/bisect_culprit.py --report --out DIR
+
+With --out, each search's line is kept in DIR/searches.jsonl as soon as it ends, so that
+the issue's 20 + 20 searches (10-20 minutes each here) can be gathered over several
+sittings into one file; --report sums them up: how often the culprit was found (and
+"no change" said), the wall time and the starts per search against plain bisection.
 
 A generated git repository of a small WSGI app (every request hashes ROUNDS times), one
 commit per version; from commit --culprit on, ROUNDS grows by --extra (0.10: +10 % CPU per
@@ -23,6 +29,7 @@ import argparse
 import fcntl
 import json
 import math
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -86,6 +93,32 @@ def search(repo: Path, commits: list[str], budget: float, work: Path) -> dict:
     return answer
 
 
+def keep(out: Path | None, line: dict) -> None:
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        with open(out / "searches.jsonl", "a") as file:
+            file.write(json.dumps(line) + "\n")
+
+
+def report(out: Path) -> None:
+    path = out / "searches.jsonl"
+    lines = [json.loads(text) for text in path.read_text().splitlines()] if path.is_file() else []
+    if not lines:
+        print(f"no searches kept in {path}")
+        return
+    for label in ("culprit", "none"):
+        mine = [line for line in lines if line["label"] == label]
+        if not mine:
+            continue
+        walls = sorted(line["wall"] for line in mine)
+        starts = sorted(line["starts"] for line in mine)
+        what = "found the culprit" if label == "culprit" else 'said "no change"'
+        print(f"{label}: {what} in {sum(line['right'] for line in mine)} of {len(mine)}; "
+              f"wall median {statistics.median(walls):.0f} s ({walls[0]:.0f}-{walls[-1]:.0f}); "
+              f"starts median {statistics.median(starts):g} ({starts[0]}-{starts[-1]}) "
+              f"against plain bisection x5: {mine[-1]['plain']}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--commits", type=int, default=40)
@@ -94,7 +127,14 @@ def main() -> None:
     parser.add_argument("--searches", type=int, default=3)
     parser.add_argument("--none", type=int, default=1)
     parser.add_argument("--budget", type=float, default=90.0)
+    parser.add_argument("--out", type=Path, help="keep each search's line in OUT/searches.jsonl")
+    parser.add_argument("--report", action="store_true", help="sum up the searches kept in --out")
     args = parser.parse_args()
+    if args.report:
+        if args.out is None:
+            parser.error("--report needs --out DIR")
+        report(args.out)
+        return
     plain = (1 + math.ceil(math.log2(args.commits))) * 5 * 2
     work = Path(tempfile.mkdtemp(prefix="servelab-bisect-bench-"))
     for label, culprit, n in (("culprit", args.culprit, args.searches), ("none", None, args.none)):
@@ -108,6 +148,13 @@ def main() -> None:
                 else answer.get("ending") == "no change"
             )
             starts = 2 * sum(s.get("starts", 0) for s in steps)
+            keep(args.out, {
+                "label": label, "right": right, "ending": answer.get("ending"),
+                "steps": [s["decision"] for s in steps], "starts": starts,
+                "wall": answer["wall"], "plain": plain, "commits": args.commits,
+                "extra": args.extra, "budget": args.budget,
+                "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            })
             print(f"{label} search {k + 1}: {answer.get('ending')} "
                   f"{'right' if right else 'WRONG'}; {len(steps)} steps "
                   f"({', '.join(s['decision'] for s in steps)}); {starts} starts; "
