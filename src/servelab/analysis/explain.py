@@ -241,6 +241,17 @@ def covering(
     return tuple(chosen)
 
 
+def _besides(
+    profiles: Sequence[RunProfile], figures: Sequence[Mapping[str, float]], caller: str,
+    callee: str,
+) -> dict[int, float]:
+    """What ``caller`` costs besides ``callee``, per start."""
+    return {
+        p.repetition: f.get(caller, 0.0) - f.get(callee, 0.0)
+        for p, f in zip(profiles, figures, strict=True)
+    }
+
+
 def _callees_that_carry_it(
     leader: str,
     names: Sequence[str],
@@ -268,10 +279,8 @@ def _callees_that_carry_it(
         interval = own.comparison.interval
         if interval is None or min(sign * interval[0], sign * interval[1]) <= 0:
             continue  # not changed beyond the noise, or the other way
-        rest = [{leader: f.get(leader, 0.0) - f.get(name, 0.0)} for f in (*b_inc, *v_inc)]
         besides = _change(
-            leader, _by_start(baseline, rest[: len(baseline)], leader),
-            _by_start(variant, rest[len(baseline):], leader),
+            leader, _besides(baseline, b_inc, leader, name), _besides(variant, v_inc, leader, name)
         ).comparison.interval
         if besides is None or not besides[0] <= 0 <= besides[1]:
             continue
