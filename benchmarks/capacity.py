@@ -4,6 +4,7 @@ linear ramp and with doubling-then-bisection? Prints figures; asserts nothing.
 
     .venv/bin/python benchmarks/capacity.py simulate [--searches 400]
     .venv/bin/python benchmarks/capacity.py bimodal [--searches 100]
+    .venv/bin/python benchmarks/capacity.py steady --stack fastapi --rate 1450 [--trials 40]
     .venv/bin/python benchmarks/capacity.py real --stack sleepy|fastapi [--searches 10]
         [--sweep-passes 5] [--sweep-rates 15] [--sweep-from 0.85] [--sweep-to 1.10]
         [--baselines 3] [--out DIR]
@@ -16,6 +17,9 @@ linear ramp and with doubling-then-bisection? Prints figures; asserts nothing.
   req/s, width 230; a held one is a queue saturating at 2,600 with a p99 noise of 50 %):
   how often the search's interval holds the rate held half of the time, and a probit fit
   of held / broken (``held_half``) on the same trials.
+- steady: where one stack's spread at one rate comes from: --trials trials at --rate,
+  each on a fresh start with the machine's speed probed before it (a fixed CPU loop on
+  the stack's CPU); held / broken against that speed, and whether collapses come in runs.
 - real: one stack, at p99 < 100 ms, errors < 0.1 %:
   1. ground truth: a dense sweep, --sweep-rates rates from --sweep-from to --sweep-to x
      a first search's estimate, each pass measuring every rate once in a shuffled order,
@@ -43,6 +47,7 @@ from __future__ import annotations
 import argparse
 import fcntl
 import io
+import itertools
 import math
 import random
 import statistics
@@ -373,6 +378,48 @@ def real(stack: str, searches: int, passes: int, n_rates: int, baselines: int, o
                   f"(range {min(walls):.0f}-{max(walls):.0f})")
 
 
+def steady(stack: str, rate: float, trials: int, out: Path) -> None:
+    """Where a stack's spread at one rate comes from: ``trials`` trials at ``rate``, each on
+    a fresh start with the machine's speed probed before it. Held or broken against that
+    speed (Mann-Whitney; Spearman of the log margin), and whether collapses come in runs
+    (the number of runs of held / broken in trial order against its expectation)."""
+    from scipy import stats
+
+    answer, seconds = _measure(
+        stack, out, plan=CapacityPlan(slo=SLO, max_trials=trials + 1),
+        make_search=lambda s: FixedRates(s, [rate] * trials),
+    )
+    done = [t for t in answer.trials if t.trusted and t.cpu_speed is not None]
+    print(f"stack {stack}: {len(done)} trials at {rate:g} req/s, {seconds:.0f} s; "
+          f"results under {out}")
+    for t in done:
+        print(f"  {t.number:3d} {t.started}  speed {t.cpu_speed:8,.0f}  p50 "
+              f"{t.latency_ms['p50']:7.1f}  p99 {t.latency_ms['p99']:7.1f} ms  sent at "
+              f"{t.send_rate:7.1f}  {'held' if t.outcome(SLO).held else 'BROKE'}")
+    held = [t.outcome(SLO).held for t in done]
+    speeds = [t.cpu_speed for t in done]
+    print(f"held {sum(held)} of {len(held)}; speed median {statistics.median(speeds):,.0f} "
+          f"({min(speeds):,.0f}-{max(speeds):,.0f}, CV "
+          f"{100 * statistics.stdev(speeds) / statistics.mean(speeds):.1f} %)")
+    up = [v for v, h in zip(speeds, held, strict=True) if h]
+    down = [v for v, h in zip(speeds, held, strict=True) if not h]
+    if up and down:
+        test = stats.mannwhitneyu(up, down)
+        print(f"speed held median {statistics.median(up):,.0f}, broken "
+              f"{statistics.median(down):,.0f}; Mann-Whitney p = {test.pvalue:.3g}")
+    rho = stats.spearmanr(speeds, [clipped_log(t.outcome(SLO).margin) for t in done])
+    print(f"Spearman (speed, log margin) {rho.statistic:+.2f}, p = {rho.pvalue:.3g}")
+    n1, n2 = sum(held), len(held) - sum(held)
+    if n1 and n2:
+        runs = 1 + sum(a != b for a, b in itertools.pairwise(held))
+        expected = 1 + 2 * n1 * n2 / (n1 + n2)
+        variance = (2 * n1 * n2 * (2 * n1 * n2 - n1 - n2)
+                    / ((n1 + n2) ** 2 * (n1 + n2 - 1)))
+        z = (runs - expected) / math.sqrt(variance) if variance > 0 else math.nan
+        print(f"runs of held / broken: {runs} against {expected:.1f} expected "
+              f"(z = {z:+.2f}; below 0: they come in runs)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -389,7 +436,16 @@ def main() -> None:
     measured.add_argument("--sweep-to", type=float, default=1.10)
     measured.add_argument("--baselines", type=int, default=3)
     measured.add_argument("--out", type=Path)
+    one_rate = commands.add_parser("steady")
+    one_rate.add_argument("--stack", choices=["sleepy", "fastapi"], default="fastapi")
+    one_rate.add_argument("--rate", type=float, required=True)
+    one_rate.add_argument("--trials", type=int, default=40)
+    one_rate.add_argument("--out", type=Path)
     args = parser.parse_args()
+    if args.command == "steady":
+        steady(args.stack, args.rate, args.trials,
+               args.out or Path(tempfile.mkdtemp(prefix="servelab-capacity-bench-")))
+        return
     if args.command == "simulate":
         simulate(args.searches)
         return

@@ -129,7 +129,7 @@ def trials_csv(answers: Sequence[VariantCapacity]) -> str:
     writer = csv.writer(buffer)
     writer.writerow(["variant", "trial", "rate", "send_rate", "sent", "answered", "errors",
                      *(f"{stat}_ms" for stat in LATENCY_STATS), "driver_cpu_share",
-                     "trusted", "problems", "sent_by_machine"])
+                     "trusted", "problems", "sent_by_machine", "start", "cpu_speed"])
     for answer in answers:
         for t in answer.trials:
             writer.writerow([
@@ -137,5 +137,6 @@ def trials_csv(answers: Sequence[VariantCapacity]) -> str:
                 t.errors, *(f"{t.latency_ms.get(stat, 0):.3f}" for stat in LATENCY_STATS),
                 f"{t.driver_cpu_share:.3f}", t.trusted, "; ".join(t.problems),
                 "; ".join(f"{m} {rate:.3f}" for m, rate in t.delivered.items()),
+                t.start, "" if t.cpu_speed is None else f"{t.cpu_speed:.0f}",
             ])
     return buffer.getvalue()

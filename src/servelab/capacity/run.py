@@ -195,6 +195,7 @@ class VariantSearch:
     stopped: str | None = None  # the driver could not be trusted
     done: bool = False
     starts: int = 1
+    speed: float | None = None  # the machine's speed probed before the running start
 
     def step(
         self, executor: Any, workload: Workload, plan: CapacityPlan,
@@ -231,7 +232,7 @@ class VariantSearch:
             executor, self.stack, workload, plan, rate, self.spec.name, len(self.trials) + 1,
             self.scratch,
         )
-        trial = dataclasses.replace(trial, start=self.starts)
+        trial = dataclasses.replace(trial, start=self.starts, cpu_speed=self.speed)
         keep(trial)
         self.trials.append(trial)
         return trial
@@ -240,6 +241,7 @@ class VariantSearch:
         """The stack stopped and started again, and warmed up."""
         self.started.close()
         self.started = ExitStack()
+        self.speed = executor.machine_speed()  # before the stack exists (it would slow it)
         self.stack = self.started.enter_context(executor.launch(self.spec, workload.request))
         self.starts += 1
         executor.send(self.stack, workload, warm_up(self.spec, plan, WARM_UP_S), self.scratch)
@@ -267,12 +269,14 @@ def start_search(
     probed, and its search set up from the probe (``make_search``: the search, or another
     way to place trials, as benchmarks/capacity.py compares them)."""
     started = ExitStack()
+    speed = executor.machine_speed()
     stack = started.enter_context(executor.launch(spec, workload.request))
     scratch = resources.enter_context(executor.scratch())
     probed = executor.send(stack, workload, warm_up(spec, plan, PROBE_S), scratch).rps
     settings = plan.settings(probed)
     events.on_variant(spec.name, settings)
-    search = VariantSearch(spec, stack, scratch, make_search(settings), probed, started)
+    search = VariantSearch(spec, stack, scratch, make_search(settings), probed, started,
+                           speed=speed)
     resources.callback(lambda: search.started.close())  # whichever start runs at the end
     return search
 

@@ -50,6 +50,9 @@ class Trial:
     # driver on this machine.
     delivered: Mapping[str, float] = dataclasses.field(default_factory=dict)
     start: int = 1  # which start of its stack it ran on (1, 2, ...: a fresh one per trial)
+    # The machine's own speed before that start (observe.neighbours.cpu_speed: fixed
+    # Python work per second on the stack's CPU); None: not probed (CPUs not pinned).
+    cpu_speed: float | None = None
 
     def by_machine(self, digits: int = 1) -> str:
         """``delivered`` in words: "load-a 99.5, load-b 50.1" (empty: one driver here)."""

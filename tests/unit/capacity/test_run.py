@@ -45,6 +45,10 @@ class QueueExecutor(FakeExecutor):
         self.sent_at = 0.0
         self.loads: list = []
 
+    def machine_speed(self):  # a different speed before each start
+        self.log.append(("speed",))
+        return 1000.0 + sum(1 for e in self.log if e[0] == "speed")
+
     def send(self, stack, workload, load, scratch):  # the throughput probe
         self.log.append(("probe", stack.variant))
         return fake_load(rps=self.stacks[stack.variant].saturation * 0.9, duration_s=2.0)
@@ -135,6 +139,12 @@ def test_variants_searched_in_turns_each_trial_on_a_fresh_start_every_trial_writ
         name = answer.variant
         assert executor.log.count(("launch", name)) == executor.log.count(("stop", name))
         assert executor.log.count(("launch", name)) == len(answer.trials)
+    # The machine's speed probed before every start, none running (the probe would be
+    # slowed): each trial carries its start's.
+    launches = [i for i, e in enumerate(executor.log) if e[0] == "launch"]
+    assert all(executor.log[i - 1] == ("speed",) for i in launches)
+    speeds = [t.cpu_speed for a in answers for t in a.trials]
+    assert len(set(speeds)) == len(speeds) == len(launches)
     measured = [e[1] for e in executor.log if e[0] == "measure"]
     shorter = min(len(a.trials) for a in answers)
     assert measured[: 2 * shorter] == ["base", "fast"] * shorter  # in turns
@@ -175,6 +185,7 @@ def test_variants_searched_in_turns_each_trial_on_a_fresh_start_every_trial_writ
     assert (tmp_path / "export.markdown").read_text().startswith("# Capacity at p99 < 100 ms")
     rows = (tmp_path / "export.csv").read_text().splitlines()
     assert rows[0].startswith("variant,trial,rate,send_rate") and len(rows) == len(trials) + 1
+    assert rows[0].endswith(",start,cpu_speed") and rows[1].endswith(f",1,{speeds[0]:.0f}")
     assert "trial 1:" in said
 
 
