@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from servelab.capacity.machine import MAX_WAIT_S, SLOW_SHARE
 from servelab.capacity.run import VariantCapacity
 from servelab.capacity.slo import Slo
 from servelab.capacity.trials import Trial
@@ -45,6 +46,12 @@ def variant_line(answer: VariantCapacity, slo: Slo, confidence: float) -> str:
         if answer.first_errors_rate is not None else ""
     )
     stopped = f"; stopped: {answer.stopped_because}" if answer.stopped_because else ""
+    waited = sum(t.waited_s for t in answer.trials)
+    slow = sum(t.started_slow for t in answer.trials)
+    if waited:
+        tail += f"; its starts waited {waited:g} s for the machine's own speed"
+    if slow:
+        tail += f" ({slow} started slow all the same)"
     return f"{answer.variant}: {said} at {slo}; {trials}{tail}{stopped}"
 
 
@@ -76,16 +83,32 @@ def markdown(
             f"- {c.describe(answers[0].variant)}"
             for c in compare_capacities(answers, confidence)
         ]
-    lines += ["", "## Trials", "", "| variant | # | rate | sent at | p99 ms | errors | trusted |",
-              "|---|---:|---:|---:|---:|---:|---|"]
+    lines += ["", "## Trials", "",
+              "| variant | # | rate | sent at | p99 ms | errors | trusted | machine speed |",
+              "|---|---:|---:|---:|---:|---:|---|---|"]
     for a in answers:
         for t in a.trials:
             trusted = "yes" if t.trusted else "no: " + "; ".join(t.problems)
             lines.append(
                 f"| {a.variant} | {t.number} | {t.rate:,.1f} | {sent_at(t)} | "
-                f"{t.latency_ms.get('p99', 0):,.1f} | {t.errors} | {trusted} |"
+                f"{t.latency_ms.get('p99', 0):,.1f} | {t.errors} | {trusted} | "
+                f"{machine_speed(t)} |"
             )
+    if any(t.cpu_speed is not None for a in answers for t in a.trials):
+        lines += ["", "Machine speed: a fixed CPU loop on the stack's CPU before the trial's "
+                  "start (units/s); a start waits while it reads below "
+                  f"{100 * SLOW_SHARE:g} % of the usual speed, for at most {MAX_WAIT_S:g} s."]
     return "\n".join(lines) + "\n"
+
+
+def machine_speed(trial: Trial) -> str:
+    """The machine's speed before the trial's start, and any wait for it."""
+    if trial.cpu_speed is None:
+        return "-"
+    waited = ""
+    if trial.waited_s:
+        waited = f" (waited {trial.waited_s:g} s{', still slow' if trial.started_slow else ''})"
+    return f"{trial.cpu_speed:,.0f}{waited}"
 
 
 def sent_at(trial: Trial) -> str:
@@ -129,7 +152,8 @@ def trials_csv(answers: Sequence[VariantCapacity]) -> str:
     writer = csv.writer(buffer)
     writer.writerow(["variant", "trial", "rate", "send_rate", "sent", "answered", "errors",
                      *(f"{stat}_ms" for stat in LATENCY_STATS), "driver_cpu_share",
-                     "trusted", "problems", "sent_by_machine", "start", "cpu_speed"])
+                     "trusted", "problems", "sent_by_machine", "start", "cpu_speed",
+                     "waited_s", "started_slow"])
     for answer in answers:
         for t in answer.trials:
             writer.writerow([
@@ -138,5 +162,6 @@ def trials_csv(answers: Sequence[VariantCapacity]) -> str:
                 f"{t.driver_cpu_share:.3f}", t.trusted, "; ".join(t.problems),
                 "; ".join(f"{m} {rate:.3f}" for m, rate in t.delivered.items()),
                 t.start, "" if t.cpu_speed is None else f"{t.cpu_speed:.0f}",
+                f"{t.waited_s:g}", t.started_slow,
             ])
     return buffer.getvalue()

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from servelab.capacity.machine import MAX_WAIT_S, MachineSpeed, StartSpeed
 from servelab.capacity.search import CapacitySearch, Estimate, Search, SearchSettings
 from servelab.capacity.slo import Slo
 from servelab.capacity.trials import Trial, judged, measured_latencies
@@ -53,6 +54,7 @@ COOL_DOWN_S = 1.0
 PROBE_S = 2.0  # the closed-model throughput probe that also warms the stack up
 WARM_UP_S = 1.0  # a fresh start's warm-up before its trial (closed model, as the probe)
 MAX_TRIAL_S = 60.0
+MAX_MACHINE_WAIT_S = 600.0  # a start waiting longer is a machine to measure elsewhere
 TRIALS_FILE = "trials.jsonl"
 ANSWER_FILE = "capacity.json"
 MARKDOWN_FILE = "capacity.md"
@@ -73,6 +75,7 @@ class CapacityPlan:
     connections: int = 1000
     timeout_s: float = 10.0
     fresh_starts: bool = True  # each trial after the first on a fresh start of its stack
+    machine_wait_s: float = MAX_WAIT_S  # a start waits while the machine runs slow
 
     def check(self) -> None:
         """SpecError (one line, with the fix) for a plan that cannot run; before anything
@@ -92,6 +95,11 @@ class CapacityPlan:
                 f"the rate range is empty: --max-rate {self.max_rate:g} is below "
                 f"{max(low, self.min_rate):g}",
                 "raise --max-rate, or lower --start / --min-rate",
+            )
+        if not (0 <= self.machine_wait_s <= MAX_MACHINE_WAIT_S):
+            raise SpecError(
+                f"--machine-wait must be in [0, {MAX_MACHINE_WAIT_S:g}] seconds, got "
+                f"{self.machine_wait_s:g}", "e.g. --machine-wait 60 (0: never wait)",
             )
         if not 0 < self.trial_s <= MAX_TRIAL_S:
             raise SpecError(
@@ -194,8 +202,9 @@ class VariantSearch:
     trials: list[Trial] = field(default_factory=list)
     stopped: str | None = None  # the driver could not be trusted
     done: bool = False
+    machine: MachineSpeed | None = None  # None: the machine's speed is not probed
     starts: int = 1
-    speed: float | None = None  # the machine's speed probed before the running start
+    start_speed: StartSpeed = field(default_factory=lambda: StartSpeed(None))  # the running start's
 
     def step(
         self, executor: Any, workload: Workload, plan: CapacityPlan,
@@ -232,7 +241,11 @@ class VariantSearch:
             executor, self.stack, workload, plan, rate, self.spec.name, len(self.trials) + 1,
             self.scratch,
         )
-        trial = dataclasses.replace(trial, start=self.starts, cpu_speed=self.speed)
+        began = self.start_speed
+        trial = dataclasses.replace(
+            trial, start=self.starts, cpu_speed=began.speed, waited_s=began.waited_s,
+            started_slow=began.slow,
+        )
         keep(trial)
         self.trials.append(trial)
         return trial
@@ -241,7 +254,8 @@ class VariantSearch:
         """The stack stopped and started again, and warmed up."""
         self.started.close()
         self.started = ExitStack()
-        self.speed = executor.machine_speed()  # before the stack exists (it would slow it)
+        if self.machine is not None:  # before the stack exists (it would slow the probe)
+            self.start_speed = self.machine.before_start()
         self.stack = self.started.enter_context(executor.launch(self.spec, workload.request))
         self.starts += 1
         executor.send(self.stack, workload, warm_up(self.spec, plan, WARM_UP_S), self.scratch)
@@ -264,19 +278,21 @@ def start_search(
     resources: ExitStack,
     events: CapacityEvents,
     make_search: Callable[[SearchSettings], Search] = CapacitySearch,
+    machine: MachineSpeed | None = None,
 ) -> VariantSearch:
     """``spec``'s stack started (until ``resources`` closes), warmed up and its throughput
     probed, and its search set up from the probe (``make_search``: the search, or another
-    way to place trials, as benchmarks/capacity.py compares them)."""
+    way to place trials, as benchmarks/capacity.py compares them; ``machine``: each start
+    waits while the machine runs slow)."""
     started = ExitStack()
-    speed = executor.machine_speed()
+    speed = machine.before_start() if machine is not None else StartSpeed(None)
     stack = started.enter_context(executor.launch(spec, workload.request))
     scratch = resources.enter_context(executor.scratch())
     probed = executor.send(stack, workload, warm_up(spec, plan, PROBE_S), scratch).rps
     settings = plan.settings(probed)
     events.on_variant(spec.name, settings)
     search = VariantSearch(spec, stack, scratch, make_search(settings), probed, started,
-                           speed=speed)
+                           machine=machine, start_speed=speed)
     resources.callback(lambda: search.started.close())  # whichever start runs at the end
     return search
 
@@ -440,10 +456,12 @@ def measure_capacities(
     try:
         with JANITOR.running(), factory(driver) as executor:
             try:
+                machine = MachineSpeed(executor.machine_speed, sleep, plan.machine_wait_s)
                 with ExitStack() as resources:
                     for spec in experiment.stacks:
                         searches.append(start_search(
                             executor, spec, workload, plan, resources, events, make_search,
+                            machine,
                         ))
                     # In turns: a trial of each variant whose search goes on, then again.
                     while not all(s.done for s in searches):
@@ -493,6 +511,11 @@ class ConsoleEvents(CapacityEvents):
         untrusted = f" (not trusted: {'; '.join(trial.problems)})" if trial.problems else ""
         if trial.delivered:
             so_far += f"; sent by {trial.by_machine()}"
+        if trial.waited_s:
+            so_far += (
+                f"; its start waited {trial.waited_s:g} s for the machine's own speed to come "
+                f"back{' (it did not: started slow)' if trial.started_slow else ''}"
+            )
         self.console.print(
             f"  trial {trial.number}: {trial.rate:,.1f} req/s, p99 "
             f"{trial.latency_ms['p99']:,.1f} ms, {trial.errors} errors: {held}{untrusted}"

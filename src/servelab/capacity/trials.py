@@ -53,6 +53,10 @@ class Trial:
     # The machine's own speed before that start (observe.neighbours.cpu_speed: fixed
     # Python work per second on the stack's CPU); None: not probed (CPUs not pinned).
     cpu_speed: float | None = None
+    # How long that start waited for the machine to come back from a slow moment, and
+    # whether it started slow all the same (capacity.machine).
+    waited_s: float = 0.0
+    started_slow: bool = False
 
     def by_machine(self, digits: int = 1) -> str:
         """``delivered`` in words: "load-a 99.5, load-b 50.1" (empty: one driver here)."""

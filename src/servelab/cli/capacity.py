@@ -50,6 +50,9 @@ NOT_FOR_CAPACITY = {
 @click.option("--one-start", is_flag=True, help="Every trial on one start of the stack "
               "(faster; that start's capacity). Default: each trial on a fresh start, whose "
               "differences the interval then carries.")
+@click.option("--machine-wait", type=float, default=60.0, show_default=True,
+              help="Seconds a start may wait while the machine itself runs slow (a fixed "
+              "CPU loop on the stack's CPU below 85 % of its usual speed); 0: never wait.")
 @click.option("--timeout", type=float, default=10.0, show_default=True, help="Per request [s].")
 @click.option(
     "--driver", default=None, help="The load driver: oha (default), or locust (its built-in "
@@ -77,6 +80,7 @@ def capacity(
     confidence: float,
     connections: int,
     one_start: bool,
+    machine_wait: float,
     timeout: float,
     driver: str | None,
     sleep: float | None,
@@ -104,7 +108,7 @@ def capacity(
         slo=parse_slo(slo), start_rate=start, max_rate=max_rate, min_rate=min_rate,
         trial_s=trial_seconds, half_width=half_width / 100, max_trials=max_trials,
         confidence=confidence, connections=connections, timeout_s=timeout,
-        fresh_starts=not one_start,
+        fresh_starts=not one_start, machine_wait_s=machine_wait,
     )
     plan.check()  # before anything starts
     from servelab.registry import scheduling_drivers

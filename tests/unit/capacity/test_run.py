@@ -185,7 +185,8 @@ def test_variants_searched_in_turns_each_trial_on_a_fresh_start_every_trial_writ
     assert (tmp_path / "export.markdown").read_text().startswith("# Capacity at p99 < 100 ms")
     rows = (tmp_path / "export.csv").read_text().splitlines()
     assert rows[0].startswith("variant,trial,rate,send_rate") and len(rows) == len(trials) + 1
-    assert rows[0].endswith(",start,cpu_speed") and rows[1].endswith(f",1,{speeds[0]:.0f}")
+    assert rows[0].endswith(",start,cpu_speed,waited_s,started_slow")
+    assert rows[1].endswith(f",1,{speeds[0]:.0f},0,False")
     assert "trial 1:" in said
 
 
@@ -255,3 +256,28 @@ def test_a_driver_that_counts_no_requests_runs_timed_trials_and_says_who_sent(
     [directory] = [p for p in tmp_path.iterdir() if p.name.startswith("capacity-cap-")]
     assert read_trials(directory)[0].delivered == first.delivered
     assert f"load-a {first.rate / 2:,.1f}" in (directory / "capacity.md").read_text()
+
+
+def test_a_start_waits_while_the_machine_runs_slow_and_its_trial_says_so(
+    tmp_path: Path,
+) -> None:
+    """Before each start the machine's speed is probed; in a dip (below 85 % of the usual
+    speed) the start waits and probes again, and the trial keeps the wait."""
+    from servelab.capacity.machine import PROBE_EVERY_S
+
+    stacks = {"base": SimulatedStack(saturation=1000)}
+    executor = QueueExecutor(stacks)
+    readings = iter([100.0, 101.0, 99.0, 40.0, 42.0, 100.0] + [100.0] * 50)
+    executor.machine_speed = lambda: next(readings)
+    plan = CapacityPlan(slo=SLO, max_trials=6, connections=100_000)
+    slept: list[float] = []
+    answers, said, printed = _measure(tmp_path, stacks, executor, plan, slept)
+    trials = answers[0].trials
+    assert [t.waited_s for t in trials[:5]] == [0.0, 0.0, 0.0, 2 * PROBE_EVERY_S, 0.0]
+    assert [t.cpu_speed for t in trials[:5]] == [100.0, 101.0, 99.0, 100.0, 100.0]
+    assert slept.count(PROBE_EVERY_S) == 2 and not any(t.started_slow for t in trials)
+    assert "its start waited 10 s for the machine's own speed to come back" in said
+    assert "its starts waited 10 s for the machine's own speed" in printed
+    [directory] = [p for p in tmp_path.iterdir() if p.name.startswith("capacity-cap-")]
+    assert "| 100 (waited 10 s) |" in (directory / "capacity.md").read_text()
+

@@ -117,6 +117,7 @@ CASES: list[tuple[list[str], str]] = [
     (["capacity", "--start", "-5"], "--start must be a positive rate"),
     (["capacity", "--start", "100", "--max-rate", "50"], "the rate range is empty"),
     (["capacity", "--trial-seconds", "0"], "--trial-seconds must be in"),
+    (["capacity", "--machine-wait", "-1"], "--machine-wait must be in [0, 600] seconds"),
     (["capacity", "--max-trials", "2"], "--max-trials must be 3 to 200"),
     (["capacity", "--half-width", "0"], "--half-width must be between 0 and 50 %"),
     (["capacity", "--workers", "0"], "--workers must be 1 or more"),
