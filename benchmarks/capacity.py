@@ -395,7 +395,9 @@ def steady(stack: str, rate: float, trials: int, out: Path) -> None:
     for t in done:
         print(f"  {t.number:3d} {t.started}  speed {t.cpu_speed:8,.0f}  p50 "
               f"{t.latency_ms['p50']:7.1f}  p99 {t.latency_ms['p99']:7.1f} ms  sent at "
-              f"{t.send_rate:7.1f}  {'held' if t.outcome(SLO).held else 'BROKE'}")
+              f"{t.send_rate:7.1f}  {'held' if t.outcome(SLO).held else 'BROKE'}"
+              + (f"  (waited {t.waited_s:g} s{', slow' if t.started_slow else ''})"
+                 if t.waited_s else ""))
     held = [t.outcome(SLO).held for t in done]
     speeds = [t.cpu_speed for t in done]
     print(f"held {sum(held)} of {len(held)}; speed median {statistics.median(speeds):,.0f} "
