@@ -15,6 +15,9 @@ if TYPE_CHECKING:  # matplotlib is an extra
     from servelab.report.drawing import Chart
 
 
+MIXED_SAID = 3  # fewer trials where held and broken overlap: noise at the boundary
+
+
 def rate(value: float | None) -> str:
     return "-" if value is None else f"{value:,.0f}"
 
@@ -46,6 +49,7 @@ def variant_line(answer: VariantCapacity, slo: Slo, confidence: float) -> str:
         if answer.first_errors_rate is not None else ""
     )
     stopped = f"; stopped: {answer.stopped_because}" if answer.stopped_because else ""
+    tail += mixed_words(answer, confidence)
     waited = sum(t.waited_s for t in answer.trials)
     slow = sum(t.started_slow for t in answer.trials)
     if waited:
@@ -74,6 +78,11 @@ def markdown(
             f"| {a.variant} | {rate(e.rate)} | {interval} | {len(a.trials)} | "
             f"{rate(e.highest_held)} / {rate(e.lowest_broken)} | {rate(a.first_errors_rate)} |"
         )
+    said = [(a.variant, mixed_words(a, confidence)) for a in answers]
+    if any(words for _, words in said):
+        lines += ["", "Where held and broken trials overlap (the share held, its "
+                  f"{100 * confidence:g} % Wilson interval):", ""]
+        lines += [f"- {variant}{words.replace(';', ':', 1)}" for variant, words in said if words]
     if len(answers) > 1:
         from servelab.capacity.compare import compare_capacities
 
@@ -99,6 +108,20 @@ def markdown(
                   "start (units/s); a start waits while it reads below "
                   f"{100 * SLOW_SHARE:g} % of the usual speed, for at most {MAX_WAIT_S:g} s."]
     return "\n".join(lines) + "\n"
+
+
+def mixed_words(answer: VariantCapacity, confidence: float) -> str:
+    """"; between 1,405 and 1,462 req/s 9 of 15 trials held (60 % [39, 78])": where held
+    and broken trials overlap, with at least MIXED_SAID trials there (empty otherwise)."""
+    band = answer.mixed
+    if band is None or band.trials < MIXED_SAID:
+        return ""
+    low, high = band.share_interval(confidence)
+    return (
+        f"; between {rate(band.low)} and {rate(band.high)} req/s {band.held} of "
+        f"{band.trials} trials held ({100 * band.held / band.trials:.0f} % "
+        f"[{100 * low:.0f}, {100 * high:.0f}])"
+    )
 
 
 def machine_speed(trial: Trial) -> str:

@@ -34,7 +34,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from servelab.capacity.machine import MAX_WAIT_S, MachineSpeed, StartSpeed
-from servelab.capacity.search import CapacitySearch, Estimate, Search, SearchSettings
+from servelab.capacity.search import (
+    CapacitySearch,
+    Estimate,
+    Mixed,
+    Search,
+    SearchSettings,
+    mixed_band,
+)
 from servelab.capacity.slo import Slo
 from servelab.capacity.trials import Trial, judged, measured_latencies
 from servelab.config.experiment import Experiment
@@ -160,6 +167,7 @@ class VariantCapacity:
     probed_rps: float | None
     stopped_because: str | None = None  # the driver could not be trusted
     first_errors_rate: float | None = None  # the lowest rate at which a request failed
+    mixed: Mixed | None = None  # where held and broken trials overlap
 
     def to_dict(self) -> dict[str, Any]:
         e = self.estimate
@@ -177,6 +185,10 @@ class VariantCapacity:
             "probed_rps": self.probed_rps,
             "first_errors_rps": self.first_errors_rate,
             "stopped_because": self.stopped_because,
+            "mixed": None if self.mixed is None else {
+                "low_rps": self.mixed.low, "high_rps": self.mixed.high,
+                "held": self.mixed.held, "trials": self.mixed.trials,
+            },
         }
 
 
@@ -199,6 +211,7 @@ class VariantSearch:
     search: Search
     probed: float | None
     started: ExitStack  # the running start of the stack (closed for a fresh one)
+    slo: Slo
     trials: list[Trial] = field(default_factory=list)
     stopped: str | None = None  # the driver could not be trusted
     done: bool = False
@@ -264,9 +277,10 @@ class VariantSearch:
         first_errors = min(
             (t.rate for t in self.trials if t.trusted and t.errors), default=None
         )
+        outcomes = [t.outcome(self.slo) for t in self.trials if t.trusted]
         return VariantCapacity(
             self.spec.name, self.search.estimate(), tuple(self.trials), self.probed,
-            self.stopped, first_errors,
+            self.stopped, first_errors, mixed_band(outcomes),
         )
 
 
@@ -292,7 +306,7 @@ def start_search(
     settings = plan.settings(probed)
     events.on_variant(spec.name, settings)
     search = VariantSearch(spec, stack, scratch, make_search(settings), probed, started,
-                           machine=machine, start_speed=speed)
+                           plan.slo, machine=machine, start_speed=speed)
     resources.callback(lambda: search.started.close())  # whichever start runs at the end
     return search
 

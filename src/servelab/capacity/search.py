@@ -223,6 +223,39 @@ class CapacitySearch:
         return Estimate(rate, interval, held, broken, below_min, above_max, len(line))
 
 
+@dataclass(frozen=True)
+class Mixed:
+    """Where the trials disagree: from the lowest rate that broke the SLO to the highest
+    that held, how many of the trials in that band held. On a stack whose starts either
+    hold easily or collapse at one rate (the seed's FastAPI stack here, docs/capacity.md),
+    the band is wide and its share is the honest answer there: the chance that a start
+    holds such a rate."""
+
+    low: float
+    high: float
+    held: int
+    trials: int
+
+    def share_interval(self, confidence: float) -> tuple[float, float]:
+        """Wilson's interval for the share held (scipy's binomtest)."""
+        from scipy import stats
+
+        found = stats.binomtest(self.held, self.trials).proportion_ci(confidence, method="wilson")
+        return float(found.low), float(found.high)
+
+
+def mixed_band(outcomes: Sequence[Outcome]) -> Mixed | None:
+    """The band where held and broken trials overlap (None: every trial that held is below
+    every one that broke; one rate that both held and broke is a band of that rate)."""
+    held = [o.rate for o in outcomes if o.held]
+    broken = [o.rate for o in outcomes if not o.held]
+    if not held or not broken or min(broken) > max(held):
+        return None
+    low, high = min(broken), max(held)
+    inside = [o for o in outcomes if low <= o.rate <= high]
+    return Mixed(low, high, sum(o.held for o in inside), len(inside))
+
+
 def clipped_log(margin: float) -> float:
     bound = math.log(MARGIN_SPAN)
     return max(-bound, min(bound, math.log(margin))) if margin > 0 else -bound

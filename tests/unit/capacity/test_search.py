@@ -9,7 +9,14 @@ import statistics
 
 import pytest
 
-from servelab.capacity.search import CapacitySearch, Outcome, SearchSettings, crossing
+from servelab.capacity.search import (
+    CapacitySearch,
+    Mixed,
+    Outcome,
+    SearchSettings,
+    crossing,
+    mixed_band,
+)
 from servelab.capacity.simulated import SimulatedStack, simulate
 
 LIMIT_MS = 100.0
@@ -160,3 +167,29 @@ def test_a_crossing_outside_the_trials_it_is_fitted_to_does_not_lead_the_search(
     assert all(380 <= rate <= 500 for rate in asked), asked
     estimate = search.estimate()
     assert estimate.rate is None or 398.1 <= estimate.rate <= 487.6
+
+
+def test_the_band_where_held_and_broken_overlap_and_the_share_held_there() -> None:
+    """As one FastAPI search here (docs/capacity.md): held at 1,462 while 1,405 broke."""
+    trials = [
+        Outcome(1148, 3.7), Outcome(1405, 0.15), Outcome(1419, 0.26), Outcome(1426, 0.6),
+        Outcome(1440, 1.2), Outcome(1441, 4.2), Outcome(1441, 0.16), Outcome(1462, 4.0),
+        Outcome(1470, 0.5, errors_broke=True), Outcome(1800, 0.2),
+    ]
+    band = mixed_band(trials)
+    assert band == Mixed(1405, 1462, held=3, trials=7)
+    low, high = band.share_interval(0.90)
+    assert 0.15 < low < 3 / 7 < high < 0.8
+    # Wider at a higher confidence, and narrower with more trials at the same share.
+    assert band.share_interval(0.99)[0] < low
+    more = Mixed(1405, 1462, held=30, trials=70).share_interval(0.90)
+    assert low < more[0] and more[1] < high
+
+
+def test_no_band_where_every_held_trial_is_below_every_broken_one() -> None:
+    assert mixed_band([Outcome(100, 2.0), Outcome(150, 1.1), Outcome(160, 0.9)]) is None
+    assert mixed_band([Outcome(100, 2.0)]) is None
+    assert mixed_band([Outcome(100, 0.5), Outcome(90, 0.4)]) is None
+    # A tie at one rate (held once, broken once) is a band of one rate.
+    assert mixed_band([Outcome(100, 1.5), Outcome(100, 0.5)]) == Mixed(100, 100, 1, 2)
+

@@ -1,0 +1,52 @@
+"""The capacity answer in words: where held and broken trials overlap, the share held
+there with its interval; the seconds the starts waited for the machine."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from servelab.capacity import parse_slo
+from servelab.capacity.answer import markdown, variant_line
+from servelab.capacity.run import VariantCapacity
+from servelab.capacity.search import Estimate, Mixed
+from servelab.capacity.trials import Trial
+
+SLO = parse_slo("p99<100ms,errors<0.1%")
+TRIAL = Trial(
+    variant="base", number=1, rate=1441.0, started="2026-11-28T00:00:00+0000", seconds=5.0,
+    sent=7205, send_rate=1441.0, answered=7205, errors=0,
+    latency_ms={"p50": 2.0, "p99": 24.0, "mean": 3.0}, driver_cpu_share=0.2,
+    connections=1000, cpu_speed=47_000.0,
+)
+
+
+def _answer(mixed: Mixed | None, trials: tuple[Trial, ...] = (TRIAL,)) -> VariantCapacity:
+    estimate = Estimate(1420.0, (1390.0, 1450.0), 1462.0, 1405.0, fitted=7)
+    return VariantCapacity("base", estimate, trials, 1900.0, mixed=mixed)
+
+
+def test_the_share_held_where_trials_overlap_is_said_with_its_interval() -> None:
+    line = variant_line(_answer(Mixed(1405, 1462, held=3, trials=7)), SLO, 0.90)
+    assert "holds 1,420 req/s [1,390, 1,450] (90 %)" in line
+    assert "; between 1,405 and 1,462 req/s 3 of 7 trials held (43 % [" in line
+    text = markdown([_answer(Mixed(1405, 1462, held=3, trials=7))], SLO, 0.90, "here")
+    assert "- base: between 1,405 and 1,462 req/s 3 of 7 trials held" in text
+    assert "| 47,000 |" in text  # the machine's speed before the trial's start
+
+
+def test_an_overlap_of_two_trials_is_noise_at_the_boundary_not_said() -> None:
+    answer = _answer(Mixed(1405, 1410, held=1, trials=2))
+    assert "between" not in variant_line(answer, SLO, 0.90)
+    assert "overlap" not in markdown([answer], SLO, 0.90, "here")
+
+
+def test_the_seconds_waited_for_the_machine_are_said() -> None:
+    waited = (dataclasses.replace(TRIAL, waited_s=10.0),
+              dataclasses.replace(TRIAL, number=2, waited_s=60.0, started_slow=True))
+    line = variant_line(_answer(None, waited), SLO, 0.90)
+    assert line.endswith(
+        "2 trials; its starts waited 70 s for the machine's own speed (1 started slow all "
+        "the same)"
+    )
+    assert "| 47,000 (waited 60 s, still slow) |" in markdown([_answer(None, waited)], SLO,
+                                                               0.90, "here")
