@@ -7,7 +7,7 @@ linear ramp and with doubling-then-bisection? Prints figures; asserts nothing.
     .venv/bin/python benchmarks/capacity.py steady --stack fastapi --rate 1450 [--trials 40]
     .venv/bin/python benchmarks/capacity.py real --stack sleepy|fastapi [--searches 10]
         [--sweep-passes 5] [--sweep-rates 15] [--sweep-from 0.85] [--sweep-to 1.10]
-        [--baselines 3] [--out DIR]
+        [--baselines 3] [--interleave] [--out DIR]
 
 - simulate: simulated queues with a known capacity (servelab.capacity.simulated), soft
   and sharp knees, p99 noise 5-20 %, machine drift 0-5 % between trials: coverage of the
@@ -30,7 +30,9 @@ linear ramp and with doubling-then-bisection? Prints figures; asserts nothing.
      line then fits neither), the rate held half of the time: a probit fit of held /
      broken against the rate, its 90 % profile-likelihood interval;
   2. --searches capacity searches (`servelab capacity`, each a fresh start): how often the
-     interval holds the truth's point, the median half-width, trials and wall time;
+     interval holds the truth's point, the median half-width, trials and wall time; with
+     --interleave, spread between the sweep's passes (the truth and the searches then
+     meet the same hours of a machine whose speed drifts), not after them;
   3. --baselines searches each of a linear ramp (from half the probed throughput, steps of
      10 % of the truth: +-5 % resolution) and of doubling-then-bisection (until the
      bracket is within +-5 %), one trial per step: the same figures.
@@ -190,16 +192,47 @@ def _run_search(search, stack: SimulatedStack, rng: random.Random) -> tuple[Esti
     return search.estimate(), len(search.outcomes)
 
 
-def _summary(label: str, truth: float, results: list[tuple[Estimate, int]]) -> str:
+def _summary(label: str, truth: float, results: list[tuple[Estimate, int]],
+             truth_interval: tuple[float, float] | None = None) -> str:
     covered = [e.interval is not None and e.interval[0] <= truth <= e.interval[1]
                for e, _ in results]
     widths = [e.relative_half_width for e, _ in results if e.relative_half_width is not None]
     trials = [n for _, n in results]
+    expected = ""
+    if truth_interval is not None:
+        share = _expected_coverage(truth_interval, [e.interval for e, _ in results])
+        expected = f" (if calibrated: {share:.2f}, the truth being {_width(truth_interval)})"
     return (
-        f"  {label:<22} coverage {sum(covered) / len(results):.2f}  half-width median "
-        f"{100 * statistics.median(widths) if widths else math.nan:5.1f} %  trials median "
-        f"{statistics.median(trials):4.1f} (max {max(trials)})"
+        f"  {label:<22} coverage {sum(covered) / len(results):.2f}{expected}  half-width "
+        f"median {100 * statistics.median(widths) if widths else math.nan:5.1f} %  trials "
+        f"median {statistics.median(trials):4.1f} (max {max(trials)})"
     )
+
+
+def _width(interval: tuple[float, float]) -> str:
+    low, high = interval
+    return f"+-{100 * (high - low) / (high + low):.1f} %"
+
+
+def _expected_coverage(
+    truth_interval: tuple[float, float], intervals: list[tuple[float, float] | None],
+    confidence: float = 0.90,
+) -> float:
+    """How often calibrated intervals would hold a truth that is itself an estimate: each
+    search's error and the truth's add (normal, their half-widths at ``confidence``), so a
+    90 % interval holds a truth as uncertain as itself about 75 % of the time."""
+    from scipy.stats import norm
+
+    z = norm.ppf(0.5 + confidence / 2)
+    truth_sd = (truth_interval[1] - truth_interval[0]) / 2 / z
+    shares = []
+    for interval in intervals:
+        if interval is None:
+            shares.append(0.0)
+            continue
+        sd = (interval[1] - interval[0]) / 2 / z
+        shares.append(2 * norm.cdf(z * sd / math.hypot(sd, truth_sd)) - 1)
+    return sum(shares) / len(shares)
 
 
 def simulate(searches: int) -> None:
@@ -327,7 +360,7 @@ def held_half(
 
 
 def real(stack: str, searches: int, passes: int, n_rates: int, baselines: int, out: Path,
-         sweep: tuple[float, float] = (0.85, 1.10)) -> None:
+         sweep: tuple[float, float] = (0.85, 1.10), interleave: bool = False) -> None:
     print(f"stack {stack}, SLO {SLO}; results under {out}")
     first, seconds = _measure(stack, out)
     centre = first.estimate.rate
@@ -336,6 +369,7 @@ def real(stack: str, searches: int, passes: int, n_rates: int, baselines: int, o
     low, high = sweep
     rates = [round(centre * (low + (high - low) * i / (n_rates - 1)), 1) for i in range(n_rates)]
     trials = []
+    between: list[tuple[object, float]] = []  # --interleave: the searches, with the passes
     for k in range(passes):
         order = rates[:]
         random.Random(k).shuffle(order)
@@ -345,6 +379,13 @@ def real(stack: str, searches: int, passes: int, n_rates: int, baselines: int, o
         )
         trials += [t for t in answer.trials if t.trusted]
         print(f"sweep pass {k + 1}/{passes}: {len(answer.trials)} trials, {seconds:.0f} s")
+        # The searches spread between the passes, so that the truth and the searches
+        # meet the same hours of a machine whose speed drifts.
+        for _ in range(searches // passes + (k < searches % passes) if interleave else 0):
+            between.append(_measure(stack, out))
+            e = between[-1][0].estimate
+            print(f"  capacity search: {e.rate} {e.interval} {len(between[-1][0].trials)} "
+                  f"trials {between[-1][1]:.0f} s", flush=True)
     truth, interval = crossing([t.rate for t in trials],
                                [clipped_log(t.outcome(SLO).margin) for t in trials], 0.9,
                                level=0.0)
@@ -363,6 +404,10 @@ def real(stack: str, searches: int, passes: int, n_rates: int, baselines: int, o
         ("doubling-bisection", DoublingBisection, baselines),
     ):
         results, walls = [], []
+        if make is None and between:  # measured between the passes
+            results = [(answer.estimate, len(answer.trials)) for answer, _ in between]
+            walls = [seconds for _, seconds in between]
+            n = 0
         for _ in range(n):
             answer, seconds = _measure(stack, out, **({"make_search": make} if make else {}))
             results.append((answer.estimate, len(answer.trials)))
@@ -371,9 +416,9 @@ def real(stack: str, searches: int, passes: int, n_rates: int, baselines: int, o
             print(f"  {label}: {e.rate} {e.interval} {len(answer.trials)} trials {seconds:.0f} s",
                   flush=True)
         if results and half is not None:
-            print(_summary(label + " (probit)", half, results))
+            print(_summary(label + " (probit)", half, results, half_interval))
         if results and truth is not None:
-            print(_summary(label, truth, results)
+            print(_summary(label, truth, results, interval)
                   + f"  wall median {statistics.median(walls):.0f} s "
                   f"(range {min(walls):.0f}-{max(walls):.0f})")
 
@@ -437,6 +482,8 @@ def main() -> None:
     measured.add_argument("--sweep-from", type=float, default=0.85)
     measured.add_argument("--sweep-to", type=float, default=1.10)
     measured.add_argument("--baselines", type=int, default=3)
+    measured.add_argument("--interleave", action="store_true",
+                          help="the searches between the sweep's passes, not after them")
     measured.add_argument("--out", type=Path)
     one_rate = commands.add_parser("steady")
     one_rate.add_argument("--stack", choices=["sleepy", "fastapi"], default="fastapi")
@@ -456,7 +503,7 @@ def main() -> None:
         return
     out = args.out or Path(tempfile.mkdtemp(prefix="servelab-capacity-bench-"))
     real(args.stack, args.searches, args.sweep_passes, args.sweep_rates, args.baselines, out,
-         (args.sweep_from, args.sweep_to))
+         (args.sweep_from, args.sweep_to), args.interleave)
 
 
 if __name__ == "__main__":
