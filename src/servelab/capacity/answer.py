@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from servelab.capacity.machine import MAX_WAIT_S, SLOW_SHARE
+from servelab.capacity.machine import SLOW_SHARE
 from servelab.capacity.run import VariantCapacity
 from servelab.capacity.slo import Slo
 from servelab.capacity.trials import Trial
@@ -106,7 +106,8 @@ def markdown(
     if any(t.cpu_speed is not None for a in answers for t in a.trials):
         lines += ["", "Machine speed: a fixed CPU loop on the stack's CPU before the trial's "
                   "start (units/s); a start waits while it reads below "
-                  f"{100 * SLOW_SHARE:g} % of the usual speed, for at most {MAX_WAIT_S:g} s."]
+                  f"{100 * SLOW_SHARE:g} % of the usual speed, for at most --machine-wait "
+                  "seconds."]
     return "\n".join(lines) + "\n"
 
 
