@@ -3,7 +3,7 @@ it take, and how many measurements does it spend against plain bisection? Prints
 asserts nothing.
 
     .venv/bin/python benchmarks/bisect_culprit.py [--commits 40] [--culprit 23] [--extra 0.10]
-        [--searches 3] [--none 1] [--budget 90] [--out DIR]
+        [--searches 3] [--none 1] [--budget 90] [--retries 1] [--out DIR]
     .venv/bin/python benchmarks/bisect_culprit.py --report --out DIR
 
 With --out, each search's line is kept in DIR/searches.jsonl as soon as it ends, so that
@@ -37,6 +37,12 @@ import time
 from pathlib import Path
 
 LOCK = "/tmp/servelab-cpu.lock"
+# The servelab measured: the commit of this checkout (searches of other designs are told
+# apart in searches.jsonl).
+COMMIT = subprocess.run(
+    ["git", "-C", str(Path(__file__).parent), "rev-parse", "--short", "HEAD"],
+    capture_output=True, text=True, check=False,
+).stdout.strip()
 BASE_ROUNDS = 4000
 APP = """
 import hashlib
@@ -72,7 +78,7 @@ def repository(root: Path, commits: int, culprit: int | None, extra: float) -> l
     return git(root, "rev-list", "--reverse", "HEAD").split()
 
 
-def search(repo: Path, commits: list[str], budget: float, work: Path) -> dict:
+def search(repo: Path, commits: list[str], budget: float, retries: int, work: Path) -> dict:
     out = work / f"bisect-{time.monotonic_ns()}.json"
     with open(LOCK, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -80,7 +86,8 @@ def search(repo: Path, commits: list[str], budget: float, work: Path) -> dict:
         done = subprocess.run(
             [sys.executable, "-m", "servelab", "bisect", "--app", "shop:app",
              "--app-dir", str(repo / "web"), "--good", commits[0], "--bad", "main",
-             "--fail-if", "rps < -5%", "--budget", str(budget), "--json", str(out),
+             "--fail-if", "rps < -5%", "--budget", str(budget), "--retries", str(retries),
+             "--json", str(out),
              "--results", str(work / "results")],
             capture_output=True, text=True, timeout=7200, check=False,
         )
@@ -106,17 +113,25 @@ def report(out: Path) -> None:
     if not lines:
         print(f"no searches kept in {path}")
         return
-    for label in ("culprit", "none"):
-        mine = [line for line in lines if line["label"] == label]
-        if not mine:
-            continue
-        walls = sorted(line["wall"] for line in mine)
-        starts = sorted(line["starts"] for line in mine)
-        what = "found the culprit" if label == "culprit" else 'said "no change"'
-        print(f"{label}: {what} in {sum(line['right'] for line in mine)} of {len(mine)}; "
-              f"wall median {statistics.median(walls):.0f} s ({walls[0]:.0f}-{walls[-1]:.0f}); "
-              f"starts median {statistics.median(starts):g} ({starts[0]}-{starts[-1]}) "
-              f"against plain bisection x5: {mine[-1]['plain']}")
+    designs = dict.fromkeys(
+        (line.get("commit", "?"), line["budget"], line.get("retries", 1)) for line in lines
+    )
+    for commit, budget, retries in designs:
+        print(f"servelab {commit}, --budget {budget:g} --retries {retries}:")
+        for label in ("culprit", "none"):
+            mine = [line for line in lines if line["label"] == label and (
+                line.get("commit", "?"), line["budget"], line.get("retries", 1)
+            ) == (commit, budget, retries)]
+            if not mine:
+                continue
+            walls = sorted(line["wall"] for line in mine)
+            starts = sorted(line["starts"] for line in mine)
+            what = "found the culprit" if label == "culprit" else 'said "no change"'
+            print(f"  {label}: {what} in {sum(line['right'] for line in mine)} of {len(mine)}; "
+                  f"wall median {statistics.median(walls):.0f} s "
+                  f"({walls[0]:.0f}-{walls[-1]:.0f}); starts median "
+                  f"{statistics.median(starts):g} ({starts[0]}-{starts[-1]}) against plain "
+                  f"bisection x5: {mine[-1]['plain']}")
 
 
 def main() -> None:
@@ -127,6 +142,8 @@ def main() -> None:
     parser.add_argument("--searches", type=int, default=3)
     parser.add_argument("--none", type=int, default=1)
     parser.add_argument("--budget", type=float, default=90.0)
+    parser.add_argument("--retries", type=int, default=1,
+                        help="more measuring for an unknown step (servelab bisect --retries)")
     parser.add_argument("--out", type=Path, help="keep each search's line in OUT/searches.jsonl")
     parser.add_argument("--report", action="store_true", help="sum up the searches kept in --out")
     args = parser.parse_args()
@@ -141,7 +158,7 @@ def main() -> None:
         repo = work / f"repo-{label}"
         commits = repository(repo, args.commits, culprit, args.extra)
         for k in range(n):
-            answer = search(repo, commits, args.budget, work)
+            answer = search(repo, commits, args.budget, args.retries, work)
             steps = answer.get("steps", [])
             right = (
                 answer.get("first_bad") == commits[culprit] if culprit is not None
@@ -152,7 +169,8 @@ def main() -> None:
                 "label": label, "right": right, "ending": answer.get("ending"),
                 "steps": [s["decision"] for s in steps], "starts": starts,
                 "wall": answer["wall"], "plain": plain, "commits": args.commits,
-                "extra": args.extra, "budget": args.budget,
+                "extra": args.extra, "budget": args.budget, "retries": args.retries,
+                "commit": COMMIT,
                 "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             })
             print(f"{label} search {k + 1}: {answer.get('ending')} "
