@@ -301,7 +301,8 @@ def run_prepared(
     with started(ready, saying(console)) as running:
         return ExperimentSession(
             running.experiment, running.cpu_plan, options.results_dir, console=console,
-            out=out, resume=options.resume, force=options.allow_other_machine,
+            out=out, resume=options.resume, extend_id=options.extend_id,
+            force=options.allow_other_machine,
             result_files=dict(options.result_files), listen_host=options.listen,
             detail=options.detail, notes=options.notes, profile=options.profile,
             setup=running.setup,

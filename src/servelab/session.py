@@ -86,6 +86,7 @@ class ExperimentSession:
         console: Console,
         out: Console,
         resume: bool = False,
+        extend_id: int | None = None,
         force: bool = False,
         measure: Measure = run_experiment,
         result_files: Mapping[str, Path] | None = None,
@@ -101,6 +102,7 @@ class ExperimentSession:
         self.console = console
         self.out = out
         self.resume = resume
+        self.extend_id = extend_id  # measured further, finished or not (RunOptions.extend_id)
         self.force = force
         self.measure = measure  # tests hand in a runner with a fake executor
         self.result_files = dict(result_files or {})  # --export-json ...: after every run
@@ -145,11 +147,20 @@ class ExperimentSession:
         return py_spy()
 
     def _open_store(self, environment: dict[str, Any]) -> tuple[ResultStore, list[RunRecord]]:
-        """A new store, or with --resume the unfinished one of the same experiment."""
-        if not self.resume:
+        """A new store; with --resume the unfinished one of the same experiment; with
+        ``extend_id`` that one, finished or not."""
+        if not self.resume and self.extend_id is None:
             return ResultStore.create(self.out_dir, self.experiment, environment), []
         database = Database(self.out_dir / DB_FILE, create=True)
-        previous = database.latest_unfinished(self.experiment)
+        if self.extend_id is not None:
+            previous: int | None = self.extend_id
+            if all(row.id != previous for row in database.list_experiments()):
+                raise ServelabError(
+                    f"no experiment #{previous} in {database.path} to measure further",
+                    "give the id of an experiment stored there (servelab results list)",
+                )
+        else:
+            previous = database.latest_unfinished(self.experiment)
         if previous is None:
             raise ServelabError(
                 f"nothing to resume: no unfinished experiment {self.experiment.name!r} in "

@@ -231,6 +231,37 @@ def test_a_results_directory_copied_elsewhere_resumes_there_with_the_original_go
     assert not old.exists()
 
 
+def test_a_finished_experiment_is_measured_further_by_its_id_with_its_runs_kept(
+    tmp_path: Path,
+):
+    """``extend_id`` (bisect's retry of an unknown step): the finished experiment goes on,
+    its runs handed to the runner and kept; an id not stored is one line."""
+    from servelab.errors import ServelabError
+
+    def measured(repetitions):
+        def measure(experiment, store, cpu_plan, *, events, driver, previous, **_):
+            seen.append(len(previous))
+            runs = [fake_run("base", "w", r, experiment="refused") for r in repetitions]
+            for run in runs:
+                store.add(run)
+                events.on_result(run)
+            return runs
+
+        return measure
+
+    seen: list[int] = []
+    first = _session(tmp_path, measured([1, 2])).run()
+    session = _session(tmp_path, measured([3]))
+    session.extend_id = first.id
+    again = session.run()
+    assert again.id == first.id and seen == [0, 2]
+    assert [r.repetition for r in again.runs()] == [1, 2, 3]
+    assert len(Database(tmp_path / DB_FILE).list_experiments()) == 1
+    session.extend_id = 7
+    with pytest.raises(ServelabError, match=r"no experiment #7 in .* to measure further"):
+        session.run()
+
+
 def _quick_session(out_dir: Path, *, detail: bool, width: int = 100, cpus: int = 2):
     """The quick study as `servelab study quick` runs it on a machine of ``cpus`` CPUs (in
     turns on 2, side by side on 16), measured by a fake executor."""

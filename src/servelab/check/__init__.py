@@ -94,6 +94,7 @@ class CheckOutcome:
     # --profile and a threshold crossed: the candidate's differential flame graph against
     # the baseline (SVG text; check.outputs writes it beside the other outputs).
     flame_svg: str | None = None
+    experiment_id: int | None = None  # its id in the results directory (bisect extends it)
 
 
 def parse_thresholds(texts: Sequence[str]) -> tuple[Threshold, ...]:
@@ -274,6 +275,7 @@ def run_check(
         judgements, state, exit_code(state, check.inconclusive), label,
         str(check.app.app_dir or check.app.ref), result_dir, starts, test,
         time.monotonic() - started, tuple(why), store.experiment.side_by_side, flame,
+        store.id,
     )
 
 

@@ -38,7 +38,8 @@ from servelab.registry import DEFAULT_SERVER, SERVER_KINDS
     f"{', '.join(METRIC_NAMES)}. Default: {' and '.join(repr(t) for t in DEFAULT_THRESHOLDS)}.",
 )
 @click.option("--retries", type=int, default=1, show_default=True,
-              help="An unknown step is checked again with twice the budget, this many times.")
+              help="An unknown step's check goes on for twice the last budget (its rounds "
+              "kept), this many times.")
 @click.option("--summary-md", type=click.Path(path_type=Path),
               help="Write every step and the answer as GitHub-flavoured markdown.")
 @click.option("--json", "json_path", type=click.Path(path_type=Path),
@@ -74,8 +75,8 @@ def bisect(
 ) -> None:
     """Which commit made the app slower? Bisect from --good to --bad, each step a `servelab
     check` of one commit against the good one in temporary worktrees (your checkout is
-    never touched), deciding same / slower / unknown; an unknown step is measured again
-    with more budget (--budget per step, default 90 s) rather than guessed.
+    never touched), deciding same / slower / unknown; an unknown step is measured further
+    (--budget per step, default 90 s; --retries) rather than guessed.
 
     With --lock-good and --lock-bad: which dependency change made it slower? Each step a
     check of the app in the environment of the good lock with some of the two locks'

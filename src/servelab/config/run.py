@@ -37,6 +37,9 @@ class RunOptions:
     # it was begun on another machine.
     resume: bool = False
     allow_other_machine: bool = False
+    # Measure this experiment (its id in results_dir) further, finished or not, its runs
+    # kept: `servelab bisect` measures a step that stayed unknown more this way.
+    extend_id: int | None = None
     # Run even what this machine cannot hold (servelab.measuring.limits: memory, open files,
     # threads, workers per CPU).
     allow_beyond_machine: bool = False

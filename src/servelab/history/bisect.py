@@ -3,7 +3,7 @@
 Each step compares one commit with the good one (as `servelab check` compares a candidate
 with its baseline, in interleaved rounds) and decides **same**, **slower** or
 **unknown** (Chromium's Pinpoint decides three ways too): an unknown step is measured
-again with more budget (up to ``retries`` times) rather than guessed, since one noisy
+further, with more budget (up to ``retries`` times), rather than guessed, since one noisy
 step sent the wrong way sends a plain bisection to the wrong commit for good (asv's
 `find` decides on one measurement). The bad end is checked first: when it is not slower
 than the good one, there is no culprit to find ("no change"), and nothing else is
@@ -31,7 +31,7 @@ class Step:
     decision: Decision
     attempt: int  # 1 for the first measurement of this commit, 2... for more
     detail: str = ""  # the figures behind it, in words
-    starts: int = 0  # fresh starts of each version the step's check measured
+    starts: int = 0  # fresh starts of each version this attempt added to the check
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """`servelab bisect` for real: the commits from the good revision to the bad one, each
 step a `servelab check` of one commit (its own temporary worktree) against the good one
 (one worktree for the whole bisection), its verdict read as same (held), slower
-(crossed) or unknown (inconclusive; measured again with twice the budget); a commit
+(crossed) or unknown (inconclusive: the same check measured further for twice the last
+budget, its rounds kept, so the second look judges all of them); a commit
 whose app does not start, or answers the request otherwise than the good one, is
 skipped (history.bisect). The user's checkout is never touched (check.versions:
 detached worktrees, removed afterwards).
@@ -26,7 +27,7 @@ from servelab.config.run import RunOptions
 from servelab.errors import SpecError
 from servelab.history.bisect import Bisection, Decision, Outcome, Step
 
-DEFAULT_STEP_BUDGET_S = 90.0  # a step's first check; each retry twice the last
+DEFAULT_STEP_BUDGET_S = 90.0  # a step's first check; each retry goes on for twice the last
 DECISIONS: dict[str, Decision] = {"held": "same", "crossed": "slower", "inconclusive": "unknown"}
 EXIT_CODES = {"no change": 0, "found": 1, "unresolved": 10}  # as check's pass/fail/unknown
 
@@ -85,24 +86,44 @@ def run_bisect(
     relative = app_dir.relative_to(repo)
     with git_worktree(repo, good) as good_tree:
         while (asked := bisection.next()) is not None:
-            commit, attempt = asked
+            commit = asked[0]
+            # One worktree per commit, kept while the commit is measured further: a retry
+            # extends the same check, so the same app dir.
             with git_worktree(repo, commit) as tree:
                 check = replace(
                     spec.check,
                     app=spec.check.app.model_copy(update={"app_dir": tree / relative}),
                     baseline_dir=good_tree / relative, baseline_ref=None,
                 )
-                step, outcome = _measured_or_skipped(
-                    commit, attempt, check, options, say, measure, startup_timeout_s
-                )
-            bisection.tell(step)
-            on_step(step, outcome)
+                _measure_until_told(bisection, commit, check, options, say, measure,
+                                    startup_timeout_s, on_step)
     return bisection.outcome()
+
+
+def _measure_until_told(
+    bisection: Bisection, name: str, check: CheckSpec, options: RunOptions,
+    say: Callable[[str], None], measure: Callable[[Any], Path], startup_timeout_s: float,
+    on_step: Callable[[Step, CheckOutcome | None], None],
+) -> None:
+    """Steps of one commit (or lock state) until the bisection asks for another: an
+    unknown step's check is measured further (its rounds kept) while retries are left."""
+    before: CheckOutcome | None = None
+    attempt = 1
+    while True:
+        step, outcome = _measured_or_skipped(
+            name, attempt, check, options, say, measure, startup_timeout_s, before
+        )
+        bisection.tell(step)
+        on_step(step, outcome)
+        if bisection.next() != (name, attempt + 1):
+            return
+        before, attempt = outcome, attempt + 1
 
 
 def _measured_or_skipped(
     name: str, attempt: int, check: CheckSpec, options: RunOptions,
     say: Callable[[str], None], measure: Callable[[Any], Path], startup_timeout_s: float,
+    before: CheckOutcome | None = None,
 ) -> tuple[Step, CheckOutcome | None]:
     """The step's check; skipped (no outcome) when the candidate cannot be measured: it
     does not start, or answers otherwise than the good one. The good one not starting
@@ -110,7 +131,8 @@ def _measured_or_skipped(
     from servelab.check import VersionDidNotStart, VersionsAnswerDifferently
 
     try:
-        return _checked_step(name, attempt, check, options, say, measure, startup_timeout_s)
+        return _checked_step(name, attempt, check, options, say, measure, startup_timeout_s,
+                             before)
     except (VersionDidNotStart, VersionsAnswerDifferently) as exc:
         if isinstance(exc, VersionDidNotStart) and exc.version != CANDIDATE:
             raise
@@ -120,13 +142,18 @@ def _measured_or_skipped(
 def _checked_step(
     name: str, attempt: int, check: CheckSpec, options: RunOptions,
     say: Callable[[str], None], measure: Callable[[Any], Path], startup_timeout_s: float,
+    before: CheckOutcome | None = None,
 ) -> tuple[Step, CheckOutcome]:
     """One bisection step: ``check`` run with the step's budget (--budget, default
-    DEFAULT_STEP_BUDGET_S, twice the last for each later attempt), read as a Step."""
+    DEFAULT_STEP_BUDGET_S, twice the last for each later attempt), read as a Step. A later
+    attempt measures ``before``'s check further (RunOptions.extend_id): its verdict is on
+    the rounds of every attempt, and the step counts the starts it added."""
     budget = (options.budget_s or DEFAULT_STEP_BUDGET_S) * 2 ** (attempt - 1)
-    outcome = run_check(check, replace(options, budget_s=budget), say=say, measure=measure,
-                        startup_timeout_s=startup_timeout_s)
-    step = Step(name, DECISIONS[outcome.state], attempt, _detail(outcome), outcome.starts)
+    extended = None if before is None else before.experiment_id
+    outcome = run_check(check, replace(options, budget_s=budget, extend_id=extended), say=say,
+                        measure=measure, startup_timeout_s=startup_timeout_s)
+    added = outcome.starts - (before.starts if before is not None else 0)
+    step = Step(name, DECISIONS[outcome.state], attempt, _detail(outcome), added)
     return step, outcome
 
 
@@ -184,20 +211,18 @@ def run_lock_bisect(
         while (asked := bisection.next()) is not None:
             label, attempt = asked
             applied = labels.index(label)
-            outcome: CheckOutcome | None
             try:
                 python = environments.python(applied, lock_state(good, changes, applied))
             except LockInstallError as exc:
-                step, outcome = Step(label, "skipped", attempt, exc.one_line()), None
-            else:
-                check = replace(
-                    spec.check, app=spec.check.app.model_copy(update={"python": python}),
-                    baseline_dir=spec.check.app.app_dir or Path.cwd(), baseline_ref=None,
-                    baseline_python=good_python,
-                )
-                step, outcome = _measured_or_skipped(
-                    label, attempt, check, options, say, measure, startup_timeout_s
-                )
-            bisection.tell(step)
-            on_step(step, outcome)
+                step = Step(label, "skipped", attempt, exc.one_line())
+                bisection.tell(step)
+                on_step(step, None)
+                continue
+            check = replace(
+                spec.check, app=spec.check.app.model_copy(update={"python": python}),
+                baseline_dir=spec.check.app.app_dir or Path.cwd(), baseline_ref=None,
+                baseline_python=good_python,
+            )
+            _measure_until_told(bisection, label, check, options, say, measure,
+                                startup_timeout_s, on_step)
     return bisection.outcome()

@@ -42,3 +42,44 @@ def test_the_path_from_good_to_bad_first_parents_only(tmp_path: Path) -> None:
         commits_between(tmp_path, two, side)
     with pytest.raises(SpecError, match="name the same commit"):
         commits_between(tmp_path, good, good)
+
+
+def test_a_retried_commit_is_measured_further_in_the_same_worktree(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An unknown step's retry extends its own check (same app dir, its experiment id),
+    so the spec is the same one; every worktree is gone afterwards."""
+    from types import SimpleNamespace
+
+    from servelab.check import CheckSpec
+    from servelab.config.run import RunOptions
+    from servelab.config.stack import AppSpec
+    from servelab.history.run import BisectSpec, run_bisect
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    commits = [_commit(repo, str(number)) for number in range(5)]  # culprit: commit 3
+    checks = []
+
+    def run_check(check, options, **_):
+        version = int((check.app.app_dir / "f.txt").read_text())
+        checks.append((version, check.app.app_dir, options.extend_id, options.budget_s))
+        unknown = version == 2 and options.extend_id is None
+        state = "inconclusive" if unknown else "crossed" if version >= 3 else "held"
+        return SimpleNamespace(state=state, starts=2 * len(checks), judgements=(),
+                               experiment_id=len(checks))
+
+    monkeypatch.setattr("servelab.history.run.run_check", run_check)
+    spec = BisectSpec(CheckSpec(app=AppSpec(ref="shop:app", app_dir=repo)), commits[0],
+                      "main", retries=1)
+    outcome = run_bisect(spec, RunOptions(budget_s=30), say=lambda _: None,
+                         measure=lambda ready: tmp_path)
+    assert outcome.ending == "found" and outcome.first_bad == commits[3]
+    assert [(v, extend, budget) for v, _, extend, budget in checks] == [
+        (4, None, 30), (2, None, 30), (2, 2, 60), (3, None, 30),
+    ]
+    assert checks[1][1] == checks[2][1]  # the retry measured the same worktree
+    assert not any(app_dir.exists() for _, app_dir, _, _ in checks)
+    assert git(repo, "status", "--porcelain") == "" and git(repo, "worktree", "list").count(
+        "\n") == 0

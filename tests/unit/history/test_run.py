@@ -1,7 +1,7 @@
 """`servelab bisect --lock-good` driven without servers: each step's check (faked) gets
-the step's budget, twice the last for a retry; a state that does not install or start is
-skipped; the answer names the change. (The real thing: tests/integration/
-test_bisect_locks.py.)"""
+the step's budget, and a retry measures the same check further for twice the last; a
+state that does not install or start is skipped; the answer names the change. (The real
+thing: tests/integration/test_bisect_locks.py.)"""
 
 from __future__ import annotations
 
@@ -28,15 +28,22 @@ class FakeEnvironments:
         return Path(f"/envs/state-{state}/bin/python")
 
 
-def _bisect(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, answers, broken=frozenset()):
+def _bisect(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, answers, broken=frozenset(),
+            extends=None):
+    extends = [] if extends is None else extends
     (tmp_path / "good.txt").write_text("a==1\nb==1\nc==1\nd==1\n")
     (tmp_path / "bad.txt").write_text("a==2\nb==2\nc==2\nd==2\n")
     checks = []
+    starts: dict[int, int] = {}  # per experiment id: the starts measured so far
 
     def run_check(check, options, **_):
         state = int(check.app.python.parent.parent.name.split("-")[1])
         checks.append((state, options.budget_s, check.baseline_python))
-        return SimpleNamespace(state=answers(state, len(checks)), starts=3, judgements=())
+        extends.append(options.extend_id)
+        experiment = options.extend_id or len(checks)  # a new check gets a new id
+        starts[experiment] = starts.get(experiment, 0) + 3
+        return SimpleNamespace(state=answers(state, len(checks)), starts=starts[experiment],
+                               judgements=(), experiment_id=experiment)
 
     monkeypatch.setattr("servelab.history.run.run_check", run_check)
     monkeypatch.setattr(
@@ -50,7 +57,7 @@ def _bisect(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, answers, broken=fro
     return outcome, checks
 
 
-def test_each_step_gets_its_budget_and_an_unknown_one_twice_it(
+def test_each_step_gets_its_budget_and_an_unknown_one_twice_it_more(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The culprit is change 3 (c); state 2 is unknown the first time it is measured.
@@ -59,10 +66,15 @@ def test_each_step_gets_its_budget_and_an_unknown_one_twice_it(
             return "inconclusive"
         return "crossed" if state >= 3 else "held"
 
-    outcome, checks = _bisect(tmp_path, monkeypatch, answers)
+    extends: list[int | None] = []
+    outcome, checks = _bisect(tmp_path, monkeypatch, answers, extends=extends)
     assert [(state, budget) for state, budget, _ in checks] == [
         (4, 40), (2, 40), (2, 80), (3, 40),
     ]
+    # The retry measures the unknown step's own check (#2) further; the others are new.
+    assert extends == [None, None, 2, None]
+    # Each step counts the starts it added: 3 each, not the retried check's 6.
+    assert [(s.attempt, s.starts) for s in outcome.steps] == [(1, 3), (1, 3), (2, 3), (1, 3)]
     assert {python for _, _, python in checks} == {Path("/envs/state-0/bin/python")}
     assert outcome.ending == "found" and outcome.first_bad == "3: c 1 -> 2"
     assert outcome.last_good == "2: b 1 -> 2"
