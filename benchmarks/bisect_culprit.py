@@ -12,13 +12,15 @@ sittings into one file; --report sums them up: how often the culprit was found (
 "no change" said), the wall time and the starts per search against plain bisection.
 
 A generated git repository of a small WSGI app (every request hashes ROUNDS times), one
-commit per version; from commit --culprit on, ROUNDS grows by --extra (0.10: +10 % CPU per
-request). Each search is `servelab bisect --fail-if "rps < -5%"` from the first commit to
-the last (each step a check of one commit against the first, in temporary worktrees);
---none searches run on a repository whose commits are all alike. Printed per search: the
-answer, its steps and their decisions, the checks' starts (fresh starts of each version,
-the measurements), the wall time; and what plain bisection with 5 starts per step would
-have spent: (1 + ceil(log2(commits))) x 5 x 2 starts.
+commit per version; from commit --culprit on, the request costs --extra more CPU (0.10:
++10 % CPU per request of the stack: the hashing's rounds grow by --extra over its share
+of the request's CPU, calibrated first, see ``hashing_share``). Each search is `servelab
+bisect --fail-if "rps < -5%"` from the first commit to the last (each step a check of one
+commit against the first, in temporary worktrees); --none searches run on a repository
+whose commits are all alike. Printed per search: the answer, its steps and their
+decisions, the checks' starts (fresh starts of each version, the measurements), the wall
+time; and what plain bisection with 5 starts per step would have spent: (1 +
+ceil(log2(commits))) x 5 x 2 starts.
 
 Each search holds /tmp/servelab-cpu.lock (flock) while it runs.
 """
@@ -66,12 +68,57 @@ def git(repo: Path, *args: str) -> str:
     ).stdout.strip()
 
 
-def repository(root: Path, commits: int, culprit: int | None, extra: float) -> list[str]:
+def hashing_share(work: Path) -> float:
+    """The app's hashing's share of the stack's CPU per request (the rest is nginx,
+    gunicorn and HTTP: about a third here), so that a culprit adds --extra of the whole
+    request's CPU, not of the hashing alone (+10 % of the hashing moved requests/s by
+    about -6 %, barely past a -5 % threshold). Measured as `servelab check` measures: the
+    base app against the same app with no hashing (30 s, in turns, so both see the same
+    machine speed; timing the hashing alone a minute apart from the stack read shares of
+    0.65 and 0.86), each start's CPU per request over its measured windows; the share is
+    1 - (no hashing) / (base), the medians'."""
+    results = work / "calibrate" / "results"
+    for name, rounds in (("base", BASE_ROUNDS), ("none", 0)):
+        (work / "calibrate" / name).mkdir(parents=True)
+        (work / "calibrate" / name / "shop.py").write_text(APP.format(rounds=rounds, number=0))
+    with open(LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        subprocess.run(
+            [sys.executable, "-m", "servelab", "check", "--app", "shop:app", "--app-dir",
+             str(work / "calibrate" / "none"), "--baseline-dir", str(work / "calibrate" / "base"),
+             "--budget", "30", "--inconclusive", "pass", "--results", str(results)],
+            capture_output=True, text=True, timeout=600, check=False,
+        )
+    runs = [json.loads(line) for path in results.glob("*-check/runs.jsonl")
+            for line in path.read_text().splitlines()]
+    per_request = {
+        variant: statistics.median(
+            sum(p["cpu_s"] for p in run["processes"]) / run["load"]["requests_total"]
+            for run in runs if run["variant"] == variant
+        )
+        for variant in ("baseline", "candidate")
+    }
+    share = 1 - per_request["candidate"] / per_request["baseline"]
+    print(f"calibrated: the stack's CPU per request {1e3 * per_request['baseline']:.2f} ms, "
+          f"{1e3 * per_request['candidate']:.2f} ms without hashing: its share {share:.2f}",
+          flush=True)
+    return share
+
+
+def rounds_for(factor: float, share: float) -> int:
+    """The hashing rounds that make the request's whole CPU ``factor`` times the base
+    app's, when the hashing is ``share`` of it."""
+    return round(BASE_ROUNDS * (1 + (factor - 1) / share))
+
+
+def repository(
+    root: Path, commits: int, culprit: int | None, extra: float, share: float = 1.0
+) -> list[str]:
     (root / "web").mkdir(parents=True)
     git(root, "init", "-q", "-b", "main")
     for number in range(commits):
         slower = culprit is not None and number >= culprit
-        rounds = round(BASE_ROUNDS * (1 + extra)) if slower else BASE_ROUNDS
+        rounds = rounds_for(1 + extra, share) if slower else BASE_ROUNDS
         (root / "web" / "shop.py").write_text(APP.format(rounds=rounds, number=number))
         git(root, "add", ".")
         git(root, "commit", "-q", "-m", f"version {number}")
@@ -154,9 +201,10 @@ def main() -> None:
         return
     plain = (1 + math.ceil(math.log2(args.commits))) * 5 * 2
     work = Path(tempfile.mkdtemp(prefix="servelab-bisect-bench-"))
+    share = hashing_share(work) if args.searches else 1.0
     for label, culprit, n in (("culprit", args.culprit, args.searches), ("none", None, args.none)):
         repo = work / f"repo-{label}"
-        commits = repository(repo, args.commits, culprit, args.extra)
+        commits = repository(repo, args.commits, culprit, args.extra, share)
         for k in range(n):
             answer = search(repo, commits, args.budget, args.retries, work)
             steps = answer.get("steps", [])
@@ -169,7 +217,8 @@ def main() -> None:
                 "label": label, "right": right, "ending": answer.get("ending"),
                 "steps": [s["decision"] for s in steps], "starts": starts,
                 "wall": answer["wall"], "plain": plain, "commits": args.commits,
-                "extra": args.extra, "budget": args.budget, "retries": args.retries,
+                "extra": args.extra, "share": share, "budget": args.budget,
+                "retries": args.retries,
                 "commit": COMMIT,
                 "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             })

@@ -7,8 +7,9 @@ figures; asserts nothing.
     .venv/bin/python benchmarks/history_steps.py --report --out DIR
 
 A generated git repository of the hashing app of bisect_culprit.py, one commit per version
-(an hour apart); at each step's commit the app's hashing grows by the step's percent and
-stays so (10:5 = from commit 10 on, 5 % more CPU per request). A run checks every commit
+(an hour apart); at each step's commit the request's CPU grows by the step's percent and
+stays so (10:5 = from commit 10 on, 5 % more CPU per request of the stack; the hashing's
+share of it calibrated first, as bisect_culprit.py does). A run checks every commit
 against the one before it, as a gate on every push does (`servelab check --baseline-ref
 PREVIOUS`, --budget seconds each, the commit in a temporary worktree), into one results
 directory; so each commit is measured by two checks (its own and the next one's): the
@@ -36,7 +37,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bisect_culprit import APP, BASE_ROUNDS, COMMIT, LOCK, git
+from bisect_culprit import APP, COMMIT, LOCK, git, hashing_share, rounds_for
 
 from servelab.history.changes import DEFAULT_FALSE_ALARMS
 from servelab.history.series import METRICS, build_series, read_points
@@ -54,14 +55,14 @@ def parse_steps(text: str) -> dict[int, float]:
     return steps
 
 
-def repository(root: Path, commits: int, steps: dict[int, float]) -> list[str]:
+def repository(root: Path, commits: int, steps: dict[int, float], share: float) -> list[str]:
     (root / "web").mkdir(parents=True)
     git(root, "init", "-q", "-b", "main")
     factor = 1.0
     for number in range(commits):
         factor *= 1 + steps.get(number, 0.0)
         (root / "web" / "shop.py").write_text(
-            APP.format(rounds=round(BASE_ROUNDS * factor), number=number)
+            APP.format(rounds=rounds_for(factor, share), number=number)
         )
         stamp = f"@{EPOCH + number * HOUR} +0000"
         os.environ.update(GIT_AUTHOR_DATE=stamp, GIT_COMMITTER_DATE=stamp)
@@ -181,13 +182,14 @@ def main() -> None:
     steps = parse_steps(args.steps)
     for run in range(args.runs):
         work = Path(tempfile.mkdtemp(prefix="servelab-history-bench-"))
-        commits = repository(work / "repo", args.commits, steps)
+        share = hashing_share(work)
+        commits = repository(work / "repo", args.commits, steps, share)
         results = work / "results"
         wall = check_each(work / "repo", commits, args.budget, results)
         figures = judged(results, commits, steps)
         line = {
             "commits": args.commits, "steps": {str(k): 100 * v for k, v in steps.items()},
-            "budget": args.budget, "wall": wall, "figures": figures,
+            "budget": args.budget, "share": share, "wall": wall, "figures": figures,
             "page": page_figures(results), "commit": COMMIT,
             "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         }
