@@ -15,7 +15,9 @@ A generated git repository of a small WSGI app (every request hashes ROUNDS time
 commit per version; from commit --culprit on, the request costs --extra more CPU (0.10:
 +10 % CPU per request of the stack: the hashing's rounds grow by --extra over its share
 of the request's CPU, calibrated first, see ``hashing_share``). Each search is `servelab
-bisect --fail-if "rps < -5%"` from the first commit to the last (each step a check of one
+bisect --fail-if "rps_per_cpu < -5%"` (--fail-if; requests per CPU second: what +10 % CPU
+per request moves by -9 %, where requests/s moved by -4 to -9 % here, a stack that leaves
+its CPU idle a tenth of the time) from the first commit to the last (each step a check of one
 commit against the first, in temporary worktrees); --none searches run on a repository
 whose commits are all alike. Printed per search: the answer, its steps and their
 decisions, the checks' starts (fresh starts of each version, the measurements), the wall
@@ -125,7 +127,9 @@ def repository(
     return git(root, "rev-list", "--reverse", "HEAD").split()
 
 
-def search(repo: Path, commits: list[str], budget: float, retries: int, work: Path) -> dict:
+def search(
+    repo: Path, commits: list[str], budget: float, retries: int, fail_if: str, work: Path
+) -> dict:
     out = work / f"bisect-{time.monotonic_ns()}.json"
     with open(LOCK, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -133,7 +137,7 @@ def search(repo: Path, commits: list[str], budget: float, retries: int, work: Pa
         done = subprocess.run(
             [sys.executable, "-m", "servelab", "bisect", "--app", "shop:app",
              "--app-dir", str(repo / "web"), "--good", commits[0], "--bad", "main",
-             "--fail-if", "rps < -5%", "--budget", str(budget), "--retries", str(retries),
+             "--fail-if", fail_if, "--budget", str(budget), "--retries", str(retries),
              "--json", str(out),
              "--results", str(work / "results")],
             capture_output=True, text=True, timeout=7200, check=False,
@@ -160,15 +164,16 @@ def report(out: Path) -> None:
     if not lines:
         print(f"no searches kept in {path}")
         return
-    designs = dict.fromkeys(
-        (line.get("commit", "?"), line["budget"], line.get("retries", 1)) for line in lines
-    )
-    for commit, budget, retries in designs:
-        print(f"servelab {commit}, --budget {budget:g} --retries {retries}:")
+    def design(line: dict) -> tuple:
+        return (line.get("commit", "?"), line["budget"], line.get("retries", 1),
+                line.get("fail_if", "rps < -5%"))
+
+    for commit, budget, retries, fail_if in dict.fromkeys(map(design, lines)):
+        print(f"servelab {commit}, --budget {budget:g} --retries {retries} "
+              f"--fail-if {fail_if!r}:")
         for label in ("culprit", "none"):
-            mine = [line for line in lines if line["label"] == label and (
-                line.get("commit", "?"), line["budget"], line.get("retries", 1)
-            ) == (commit, budget, retries)]
+            mine = [line for line in lines if line["label"] == label
+                    and design(line) == (commit, budget, retries, fail_if)]
             if not mine:
                 continue
             walls = sorted(line["wall"] for line in mine)
@@ -189,6 +194,8 @@ def main() -> None:
     parser.add_argument("--searches", type=int, default=3)
     parser.add_argument("--none", type=int, default=1)
     parser.add_argument("--budget", type=float, default=90.0)
+    parser.add_argument("--fail-if", default="rps_per_cpu < -5%",
+                        help="what counts as slower (servelab bisect --fail-if)")
     parser.add_argument("--retries", type=int, default=1,
                         help="more measuring for an unknown step (servelab bisect --retries)")
     parser.add_argument("--out", type=Path, help="keep each search's line in OUT/searches.jsonl")
@@ -206,7 +213,7 @@ def main() -> None:
         repo = work / f"repo-{label}"
         commits = repository(repo, args.commits, culprit, args.extra, share)
         for k in range(n):
-            answer = search(repo, commits, args.budget, args.retries, work)
+            answer = search(repo, commits, args.budget, args.retries, args.fail_if, work)
             steps = answer.get("steps", [])
             right = (
                 answer.get("first_bad") == commits[culprit] if culprit is not None
@@ -218,6 +225,7 @@ def main() -> None:
                 "steps": [s["decision"] for s in steps], "starts": starts,
                 "wall": answer["wall"], "plain": plain, "commits": args.commits,
                 "extra": args.extra, "share": share, "budget": args.budget,
+                "fail_if": args.fail_if,
                 "retries": args.retries,
                 "commit": COMMIT,
                 "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),

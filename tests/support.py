@@ -446,9 +446,11 @@ def simulated_check(
     budget_s: float = 180.0,
     side_by_side: bool = True,
     seconds_per_window: float = 1.0,
+    busy=None,
 ):
     """`servelab check`'s own experiment and stopping rule on fake versions (``level``:
-    a FakeExecutor's requests/s; the candidate is named servelab.check.CANDIDATE).
+    a FakeExecutor's requests/s, ``busy`` its CPU share; the candidate is named
+    servelab.check.CANDIDATE).
     Returns (judgements, starts of each version, the rule's last outlook, seconds)."""
     from servelab.check import CheckSpec, check_experiment, judge_runs, parse_thresholds
     from servelab.config.stack import AppSpec
@@ -463,7 +465,8 @@ def simulated_check(
     clock = FakeClock()
     outlooks = []
     events = RunnerEvents(on_round=lambda plan, outlook: outlooks.append(outlook))
-    executor = FakeExecutor(level, clock=clock, seconds_per_window=seconds_per_window)
+    executor = FakeExecutor(level, clock=clock, seconds_per_window=seconds_per_window,
+                            busy=busy)
     runs = Runner(experiment, ListSink(), executor, events, clock=clock).run()
     judgements, starts_each, _ = judge_runs(experiment, runs, parse_thresholds(thresholds))
     return judgements, starts_each, outlooks[-1], clock.now

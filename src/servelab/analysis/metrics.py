@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from servelab.analysis.stats import Summary, confidence_interval, summarize
 from servelab.config.experiment import Experiment
+from servelab.config.thresholds import parse_threshold
 from servelab.results.records import RunRecord, SliceFigures
 
 DEFAULT_PRECISION_PCT = 5.0
@@ -99,8 +100,14 @@ def answer_metric(experiment: Experiment) -> Metric:
 
 
 def compared_metrics(experiment: Experiment) -> tuple[Metric, ...]:
-    """Metrics compared with the baseline: requests per CPU second only side by side."""
-    return tuple(m for m in METRICS if m.key != "rps_per_cpu" or experiment.side_by_side)
+    """Metrics compared with the baseline: requests per CPU second only side by side, or
+    where a threshold is on it (`servelab check --fail-if "rps_per_cpu < -5%"`)."""
+    asked = experiment.stopping is not None and any(
+        parse_threshold(text).metric == "rps_per_cpu" for text in experiment.stopping.thresholds
+    )
+    return tuple(
+        m for m in METRICS if m.key != "rps_per_cpu" or experiment.side_by_side or asked
+    )
 
 
 

@@ -16,9 +16,13 @@ METRIC_NAMES: dict[str, str] = {
     "mean": "latency_mean_ms",
     "p99": "latency_p99_ms",
     "errors": "errors",
+    # Requests per CPU second of the stack: the inverse of its CPU per request, what a
+    # change of the app's code moves even where requests/s moves less (a stack that
+    # leaves its CPU idle part of the time).
+    "rps_per_cpu": "rps_per_cpu",
 }
 # Metrics judged on a relative change (percent of the baseline); the rest on a count.
-RELATIVE = {"rps", "ok_rps", "latency_mean_ms", "latency_p99_ms"}
+RELATIVE = {"rps", "ok_rps", "latency_mean_ms", "latency_p99_ms", "rps_per_cpu"}
 DEFAULT_THRESHOLDS = ("rps < -5%", "errors > 0")
 
 _SYNTAX = re.compile(

@@ -26,6 +26,7 @@ from servelab.analysis.thresholds import (
         ("latency > +3%", "latency_mean_ms", ">", 3.0, "latency > +3%"),
         ("errors > 0", "errors", ">", 0.0, "errors > 0"),
         ("errors > 10", "errors", ">", 10.0, "errors > 10"),
+        ("rps_per_cpu < -5%", "rps_per_cpu", "<", -5.0, "rps_per_cpu < -5%"),
     ],
 )
 def test_thresholds_in_the_ecosystems_words(text, metric, op, limit, normal) -> None:

@@ -66,6 +66,36 @@ def test_identical_versions_pass() -> None:
     assert [j.state for j in judgements] == ["held", "held"]
 
 
+def test_more_cpu_per_request_fails_on_requests_per_cpu_second_where_requests_s_holds(
+) -> None:
+    """In turns, a candidate that costs 10 % more CPU per request of a stack that leaves
+    its CPU idle part of the time serves as many requests/s: `rps` holds, `rps_per_cpu`
+    (compared in turns only when a threshold is on it) is crossed."""
+    rng = random.Random(3)
+
+    def level(variant, start, tick, workload):
+        return 1000.0 * (1 + rng.gauss(0, 0.01))
+
+    def busy(variant, workload):
+        return 0.88 if variant == CANDIDATE else 0.8
+
+    judgements, _, _, _ = simulated_check(
+        level, thresholds=("rps < -5%", "rps_per_cpu < -5%"), side_by_side=False, busy=busy
+    )
+    held, crossed = judgements
+    assert (held.threshold.metric, held.state) == ("rps", "held")
+    assert (crossed.threshold.metric, crossed.state) == ("rps_per_cpu", "crossed")
+    assert crossed.observed == pytest.approx(-9.1, abs=1.0)
+    from servelab.analysis.metrics import compared_metrics
+
+    def compared(*thresholds: str) -> set[str]:
+        spec = CheckSpec(app=AppSpec(ref="fastapi"), thresholds=thresholds)
+        return {m.key for m in compared_metrics(check_experiment(spec, None, side_by_side=False))}
+
+    assert "rps_per_cpu" in compared("rps_per_cpu < -5%")
+    assert "rps_per_cpu" not in compared("rps < -5%")  # in turns, nothing asks for it
+
+
 def test_a_change_at_the_limit_stays_inconclusive_within_the_budget() -> None:
     state, judgements, starts_each, outlook = simulate(-0.05, noise=0.06, budget_s=30)
     assert state == "inconclusive"
