@@ -198,6 +198,9 @@ def main() -> None:
     parser.add_argument("--searches", type=int, default=3)
     parser.add_argument("--none", type=int, default=1)
     parser.add_argument("--budget", type=float, default=90.0)
+    parser.add_argument("--share", type=float, default=None,
+                        help="the hashing's share of the stack's CPU per request, as measured "
+                        "before (default: calibrate it first, 90 s)")
     parser.add_argument("--fail-if", default="rps_per_cpu < -5%",
                         help="what counts as slower (servelab bisect --fail-if)")
     parser.add_argument("--retries", type=int, default=1,
@@ -212,7 +215,7 @@ def main() -> None:
         return
     plain = (1 + math.ceil(math.log2(args.commits))) * 5 * 2
     work = Path(tempfile.mkdtemp(prefix="servelab-bisect-bench-"))
-    share = hashing_share(work) if args.searches else 1.0
+    share = args.share or (hashing_share(work) if args.searches else 1.0)
     for label, culprit, n in (("culprit", args.culprit, args.searches), ("none", None, args.none)):
         repo = work / f"repo-{label}"
         commits = repository(repo, args.commits, culprit, args.extra, share)

@@ -112,6 +112,17 @@ def judged(results: Path, commits: list[str], steps: dict[int, float]) -> dict[s
             at = [index[series.commits[c.index].commit] for c in series.changes]
             near = {step: [a for a in at if abs(a - step) <= 1] for step in steps}
             false = [a for a in at if all(abs(a - step) > 1 for step in steps)]
+            # Each step as the check across it measured it (commit k against k - 1).
+            by_check: dict[int, dict[str, float]] = {}
+            for point in points:
+                by_check.setdefault(point.check_id, {})[point.role] = point.value
+                if point.role == "candidate":
+                    by_check[point.check_id]["commit"] = index[point.commit]
+            measured = {
+                str(int(check["commit"])): 100 * (check["candidate"] / check["baseline"] - 1)
+                for check in by_check.values()
+                if check.get("commit") in steps and "baseline" in check
+            }
             found[key] = {
                 "band_pct": series.band_pct(),
                 "changes": [
@@ -122,6 +133,7 @@ def judged(results: Path, commits: list[str], steps: dict[int, float]) -> dict[s
                 "exact": {str(step): step in at for step in steps},
                 "false": false,
                 "commits": len(series.commits),
+                "measured_steps": measured,
             }
     return found
 
@@ -171,6 +183,9 @@ def main() -> None:
     parser.add_argument("--steps", default="10:5,20:10,30:20")
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--budget", type=float, default=30.0)
+    parser.add_argument("--share", type=float, default=None,
+                        help="the hashing's share of the stack's CPU per request, as measured "
+                        "before (default: calibrate it first, 90 s)")
     parser.add_argument("--out", type=Path, help="keep each run's line in OUT/runs.jsonl")
     parser.add_argument("--report", action="store_true", help="sum up the runs kept in --out")
     args = parser.parse_args()
@@ -182,7 +197,7 @@ def main() -> None:
     steps = parse_steps(args.steps)
     for run in range(args.runs):
         work = Path(tempfile.mkdtemp(prefix="servelab-history-bench-"))
-        share = hashing_share(work)
+        share = args.share or hashing_share(work)
         commits = repository(work / "repo", args.commits, steps, share)
         results = work / "results"
         wall = check_each(work / "repo", commits, args.budget, results)
@@ -204,7 +219,9 @@ def main() -> None:
             )
             print(f"run {run + 1}, {key}: change points {changes or 'none'}; steps found "
                   f"{figure['found']}; false {figure['false']}; band "
-                  f"+-{figure['band_pct'] or 0:.1f} %", flush=True)
+                  f"+-{figure['band_pct'] or 0:.1f} %; the checks across the steps read "
+                  + ", ".join(f"{k}: {v:+.1f} %" for k, v in figure["measured_steps"].items()),
+                  flush=True)
         print(f"run {run + 1}: {wall:.0f} s; page {line['page']['page_bytes'] / 1024:.0f} KiB, "
               f"opened in {line['page']['open_s']:.2f} s; results under {work}", flush=True)
 
