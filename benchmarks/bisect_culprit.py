@@ -111,6 +111,13 @@ def hashing_share(work: Path) -> float:
     return share
 
 
+def add_share_option(parser: argparse.ArgumentParser) -> None:
+    """--share: a share measured before, instead of calibrating on every run."""
+    parser.add_argument("--share", type=float, default=None,
+                        help="the hashing's share of the stack's CPU per request, as measured "
+                        "before (default: calibrate it first, 90 s)")
+
+
 def rounds_for(factor: float, share: float) -> int:
     """The hashing rounds that make the request's whole CPU ``factor`` times the base
     app's, when the hashing is ``share`` of it."""
@@ -198,9 +205,7 @@ def main() -> None:
     parser.add_argument("--searches", type=int, default=3)
     parser.add_argument("--none", type=int, default=1)
     parser.add_argument("--budget", type=float, default=90.0)
-    parser.add_argument("--share", type=float, default=None,
-                        help="the hashing's share of the stack's CPU per request, as measured "
-                        "before (default: calibrate it first, 90 s)")
+    add_share_option(parser)
     parser.add_argument("--fail-if", default="rps_per_cpu < -5%",
                         help="what counts as slower (servelab bisect --fail-if)")
     parser.add_argument("--retries", type=int, default=1,

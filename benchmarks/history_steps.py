@@ -37,7 +37,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bisect_culprit import APP, COMMIT, LOCK, git, hashing_share, rounds_for
+from bisect_culprit import APP, COMMIT, LOCK, add_share_option, git, hashing_share, rounds_for
 
 from servelab.history.changes import DEFAULT_FALSE_ALARMS
 from servelab.history.series import METRICS, build_series, read_points
@@ -183,9 +183,7 @@ def main() -> None:
     parser.add_argument("--steps", default="10:5,20:10,30:20")
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--budget", type=float, default=30.0)
-    parser.add_argument("--share", type=float, default=None,
-                        help="the hashing's share of the stack's CPU per request, as measured "
-                        "before (default: calibrate it first, 90 s)")
+    add_share_option(parser)
     parser.add_argument("--out", type=Path, help="keep each run's line in OUT/runs.jsonl")
     parser.add_argument("--report", action="store_true", help="sum up the runs kept in --out")
     args = parser.parse_args()
