@@ -3,7 +3,8 @@ it take, and how many measurements does it spend against plain bisection? Prints
 asserts nothing.
 
     .venv/bin/python benchmarks/bisect_culprit.py [--commits 40] [--culprit 23] [--extra 0.10]
-        [--searches 3] [--none 1] [--budget 90] [--retries 1] [--out DIR]
+        [--searches 3] [--none 1] [--budget 90] [--retries 1] [--fail-if THRESHOLD]
+        [--random-culprit SEED] [--share S] [--out DIR]
     .venv/bin/python benchmarks/bisect_culprit.py --report --out DIR
 
 With --out, each search's line is kept in DIR/searches.jsonl as soon as it ends, so that
@@ -33,6 +34,7 @@ import argparse
 import fcntl
 import json
 import math
+import random
 import statistics
 import subprocess
 import sys
@@ -202,6 +204,10 @@ def main() -> None:
     parser.add_argument("--commits", type=int, default=40)
     parser.add_argument("--culprit", type=int, default=23)
     parser.add_argument("--extra", type=float, default=0.10)
+    parser.add_argument("--random-culprit", type=int, metavar="SEED", default=None,
+                        help="each culprit search on a new repository, its culprit at a "
+                        "commit drawn at random (seeded): a deterministic gate (--fail-if "
+                        "instructions) would walk one repository's path alike every time")
     parser.add_argument("--searches", type=int, default=3)
     parser.add_argument("--none", type=int, default=1)
     parser.add_argument("--budget", type=float, default=90.0)
@@ -220,23 +226,36 @@ def main() -> None:
         return
     plain = (1 + math.ceil(math.log2(args.commits))) * 5 * 2
     work = Path(tempfile.mkdtemp(prefix="servelab-bisect-bench-"))
-    share = args.share or (hashing_share(work) if args.searches else 1.0)
-    for label, culprit, n in (("culprit", args.culprit, args.searches), ("none", None, args.none)):
+    # Counted instructions are the app's own, almost all of them the hashing: a culprit's
+    # extra rounds are its extra instructions (share 1), with no calibration.
+    counted = args.fail_if.strip().startswith("instructions")
+    share = args.share or (hashing_share(work) if args.searches and not counted else 1.0)
+    draw = random.Random(args.random_culprit)
+    for label, planted, n in (("culprit", args.culprit, args.searches), ("none", None, args.none)):
+        culprit = planted
         repo = work / f"repo-{label}"
         commits = repository(repo, args.commits, culprit, args.extra, share)
         for k in range(n):
+            if planted is not None and args.random_culprit is not None:
+                # A new repository per search, its culprit anywhere after the good end.
+                culprit = draw.randrange(1, args.commits)
+                repo = work / f"repo-{label}-{k}"
+                commits = repository(repo, args.commits, culprit, args.extra, share)
             answer = search(repo, commits, args.budget, args.retries, args.fail_if, work)
             steps = answer.get("steps", [])
             right = (
                 answer.get("first_bad") == commits[culprit] if culprit is not None
                 else answer.get("ending") == "no change"
             )
-            starts = 2 * sum(s.get("starts", 0) for s in steps)
+            # A step's starts are each version's; on instruction counts the good commit is
+            # counted at the first step only (bisect keeps its count: it does not move).
+            measured = sum(s.get("starts", 0) for s in steps)
+            starts = measured + (steps[0].get("starts", 0) if counted and steps else measured)
             keep(args.out, {
                 "label": label, "right": right, "ending": answer.get("ending"),
                 "steps": [s["decision"] for s in steps], "starts": starts,
                 "wall": answer["wall"], "plain": plain, "commits": args.commits,
-                "extra": args.extra, "share": share, "budget": args.budget,
+                "extra": args.extra, "share": share, "budget": args.budget, "culprit": culprit,
                 "fail_if": args.fail_if,
                 "retries": args.retries,
                 "commit": COMMIT,

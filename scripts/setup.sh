@@ -66,7 +66,8 @@ if [ "$undo_acl" -eq 1 ]; then
 fi
 
 # 1. Debian packages -------------------------------------------------------------
-packages=(nginx-light apache2-utils wrk util-linux iproute2 procps python3-venv ca-certificates)
+# valgrind: check and bisect count the app's instructions per request (--fail-if instructions).
+packages=(nginx-light apache2-utils wrk util-linux iproute2 procps python3-venv ca-certificates valgrind)
 want apache && packages+=(apache2 apache2-dev gcc libc6-dev python3-dev acl)
 want postgres && packages+=(postgresql)
 want chromium && packages+=(chromium)

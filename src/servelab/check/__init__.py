@@ -33,6 +33,7 @@ from servelab.apps import BUILTIN_APPS
 from servelab.config.experiment import Experiment
 from servelab.config.run import RunOptions, UserApp
 from servelab.config.stack import AppSpec
+from servelab.config.thresholds import COUNTED
 from servelab.errors import SpecError, StackStartError
 from servelab.prepare.user_app import UserRequest
 from servelab.results.records import RunRecord
@@ -40,6 +41,7 @@ from servelab.studies.seeds import SEED_ITEM_BODY
 
 if TYPE_CHECKING:
     from servelab.api import Prepared
+    from servelab.config.load import RequestSpec
 
 BASELINE, CANDIDATE = "baseline", "candidate"
 DEFAULT_BUDGET_S = 180.0
@@ -72,6 +74,10 @@ class CheckSpec:
     # The baseline's own interpreter (bisect's lock-file mode: the same code, another
     # environment); None: the candidate's, one Python for both versions.
     baseline_python: Path | None = None
+    # Instruction thresholds: the baseline's counts from an earlier check of the same
+    # baseline (bisect's good commit, counted once: a count does not move with the
+    # machine); empty: count it.
+    baseline_counts: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -95,6 +101,8 @@ class CheckOutcome:
     # the baseline (SVG text; check.outputs writes it beside the other outputs).
     flame_svg: str | None = None
     experiment_id: int | None = None  # its id in the results directory (bisect extends it)
+    # Instruction thresholds: each version's instructions per request, as counted (no load).
+    counts: dict[str, tuple[float, ...]] | None = None
 
 
 def parse_thresholds(texts: Sequence[str]) -> tuple[Threshold, ...]:
@@ -108,24 +116,37 @@ def parse_thresholds(texts: Sequence[str]) -> tuple[Threshold, ...]:
     return tuple(parsed)
 
 
+def check_request(check: CheckSpec) -> RequestSpec:
+    """The request both versions are measured on: the user's, else the built-in app's,
+    else GET /."""
+    from servelab.config.load import RequestSpec
+    from servelab.prepare.user_app import request_spec
+
+    ref = check.app.ref.strip()
+    request = RequestSpec.model_validate(_BUILTIN_REQUESTS.get(ref, {"method": "GET",
+                                                                     "path": "/"}))
+    return request if check.request is None else request_spec(request, check.request)
+
+
+def check_app(check: CheckSpec) -> AppSpec:
+    """The candidate's app as the check runs it."""
+    if check.app.ref.strip() == "sleepy":  # its default 2 s would make a check of waiting
+        return check.app.model_copy(
+            update={"env": {"SERVELAB_SLEEP_S": "0.005", **check.app.env}}  # 5 ms of "I/O"
+        )
+    return check.app
+
+
 def check_experiment(
     check: CheckSpec, baseline_dir: Path | None, *, side_by_side: bool = True
 ) -> Experiment:
     """Both versions on one stack, side by side or in turns, with the thresholds as
     stopping rule."""
-    from servelab.config.load import RequestSpec
     from servelab.prepare.building import experiment_from_dict
-    from servelab.prepare.user_app import request_spec
     from servelab.studies.seeds import SEED_PROXY, SEED_SERVER
 
-    ref = check.app.ref.strip()
-    request = RequestSpec.model_validate(_BUILTIN_REQUESTS.get(ref, {"method": "GET",
-                                                                     "path": "/"}))
-    if check.request is not None:
-        request = request_spec(request, check.request)
-    candidate = check.app.model_dump(mode="json")
-    if ref == "sleepy":  # its default 2 s would make a check of waiting; 5 ms of "I/O"
-        candidate["env"] = {"SERVELAB_SLEEP_S": "0.005", **candidate["env"]}
+    request = check_request(check)
+    candidate = check_app(check).model_dump(mode="json")
     baseline = {**candidate, "app_dir": str(baseline_dir) if baseline_dir else None}
     if check.baseline_python is not None:
         baseline["python"] = str(check.baseline_python)
@@ -148,7 +169,11 @@ def check_experiment(
             "repetitions": 2,
             "warmup": {"max_rounds": 1, "duration_s": 1.0},
             "side_by_side": side_by_side,
-            "stopping": {"budget_s": DEFAULT_BUDGET_S, "thresholds": list(check.thresholds)},
+            # Instruction thresholds are counted with no load (check.instructions): a
+            # check names them alone, and its experiment only says how stacks would run.
+            "stopping": {"budget_s": DEFAULT_BUDGET_S, "thresholds": [
+                t for t in check.thresholds if parse_threshold(t).metric not in COUNTED
+            ]},
         },
         source="servelab check",
     )
@@ -243,6 +268,10 @@ def run_check(
             "servelab check needs the baseline version of your app",
             "give --baseline-dir DIR or --baseline-ref REV (a git branch, tag or commit)",
         )
+    from servelab.check.instructions import counted, run_instruction_check
+
+    if counted(thresholds):  # no load: the app's instructions per request, counted
+        return run_instruction_check(check, thresholds, options, say=say)
     app, note = with_app_python(check.app)  # one Python for both versions
     if note:
         say(note)

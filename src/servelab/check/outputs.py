@@ -33,6 +33,14 @@ def _interval(judgement: Judgement) -> str:
     return f"{low:+.1f} % … {high:+.1f} %"
 
 
+def _measured(outcome: CheckOutcome) -> str:
+    if outcome.counts is not None:
+        return (f"{outcome.starts} counts of each version's instructions per request "
+                "under valgrind (no load)")
+    how = "side by side" if outcome.side_by_side else "in turns"
+    return f"{outcome.starts} fresh starts of each, measured {how}"
+
+
 def flame_path(outcome: CheckOutcome, summary_md: Path | None, junit: Path | None) -> Path | None:
     """Where the differential flame graph goes (when the check has one): beside
     --summary-md, else beside --junit, else in the result directory."""
@@ -59,8 +67,7 @@ def summary_markdown(outcome: CheckOutcome, flame: Path | None = None) -> str:
     lines += [
         "",
         f"Candidate `{outcome.candidate}` against baseline `{outcome.baseline}`, "
-        f"{outcome.starts} fresh starts of each, measured "
-        f"{'side by side' if outcome.side_by_side else 'in turns'}; intervals from "
+        f"{_measured(outcome)}; intervals from "
         f"{outcome.test}; {outcome.wall_s:.0f} s; exit code {outcome.exit_code}. "
         f"Result: `{outcome.result_dir}`.",
         "",

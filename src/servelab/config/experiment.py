@@ -19,7 +19,7 @@ from servelab.config.load import LoadSpec, SloSpec, WarmupSpec, Workload
 from servelab.config.stack import (
     StackSpec,
 )
-from servelab.config.thresholds import parse_threshold
+from servelab.config.thresholds import COUNTED, parse_threshold
 
 # The driver's names only; what it can do is asked in servelab.prepare.checks.
 from servelab.registry import DEFAULT_DRIVER, DRIVER_NAMES
@@ -94,7 +94,14 @@ class StoppingSpec(Model):
     @field_validator("thresholds")
     @classmethod
     def _parse_thresholds(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        return tuple(parse_threshold(text).text for text in value)
+        parsed = [parse_threshold(text) for text in value]
+        for threshold in parsed:
+            if threshold.metric in COUNTED:
+                raise ValueError(
+                    f"threshold {threshold.text!r}: {threshold.metric} is counted with no "
+                    "load, by servelab check and bisect only; use rps_per_cpu here"
+                )
+        return tuple(threshold.text for threshold in parsed)
 
 
 class Experiment(Model):

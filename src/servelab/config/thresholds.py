@@ -20,9 +20,14 @@ METRIC_NAMES: dict[str, str] = {
     # change of the app's code moves even where requests/s moves less (a stack that
     # leaves its CPU idle part of the time).
     "rps_per_cpu": "rps_per_cpu",
+    # The app's instructions per request, counted under valgrind with no load
+    # (servelab.measuring.instructions): what this machine's speed does not move.
+    "instructions": "instructions",
 }
 # Metrics judged on a relative change (percent of the baseline); the rest on a count.
-RELATIVE = {"rps", "ok_rps", "latency_mean_ms", "latency_p99_ms", "rps_per_cpu"}
+RELATIVE = {"rps", "ok_rps", "latency_mean_ms", "latency_p99_ms", "rps_per_cpu", "instructions"}
+# Metrics counted apart from any load (check and bisect only): a check names them alone.
+COUNTED = {"instructions"}
 DEFAULT_THRESHOLDS = ("rps < -5%", "errors > 0")
 
 _SYNTAX = re.compile(

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from servelab.check import CANDIDATE, CheckOutcome, CheckSpec, run_check
+from servelab.check import BASELINE, CANDIDATE, CheckOutcome, CheckSpec, run_check
 from servelab.check.versions import (
     git,
     git_worktree,
@@ -84,6 +84,7 @@ def run_bisect(
         f"({bad[:10]}): each step a check against the good one")
     bisection = Bisection(commits, retries=spec.retries)
     relative = app_dir.relative_to(repo)
+    good_counts = GoodCounts(on_step)
     with git_worktree(repo, good) as good_tree:
         while (asked := bisection.next()) is not None:
             commit = asked[0]
@@ -94,10 +95,26 @@ def run_bisect(
                     spec.check,
                     app=spec.check.app.model_copy(update={"app_dir": tree / relative}),
                     baseline_dir=good_tree / relative, baseline_ref=None,
+                    baseline_counts=good_counts.counts,
                 )
                 _measure_until_told(bisection, commit, check, options, say, measure,
-                                    startup_timeout_s, on_step)
+                                    startup_timeout_s, good_counts.told)
     return bisection.outcome()
+
+
+@dataclass
+class GoodCounts:
+    """The good version's instruction counts, kept from the first step that counted them
+    (instruction thresholds: every step's baseline is the same good version, and its count
+    does not move with the machine, so it is counted once); passes each step on."""
+
+    on_step: Callable[[Step, CheckOutcome | None], None]
+    counts: tuple[float, ...] = ()
+
+    def told(self, step: Step, outcome: CheckOutcome | None) -> None:
+        if outcome is not None and outcome.counts and not self.counts:
+            self.counts = outcome.counts[BASELINE]
+        self.on_step(step, outcome)
 
 
 def _measure_until_told(
@@ -202,6 +219,7 @@ def run_lock_bisect(
     say(f"bisecting {len(changes)} changes from {spec.good_lock} to {spec.bad_lock}: each "
         "step a check of one lock state against the good lock")
     bisection = Bisection(labels, retries=spec.retries)
+    good_counts = GoodCounts(on_step)
     with lock_environments(spec.wheelhouse, say) as environments:
         try:
             good_python = environments.python(0, lock_state(good, changes, 0))
@@ -221,8 +239,8 @@ def run_lock_bisect(
             check = replace(
                 spec.check, app=spec.check.app.model_copy(update={"python": python}),
                 baseline_dir=spec.check.app.app_dir or Path.cwd(), baseline_ref=None,
-                baseline_python=good_python,
+                baseline_python=good_python, baseline_counts=good_counts.counts,
             )
             _measure_until_told(bisection, label, check, options, say, measure,
-                                startup_timeout_s, on_step)
+                                startup_timeout_s, good_counts.told)
     return bisection.outcome()

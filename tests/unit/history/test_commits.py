@@ -68,7 +68,7 @@ def test_a_retried_commit_is_measured_further_in_the_same_worktree(
         unknown = version == 2 and options.extend_id is None
         state = "inconclusive" if unknown else "crossed" if version >= 3 else "held"
         return SimpleNamespace(state=state, starts=2 * len(checks), judgements=(),
-                               experiment_id=len(checks))
+                               experiment_id=len(checks), counts=None)
 
     monkeypatch.setattr("servelab.history.run.run_check", run_check)
     spec = BisectSpec(CheckSpec(app=AppSpec(ref="shop:app", app_dir=repo)), commits[0],
@@ -83,3 +83,39 @@ def test_a_retried_commit_is_measured_further_in_the_same_worktree(
     assert not any(app_dir.exists() for _, app_dir, _, _ in checks)
     assert git(repo, "status", "--porcelain") == "" and git(repo, "worktree", "list").count(
         "\n") == 0
+
+
+def test_the_good_commit_is_counted_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Instruction thresholds: the first step's count of the good commit is every later
+    step's baseline (it does not move with the machine), so it is counted once."""
+    from types import SimpleNamespace
+
+    from servelab.check import CheckSpec
+    from servelab.config.run import RunOptions
+    from servelab.config.stack import AppSpec
+    from servelab.history.run import BisectSpec, run_bisect
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    commits = [_commit(repo, str(number)) for number in range(6)]  # culprit: commit 3
+    given = []
+
+    def run_check(check, options, **_):
+        version = int((check.app.app_dir / "f.txt").read_text())
+        given.append(check.baseline_counts)
+        counted = check.baseline_counts or (1000.0, 1000.0)
+        return SimpleNamespace(
+            state="crossed" if version >= 3 else "held", starts=2, judgements=(),
+            experiment_id=None, counts={"baseline": counted, "candidate": (1100.0, 1100.0)},
+        )
+
+    monkeypatch.setattr("servelab.history.run.run_check", run_check)
+    spec = BisectSpec(CheckSpec(app=AppSpec(ref="shop:app", app_dir=repo),
+                                thresholds=("instructions > +5%",)), commits[0], "main")
+    outcome = run_bisect(spec, RunOptions(), say=lambda _: None, measure=lambda ready: tmp_path)
+    assert outcome.first_bad == commits[3]
+    assert given[0] == () and len(given) > 2
+    assert all(counts == (1000.0, 1000.0) for counts in given[1:])

@@ -43,7 +43,7 @@ def _bisect(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, answers, broken=fro
         experiment = options.extend_id or len(checks)  # a new check gets a new id
         starts[experiment] = starts.get(experiment, 0) + 3
         return SimpleNamespace(state=answers(state, len(checks)), starts=starts[experiment],
-                               judgements=(), experiment_id=experiment)
+                               judgements=(), experiment_id=experiment, counts=None)
 
     monkeypatch.setattr("servelab.history.run.run_check", run_check)
     monkeypatch.setattr(

@@ -1,0 +1,117 @@
+"""Checks and bisects on the app's instructions per request, counted under valgrind for
+real: a generated repository of 12 commits, one of which adds 10 % of the request's
+work, found on the first try whatever the machine's speed; and two identical versions of
+an ASGI app held (the counts of the two differ by less than a percent)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+WSGI_APP = """
+import hashlib
+
+ROUNDS = {rounds}  # v{number}
+
+
+def app(environ, start_response):
+    digest = b"servelab"
+    for _ in range(ROUNDS):
+        digest = hashlib.sha256(digest).digest()
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    return [digest.hex().encode()]
+"""
+ASGI_APP = """
+import hashlib
+
+
+async def app(scope, receive, send):
+    if scope["type"] != "http":
+        return
+    digest = b"servelab"
+    for _ in range(300):
+        digest = hashlib.sha256(digest).digest()
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": digest})
+"""
+COMMITS = 12
+CULPRIT = 8
+ROUNDS = 300
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.org", *args],
+        check=True, capture_output=True, text=True,
+    ).stdout.strip()
+
+
+def servelab(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "servelab", *args], capture_output=True,
+                          text=True, timeout=600, cwd=cwd, check=False)
+
+
+def test_bisect_on_instructions_names_a_ten_percent_culprit(
+    tmp_path: Path, no_leftover_processes
+) -> None:
+    repo = tmp_path / "repo"
+    (repo / "web").mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    for number in range(COMMITS):
+        rounds = round(ROUNDS * 1.1) if number >= CULPRIT else ROUNDS
+        (repo / "web" / "shop.py").write_text(WSGI_APP.format(rounds=rounds, number=number))
+        git(repo, "add", ".")
+        git(repo, "commit", "-q", "-m", f"version {number}")
+    commits = git(repo, "rev-list", "--reverse", "HEAD").split()
+    head_before = git(repo, "rev-parse", "HEAD")
+    done = servelab("bisect", "--app", "shop:app", "--app-dir", str(repo / "web"),
+                    "--good", commits[0], "--bad", "main", "--fail-if", "instructions > +5%",
+                    "--json", str(tmp_path / "bisect.json"),
+                    "--results", str(tmp_path / "results"), cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr[-3000:]
+    answer = json.loads((tmp_path / "bisect.json").read_text())
+    assert answer["first_bad"] == commits[CULPRIT], answer
+    assert answer["last_good"] == commits[CULPRIT - 1]
+    # Every step decided at its first count, each commit on the side of the culprit it is.
+    assert all(s["attempt"] == 1 for s in answer["steps"]), answer["steps"]
+    for step in answer["steps"]:
+        slower = commits.index(step["commit"]) >= CULPRIT
+        assert step["decision"] == ("slower" if slower else "same"), step
+    assert "instructions > +5%: crossed" in done.stdout + done.stderr
+    # Each check's counts kept, one file per check.
+    kept = sorted((tmp_path / "results" / "instructions").glob("*/counts.json"))
+    assert len(kept) == len(answer["steps"])
+    counts = json.loads(kept[0].read_text())["instructions_per_request"]
+    assert len(counts["baseline"]) == len(counts["candidate"]) == 2
+    assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+    assert git(repo, "status", "--porcelain") == ""
+    assert git(repo, "rev-parse", "HEAD") == head_before
+
+
+def test_identical_asgi_versions_hold(tmp_path: Path, no_leftover_processes) -> None:
+    for name in ("old", "new"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "api.py").write_text(ASGI_APP)
+    done = servelab("check", "--app", "api:app", "--app-dir", str(tmp_path / "new"),
+                    "--baseline-dir", str(tmp_path / "old"), "--fail-if", "instructions > +1%",
+                    "--results", str(tmp_path / "results"), cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    assert "| `instructions > +1%` | app |" in done.stdout and "✅ held" in done.stdout
+    assert "instructions per request" in done.stderr
+
+
+def test_mixed_thresholds_are_refused_before_anything_runs(tmp_path: Path) -> None:
+    (tmp_path / "api.py").write_text(ASGI_APP)
+    done = servelab("check", "--app", "api:app", "--app-dir", str(tmp_path),
+                    "--baseline-dir", str(tmp_path), "--fail-if", "instructions > +1%",
+                    "--fail-if", "rps < -5%", "--results", str(tmp_path / "results"),
+                    cwd=tmp_path)
+    assert done.returncode == 2
+    assert "cannot be mixed" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "results").exists()
