@@ -35,6 +35,7 @@ import fcntl
 import json
 import math
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -265,7 +266,7 @@ def main() -> None:
                   f"{'right' if right else 'WRONG'}; {len(steps)} steps "
                   f"({', '.join(s['decision'] for s in steps)}); {starts} starts; "
                   f"{answer['wall']:.0f} s; plain bisection x5: {plain} starts", flush=True)
-    print(f"results under {work}")
+    shutil.rmtree(work)  # the figures are the lines printed (and kept with --out)
 
 
 if __name__ == "__main__":

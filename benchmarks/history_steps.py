@@ -3,7 +3,7 @@ commits that made steps of 5, 10 and 20 %, and none on the unchanged stretches? 
 figures; asserts nothing.
 
     .venv/bin/python benchmarks/history_steps.py [--commits 40] [--steps 10:5,20:10,30:20]
-        [--runs 1] [--budget 30] [--out DIR]
+        [--runs 1] [--budget 30] [--fail-if THRESHOLD] [--share S] [--out DIR]
     .venv/bin/python benchmarks/history_steps.py --report --out DIR
 
 A generated git repository of the hashing app of bisect_culprit.py, one commit per version
@@ -19,7 +19,8 @@ lies within one commit of it, and every other change point is a false one. Also 
 page's size, and its time to open in headless Chromium (servelab.report.browser).
 
 With --out, each run's line is kept in DIR/runs.jsonl as soon as it ends (runs of about
-30 minutes here gather over several sittings); --report sums them up.
+30 minutes here gather over several sittings), and its checks' results in DIR/run-*/;
+--report sums them up, per --fail-if. The rest of a run's temporary directory is removed.
 
 Each run holds /tmp/servelab-cpu.lock (flock) while it measures.
 """
@@ -30,6 +31,7 @@ import argparse
 import fcntl
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -74,7 +76,9 @@ def repository(root: Path, commits: int, steps: dict[int, float], share: float) 
     return git(root, "rev-list", "--reverse", "HEAD").split()
 
 
-def check_each(repo: Path, commits: list[str], budget: float, results: Path) -> float:
+def check_each(
+    repo: Path, commits: list[str], budget: float, results: Path, fail_if: str
+) -> float:
     """Every commit checked against the one before it; the seconds it took."""
     began = time.monotonic()
     with open(LOCK, "a") as lock:
@@ -86,7 +90,7 @@ def check_each(repo: Path, commits: list[str], budget: float, results: Path) -> 
                 done = subprocess.run(
                     [sys.executable, "-m", "servelab", "check", "--app", "shop:app",
                      "--app-dir", str(tree / "web"), "--baseline-ref", commits[number - 1],
-                     "--fail-if", "rps < -5%", "--budget", str(budget), "--inconclusive",
+                     "--fail-if", fail_if, "--budget", str(budget), "--inconclusive",
                      "pass", "--results", str(results)],
                     capture_output=True, text=True, timeout=1800, check=False,
                 )
@@ -157,12 +161,20 @@ def report(out: Path) -> None:
     if not lines:
         print(f"no runs kept in {path}")
         return
-    print(f"{len(lines)} runs (servelab {', '.join(sorted({x['commit'] for x in lines}))}); "
+    for fail_if in dict.fromkeys(x.get("fail_if", "rps < -5%") for x in lines):
+        report_design([x for x in lines if x.get("fail_if", "rps < -5%") == fail_if], fail_if)
+
+
+def report_design(lines: list[dict], fail_if: str) -> None:
+    print(f"--fail-if {fail_if!r}: {len(lines)} runs (servelab "
+          f"{', '.join(sorted({x['commit'] for x in lines}))}); "
           f"{lines[-1]['commits']} commits, steps {lines[-1]['steps']}, --budget "
           f"{lines[-1]['budget']:g}; a run took {statistics.median(x['wall'] for x in lines):.0f}"
           " s (median)")
     for key in METRICS:
         mine = [x["figures"][key] for x in lines if key in x["figures"]]
+        if not mine:
+            continue
         for step, size in lines[-1]["steps"].items():
             hits = sum(m["found"][step] for m in mine)
             exact = sum(m["exact"][step] for m in mine)
@@ -183,6 +195,9 @@ def main() -> None:
     parser.add_argument("--steps", default="10:5,20:10,30:20")
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--budget", type=float, default=30.0)
+    parser.add_argument("--fail-if", default="rps < -5%",
+                        help="each check's threshold: 'instructions > +5%%' counts the app's "
+                        "instructions per request (no load, no calibration) instead")
     add_share_option(parser)
     parser.add_argument("--out", type=Path, help="keep each run's line in OUT/runs.jsonl")
     parser.add_argument("--report", action="store_true", help="sum up the runs kept in --out")
@@ -195,14 +210,17 @@ def main() -> None:
     steps = parse_steps(args.steps)
     for run in range(args.runs):
         work = Path(tempfile.mkdtemp(prefix="servelab-history-bench-"))
-        share = args.share or hashing_share(work)
+        # Counted instructions are the app's own, almost all the hashing (share 1).
+        counted = args.fail_if.strip().startswith("instructions")
+        share = args.share or (1.0 if counted else hashing_share(work))
         commits = repository(work / "repo", args.commits, steps, share)
         results = work / "results"
-        wall = check_each(work / "repo", commits, args.budget, results)
+        wall = check_each(work / "repo", commits, args.budget, results, args.fail_if)
         figures = judged(results, commits, steps)
         line = {
             "commits": args.commits, "steps": {str(k): 100 * v for k, v in steps.items()},
-            "budget": args.budget, "share": share, "wall": wall, "figures": figures,
+            "budget": args.budget, "fail_if": args.fail_if, "share": share, "wall": wall,
+            "figures": figures,
             "page": page_figures(results), "commit": COMMIT,
             "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         }
@@ -220,8 +238,17 @@ def main() -> None:
                   f"+-{figure['band_pct'] or 0:.1f} %; the checks across the steps read "
                   + ", ".join(f"{k}: {v:+.1f} %" for k, v in figure["measured_steps"].items()),
                   flush=True)
+        kept = ""
+        if args.out is not None:  # the checks' results kept beside the line; the rest goes
+            kept = args.out / f"run-{time.strftime('%Y%m%d-%H%M%S')}"
+            kept.mkdir(parents=True)
+            for part in ("results", "history"):  # the checks' results, the page
+                if (work / part).exists():
+                    shutil.move(str(work / part), str(kept / part))
+        shutil.rmtree(work)
         print(f"run {run + 1}: {wall:.0f} s; page {line['page']['page_bytes'] / 1024:.0f} KiB, "
-              f"opened in {line['page']['open_s']:.2f} s; results under {work}", flush=True)
+              f"opened in {line['page']['open_s']:.2f} s"
+              + (f"; results kept in {kept}" if kept else ""), flush=True)
 
 
 if __name__ == "__main__":

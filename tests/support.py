@@ -326,6 +326,31 @@ PORT_VS_SOCKET_RUNS = [
 ]
 
 
+# A WSGI app whose every request hashes ROUNDS times: CPU work of a known size, for the
+# tests that make a repository of its versions (format: rounds, note).
+HASHING_APP = """
+import hashlib
+
+ROUNDS = {rounds}  # {note}
+
+
+def app(environ, start_response):
+    digest = b"servelab"
+    for _ in range(ROUNDS):
+        digest = hashlib.sha256(digest).digest()
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    return [digest.hex().encode()]
+"""
+
+
+def git(repo: Path, *args: str) -> str:
+    """``git -C repo ARGS`` with a committer of its own; its output, stripped."""
+    return subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.org", *args],
+        check=True, capture_output=True, text=True,
+    ).stdout.strip()
+
+
 def run_cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None):
     """``servelab ARGS`` in-process (click's CliRunner), as the shell would see it:
     ``returncode``, ``stdout``, ``stderr``. ``env`` overrides variables; ``cwd`` is

@@ -16,22 +16,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from support import HASHING_APP, git
 
 pytestmark = pytest.mark.integration
 
-APP = """
-import hashlib
-
-ROUNDS = {rounds}  # {note}
-
-
-def app(environ, start_response):
-    digest = b"servelab"
-    for _ in range(ROUNDS):
-        digest = hashlib.sha256(digest).digest()
-    start_response("200 OK", [("Content-Type", "text/plain")])
-    return [digest.hex().encode()]
-"""
 # The commit (0-based) that makes the work ten times. Eight commits rather than the 12 of
 # the issue's benchmark (benchmarks/bisect_culprit.py): every step is a check of ~40 s
 # here, and the steps (the bad end 7, then 2, then 1) are what matters: two slower ones
@@ -45,20 +33,13 @@ BROKEN = 3
 BROKEN_APP = "raise RuntimeError('half-done change')\n"
 
 
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.org", *args],
-        check=True, capture_output=True, text=True,
-    ).stdout.strip()
-
-
 def test_bisect_names_the_commit_that_made_it_slower(tmp_path: Path, no_leftover_processes) -> None:
     repo = tmp_path / "repo"
     (repo / "web").mkdir(parents=True)
     git(repo, "init", "-q", "-b", "main")
     for number in range(COMMITS):
         rounds = 20_000 if number >= CULPRIT else 2000
-        app = APP.format(rounds=rounds, note=f"v{number}")
+        app = HASHING_APP.format(rounds=rounds, note=f"v{number}")
         (repo / "web" / "shop.py").write_text(BROKEN_APP + app if number == BROKEN else app)
         git(repo, "add", ".")
         git(repo, "commit", "-q", "-m", f"version {number}")

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import xmlschema
+from support import git
 
 pytestmark = pytest.mark.integration
 
@@ -30,13 +31,6 @@ def app(environ, start_response):
     start_response(status, [("Content-Type", "text/plain")])
     return [digest.hex().encode()]
 """
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.org", *args],
-        check=True, capture_output=True, text=True,
-    ).stdout.strip()
 
 
 def servelab(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

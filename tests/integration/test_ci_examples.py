@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import xmlschema
-from support import servelab_lines, yaml_blocks
+from support import git, servelab_lines, yaml_blocks
 
 from servelab.config.run import parse_duration
 
@@ -25,13 +25,6 @@ def app(environ, start_response):
     start_response("200 OK", [("Content-Type", "text/plain")])
     return [b"shop"]
 """
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.org", *args],
-        check=True, capture_output=True, text=True,
-    ).stdout.strip()
 
 
 def test_the_documented_ci_commands_run(tmp_path: Path, no_leftover_processes) -> None:

@@ -11,22 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from support import HASHING_APP, git
 
 pytestmark = pytest.mark.integration
 
-WSGI_APP = """
-import hashlib
-
-ROUNDS = {rounds}  # v{number}
-
-
-def app(environ, start_response):
-    digest = b"servelab"
-    for _ in range(ROUNDS):
-        digest = hashlib.sha256(digest).digest()
-    start_response("200 OK", [("Content-Type", "text/plain")])
-    return [digest.hex().encode()]
-"""
 ASGI_APP = """
 import hashlib
 
@@ -42,14 +30,14 @@ async def app(scope, receive, send):
 """
 COMMITS = 12
 CULPRIT = 8
+# A commit whose app fails on the request (not at import): its count cannot be taken, so
+# the step is skipped and its neighbour measured instead (12 commits: 11, 5, 8, 6, 7).
+BROKEN = 6
+BROKEN_APP = """
+def app(environ, start_response):
+    raise RuntimeError("half-done change")
+"""
 ROUNDS = 300
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.org", *args],
-        check=True, capture_output=True, text=True,
-    ).stdout.strip()
 
 
 def servelab(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -65,7 +53,8 @@ def test_bisect_on_instructions_names_a_ten_percent_culprit(
     git(repo, "init", "-q", "-b", "main")
     for number in range(COMMITS):
         rounds = round(ROUNDS * 1.1) if number >= CULPRIT else ROUNDS
-        (repo / "web" / "shop.py").write_text(WSGI_APP.format(rounds=rounds, number=number))
+        app = HASHING_APP.format(rounds=rounds, note=f"v{number}")
+        (repo / "web" / "shop.py").write_text(BROKEN_APP if number == BROKEN else app)
         git(repo, "add", ".")
         git(repo, "commit", "-q", "-m", f"version {number}")
     commits = git(repo, "rev-list", "--reverse", "HEAD").split()
@@ -78,15 +67,20 @@ def test_bisect_on_instructions_names_a_ten_percent_culprit(
     answer = json.loads((tmp_path / "bisect.json").read_text())
     assert answer["first_bad"] == commits[CULPRIT], answer
     assert answer["last_good"] == commits[CULPRIT - 1]
-    # Every step decided at its first count, each commit on the side of the culprit it is.
+    # Every step decided at its first count, each commit on the side of the culprit it is;
+    # the broken one skipped, saying why.
     assert all(s["attempt"] == 1 for s in answer["steps"]), answer["steps"]
-    for step in answer["steps"]:
+    measured = [s for s in answer["steps"] if s["commit"] != commits[BROKEN]]
+    [skipped] = [s for s in answer["steps"] if s["commit"] == commits[BROKEN]]
+    assert skipped["decision"] == "skipped" and "half-done change" in skipped["detail"]
+    for step in measured:
         slower = commits.index(step["commit"]) >= CULPRIT
         assert step["decision"] == ("slower" if slower else "same"), step
     assert "instructions > +5%: crossed" in done.stdout + done.stderr
-    # Each check's counts kept, one file per check.
-    kept = sorted((tmp_path / "results" / "instructions").glob("*/counts.json"))
-    assert len(kept) == len(answer["steps"])
+    # Each measured check's counts kept, one directory per check; none for the skipped.
+    kept = sorted((tmp_path / "results" / "instructions").iterdir())
+    assert len(kept) == len(measured) and all((k / "counts.json").is_file() for k in kept)
+    kept = [k / "counts.json" for k in kept]
     counts = json.loads(kept[0].read_text())["instructions_per_request"]
     assert len(counts["baseline"]) == len(counts["candidate"]) == 2
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1

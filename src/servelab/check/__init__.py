@@ -172,11 +172,20 @@ def check_experiment(
             # Instruction thresholds are counted with no load (check.instructions): a
             # check names them alone, and its experiment only says how stacks would run.
             "stopping": {"budget_s": DEFAULT_BUDGET_S, "thresholds": [
-                t for t in check.thresholds if parse_threshold(t).metric not in COUNTED
+                t for t in check.thresholds if _under_load(t)
             ]},
         },
         source="servelab check",
     )
+
+
+def _under_load(threshold: str) -> bool:
+    """Whether a threshold is judged on load (not counted); one that does not parse is
+    left to the experiment's validation, which says what is wrong with it."""
+    try:
+        return parse_threshold(threshold).metric not in COUNTED
+    except ValueError:
+        return True
 
 
 class VersionsAnswerDifferently(SpecError):

@@ -17,9 +17,11 @@ from servelab.errors import SpecError
               help="The results directory the checks were stored in.")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
               help="Where history.html and history.md go [default: RESULTS/history].")
-@click.option("--metric", "metrics", type=click.Choice(["rps", "rps_per_cpu"]), multiple=True,
+@click.option("--metric", "metrics", type=click.Choice(["rps", "rps_per_cpu", "instructions"]),
+              multiple=True,
               help="Figures to follow (repeatable): requests/s, requests per CPU second of "
-              "the stack [default: both].")
+              "the stack, the app's instructions per request (checks on --fail-if "
+              "instructions) [default: each the results hold].")
 @click.option("--known", multiple=True, metavar="REV=REASON",
               help="A change you know of (an upgrade, a new machine), shown with its reason; "
                    "repeatable.")
@@ -33,6 +35,7 @@ def history(
     measured; per machine, workload and metric, the series over commits, the noise band
     from commits checked more than once, and the change points, written as one
     self-contained HTML page and its markdown summary."""
+    from servelab.check.instructions import RESULTS_SUBDIR
     from servelab.history.changes import DEFAULT_FALSE_ALARMS
     from servelab.history.flames import change_flames
     from servelab.history.page import write_page
@@ -52,7 +55,7 @@ def history(
     rate = DEFAULT_FALSE_ALARMS if false_alarms is None else false_alarms
     if not 0 < rate < 50:
         raise SpecError(f"--false-alarms must be between 0 and 50, got {rate:g}", "e.g. 0.2")
-    if not (results_dir / DB_FILE).is_file():
+    if not (results_dir / DB_FILE).is_file() and not (results_dir / RESULTS_SUBDIR).is_dir():
         raise SpecError(f"no servelab results in {results_dir} (no {DB_FILE})",
                         "pass --results DIR where `servelab check` stored its results")
     series = []

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from servelab.history.series import Point, Series
+from servelab.history.series import INSTRUCTIONS, Point, Series
 
 
 def nearest_check(series: Series, points: Sequence[Point], index: int) -> int | None:
@@ -41,6 +41,8 @@ def change_flames(
     drawn: dict[int, str | None] = {}
     links: dict[tuple[int, int], str] = {}
     for number, (one, points) in enumerate(series):
+        if one.metric.key == INSTRUCTIONS.key:
+            continue  # counted with no load: no profile
         for change in one.changes:
             check = nearest_check(one, points, change.index)
             if check is None:

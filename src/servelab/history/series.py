@@ -23,11 +23,26 @@ from servelab.results.records import RunRecord
 CHECK_EXPERIMENT = "check"
 
 
+def _counted_only(_: object) -> float:
+    raise TypeError("instructions are counted under valgrind, not read from a run")
+
+
+# The app's instructions per request, from checks on `--fail-if instructions`
+# (check.instructions): counted with no load, so no run or slice has it.
+INSTRUCTIONS = Metric("instructions", "Instructions per request", "instructions", False,
+                      _counted_only, _counted_only, short="instructions per request")
 # What a history follows: the check's own figures (analysis.metrics), per version the
 # geometric mean of its runs'. Requests per CPU second is the inverse of the stack's CPU
 # per request: what a change of the app's code moves, whatever else the machine ran.
-HISTORY_METRICS = ("rps", "rps_per_cpu")
-METRICS = {key: METRIC_BY_KEY[key] for key in HISTORY_METRICS}
+# Instruction counts: each count of a version is a point of its own.
+HISTORY_METRICS = ("rps", "rps_per_cpu", INSTRUCTIONS.key)
+METRICS = {**{key: METRIC_BY_KEY[key] for key in HISTORY_METRICS[:2]},
+           INSTRUCTIONS.key: INSTRUCTIONS}
+# Counts alike to the instruction leave no spread to judge a change against: the noise is
+# taken as at least a tenth of a percent (two counts of the seed's FastAPI endpoint were
+# 0.04 % apart), so a change point is a change of the code's work, of half a percent or
+# more.
+COUNT_NOISE_FLOOR = 0.001
 
 
 def figure(metric: Metric, runs: Sequence[RunRecord]) -> float | None:
@@ -82,6 +97,10 @@ def read_points(results_dir: Path, metric: Metric) -> dict[tuple[str, str], list
     commit without uncommitted changes."""
     from servelab.results.database import DB_FILE, Database
 
+    if metric.key == INSTRUCTIONS.key:
+        return read_counts(results_dir)
+    if not (results_dir / DB_FILE).is_file():
+        return {}
     database = Database(results_dir / DB_FILE)
     found: dict[tuple[str, str], list[Point]] = {}
     try:
@@ -110,6 +129,34 @@ def read_points(results_dir: Path, metric: Metric) -> dict[tuple[str, str], list
     return found
 
 
+def read_counts(results_dir: Path) -> dict[tuple[str, str], list[Point]]:
+    """(machine, workload) -> every count of both versions in the instruction checks kept
+    in ``results_dir`` (check.instructions), but a baseline's counts reused from an
+    earlier check (bisect) and the versions of checks of two environments. A file that
+    cannot be read is left out."""
+    from servelab.check.instructions import RESULTS_SUBDIR, WORKLOAD, read_record
+
+    found: dict[tuple[str, str], list[Point]] = {}
+    paths = sorted((results_dir / RESULTS_SUBDIR).glob("*/counts.json"))
+    for number, path in enumerate(paths, start=1):
+        record = read_record(path)
+        if record is None:
+            continue
+        environment = record["environment"]
+        versions = environment.get("app_versions") or {}
+        if len({str(v.get("python")) for v in versions.values()}) > 1:
+            continue  # one code, two environments (bisect --lock-good): not a commit's
+        for role, version in versions.items():
+            commit = version.get("commit")
+            if not commit or version.get("dirty") or role in record["reused"]:
+                continue
+            for value in record["instructions_per_request"].get(role, []):
+                found.setdefault((machine_of(environment), WORKLOAD), []).append(
+                    Point(commit, str(version.get("time", "")), float(value), number, role)
+                )
+    return found
+
+
 def build_series(
     machine: str, workload: str, metric: Metric, points: Sequence[Point],
     false_alarms_per_100: float,
@@ -122,6 +169,8 @@ def build_series(
         key=lambda level: level.time,
     ))
     noise = rerun_sd({c.commit: c.values for c in commits})
+    if metric.key == INSTRUCTIONS.key:
+        noise = max(noise or 0.0, COUNT_NOISE_FLOOR)
     changes: tuple[ChangePoint, ...] = ()
     if noise and len(commits) >= 4:
         changes = tuple(

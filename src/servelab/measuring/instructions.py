@@ -84,7 +84,7 @@ def count_run(
     environment = {**app_environment(env, app.app_dir, app.python), "PYTHONHASHSEED": "0"}
     with tempfile.TemporaryDirectory(prefix="servelab-cachegrind-") as tmp:
         out = Path(tmp) / "cachegrind.out"
-        command = [valgrind(), "--tool=cachegrind", "--cache-sim=no", "--branch-sim=no",
+        command = [valgrind(), "-q", "--tool=cachegrind", "--cache-sim=no", "--branch-sim=no",
                    f"--cachegrind-out-file={out}", app.interpreter, str(PROBE), json.dumps(ask)]
         try:
             done = subprocess.run(command, env=environment, cwd=app.app_dir or os.getcwd(),

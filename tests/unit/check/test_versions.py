@@ -3,21 +3,14 @@ check (also on Ctrl-C); the user's checkout never touched."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
+from support import git
 
 from servelab.check.versions import baseline_version
 from servelab.config.stack import AppSpec
 from servelab.errors import SpecError
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.org", *args],
-        check=True, capture_output=True, text=True,
-    ).stdout.strip()
 
 
 @pytest.fixture

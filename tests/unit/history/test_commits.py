@@ -3,20 +3,13 @@ oldest first; refused in one line when the bad one does not descend from the goo
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
+from support import git
 
 from servelab.errors import SpecError
 from servelab.history.run import commits_between
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.org", *args],
-        check=True, capture_output=True, text=True,
-    ).stdout.strip()
 
 
 def _commit(repo: Path, text: str, file: str = "f.txt") -> str:
