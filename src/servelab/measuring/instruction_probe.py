@@ -70,7 +70,9 @@ async def asgi_request(app: Any, ask: dict[str, Any]) -> int:
         "headers": [(n.lower().encode(), v.encode()) for n, v in ask["headers"]],
         "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 8000),
     }
-    body = {"type": "http.request", "body": ask["body"].encode(), "more_body": False}
+    body: dict[str, Any] | None = {
+        "type": "http.request", "body": ask["body"].encode(), "more_body": False,
+    }
     done = asyncio.Event()
     statuses: list[int] = []
 
