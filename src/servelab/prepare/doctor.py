@@ -45,6 +45,10 @@ def run_checks() -> list[Check]:
     checks.append(package_check("fastapi"))  # the reference app
     checks.extend(extra_checks())
     checks.append(profiler_check())
+    checks.append(check_program(  # --fail-if instructions (check, bisect)
+        "valgrind", ["valgrind", "--version"], required=False,
+        fix="apt-get install valgrind, or " + SETUP_FIX,
+    ))
     checks.append(postgres_check())
     checks.append(slow_link_check())
     somaxconn = read_sysctl("net.core.somaxconn")
