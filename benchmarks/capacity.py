@@ -155,6 +155,32 @@ class DoublingBisection:
                         self.low, self.high)
 
 
+@dataclass
+class Repeated:
+    """A baseline made surer the way users do it ("5 repetitions per step"): each rate it
+    asks for is tried ``times`` times (odd), and it is told the median trial's answer (by
+    margin, a trial broken by errors counting as 0): held when most held."""
+
+    inner: LinearRamp | DoublingBisection
+    times: int
+    outcomes: list[Outcome] = field(default_factory=list)
+    pending: list[Outcome] = field(default_factory=list)
+
+    def next_rate(self) -> float | None:
+        return self.pending[0].rate if self.pending else self.inner.next_rate()
+
+    def tell(self, outcome: Outcome) -> None:
+        self.outcomes.append(outcome)
+        self.pending.append(outcome)
+        if len(self.pending) == self.times:
+            ranked = sorted(self.pending, key=lambda o: 0.0 if o.errors_broke else o.margin)
+            self.inner.tell(ranked[self.times // 2])
+            self.pending = []
+
+    def estimate(self) -> Estimate:
+        return self.inner.estimate()
+
+
 def _bracket(outcomes: list[Outcome]) -> Estimate:
     held = [o.rate for o in outcomes if o.held]
     broken = [o.rate for o in outcomes if not o.held]
@@ -244,16 +270,49 @@ def simulate(searches: int) -> None:
                                   max_rate=1.8 * stack.saturation, factor=1.5, max_trials=20)
         print(f"knee {100 * (1 - truth / stack.saturation):.0f} % below saturation, noise "
               f"{100 * noise:g} %, drift {100 * drift:g} %: capacity {truth:,.0f}")
+        found = {}
         for label, make in (
             ("capacity search", CapacitySearch),
             ("linear ramp (10 %)", lambda s, step=0.1 * truth: LinearRamp(s, step)),
             ("doubling-bisection", DoublingBisection),
+            # The baselines steadied by repeating each step: what equal coverage costs.
+            *((f"ramp (10 %) x{k}", lambda s, k=k, step=0.1 * truth: Repeated(
+                LinearRamp(s, step), k)) for k in (3, 5)),
+            *((f"ramp (5 %) x{k}", lambda s, k=k, step=0.05 * truth: Repeated(
+                LinearRamp(s, step), k)) for k in (3, 5)),
+            *((f"doubling-bisection x{k}", lambda s, k=k: Repeated(DoublingBisection(s), k))
+              for k in (3, 5)),
         ):
             results = [
                 _run_search(make(settings), stack, random.Random(seed))
                 for seed in range(searches)
             ]
+            found[label] = results
             print(_summary(label, truth, results))
+        print(_equal_precision(truth, found))
+
+
+def _equal_precision(truth: float, found: dict[str, list[tuple[Estimate, int]]]) -> str:
+    """The fewest trials a baseline spent (median) while holding the truth at least as
+    often as the search, with a median half-width no wider than its, against the
+    search's: how many times faster the search is at equal precision."""
+    def figures(results: list[tuple[Estimate, int]]) -> tuple[float, float, float]:
+        held = sum(e.interval is not None and e.interval[0] <= truth <= e.interval[1]
+                   for e, _ in results) / len(results)
+        widths = [e.relative_half_width for e, _ in results
+                  if e.relative_half_width is not None]
+        return (held, statistics.median(widths) if widths else math.inf,
+                statistics.median(n for _, n in results))
+
+    coverage, width, trials = figures(found.pop("capacity search"))
+    matching = {label: figures(r)[2] for label, r in found.items()
+                if figures(r)[0] >= coverage and figures(r)[1] <= width * 1.05}
+    if not matching:
+        return ("  at equal precision: no baseline held the truth as often with intervals as "
+                "narrow")
+    label = min(matching, key=matching.__getitem__)
+    return (f"  at equal precision: {label}, {matching[label]:g} trials against the search's "
+            f"{trials:g}: the search {matching[label] / trials:.1f}x fewer")
 
 
 BIMODAL_CENTRE, BIMODAL_WIDTH, BIMODAL_SATURATION = 1873.0, 230.0, 2600.0

@@ -35,7 +35,9 @@ from servelab.registry import DEFAULT_SERVER, SERVER_KINDS
 @click.option(
     "--fail-if", "thresholds", multiple=True, metavar="THRESHOLD",
     help="What counts as slower, as `servelab check` takes it; repeatable. Metrics: "
-    f"{', '.join(METRIC_NAMES)}. Default: {' and '.join(repr(t) for t in DEFAULT_THRESHOLDS)}.",
+    f"{', '.join(METRIC_NAMES)}. Default: {' and '.join(repr(t) for t in DEFAULT_THRESHOLDS)}. "
+    "'instructions > +5%' counts each commit's instructions per request under valgrind: "
+    "steps decided at their first count, whatever the machine's speed.",
 )
 @click.option("--retries", type=int, default=1, show_default=True,
               help="An unknown step's check goes on for twice the last budget (its rounds "

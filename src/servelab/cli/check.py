@@ -37,7 +37,9 @@ from servelab.registry import DEFAULT_SERVER, SERVER_KINDS
     "--fail-if", "thresholds", multiple=True, metavar="THRESHOLD",
     help="Fail when the candidate's change crosses this, with confidence; repeatable. "
     f"Metrics: {', '.join(METRIC_NAMES)}. Default: "
-    f"{' and '.join(repr(t) for t in DEFAULT_THRESHOLDS)}.",
+    f"{' and '.join(repr(t) for t in DEFAULT_THRESHOLDS)}. 'instructions > +5%' counts the "
+    "app's instructions per request under valgrind instead of driving load (not moved by "
+    "the machine's speed; not mixed with the others).",
 )
 @click.option(
     "--inconclusive", type=click.Choice(["pass", "fail"]), default="fail", show_default=True,
