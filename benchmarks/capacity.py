@@ -7,7 +7,7 @@ linear ramp and with doubling-then-bisection? Prints figures; asserts nothing.
     .venv/bin/python benchmarks/capacity.py steady --stack fastapi --rate 1450 [--trials 40]
     .venv/bin/python benchmarks/capacity.py real --stack sleepy|fastapi [--searches 10]
         [--sweep-passes 5] [--sweep-rates 15] [--sweep-from 0.85] [--sweep-to 1.10]
-        [--baselines 3] [--interleave] [--out DIR]
+        [--baselines 3] [--repeat K] [--interleave] [--out DIR]
 
 - simulate: simulated queues with a known capacity (servelab.capacity.simulated), soft
   and sharp knees, p99 noise 5-20 %, machine drift 0-5 % between trials: coverage of the
@@ -419,7 +419,8 @@ def held_half(
 
 
 def real(stack: str, searches: int, passes: int, n_rates: int, baselines: int, out: Path,
-         sweep: tuple[float, float] = (0.85, 1.10), interleave: bool = False) -> None:
+         sweep: tuple[float, float] = (0.85, 1.10), interleave: bool = False,
+         repeat: int = 0) -> None:
     print(f"stack {stack}, SLO {SLO}; results under {out}")
     first, seconds = _measure(stack, out)
     centre = first.estimate.rate
@@ -457,10 +458,19 @@ def real(stack: str, searches: int, passes: int, n_rates: int, baselines: int, o
     for t in sorted(trials, key=lambda t: t.rate):
         print(f"  trial {t.rate:g} req/s: p50 {t.latency_ms['p50']:.1f} p99 "
               f"{t.latency_ms['p99']:.1f} ms, errors {t.errors}, start {t.start}")
-    for label, make, n in (
-        ("capacity search", None, searches),
-        ("linear ramp (10 %)", lambda s: LinearRamp(s, 0.1 * (half or truth)), baselines),
-        ("doubling-bisection", DoublingBisection, baselines),
+    step = 0.1 * (half or truth)
+    longer = CapacityPlan(slo=SLO, max_trials=200)  # a repeated baseline runs past 20 trials
+    for label, make, n, plan in (
+        ("capacity search", None, searches, None),
+        ("linear ramp (10 %)", lambda s: LinearRamp(s, step), baselines, None),
+        ("doubling-bisection", DoublingBisection, baselines, None),
+        # --repeat: the baselines steadied by repeating each step (simulate's "equal
+        # precision"), a finer ramp among them.
+        *(((f"ramp (5 %) x{repeat}", lambda s: Repeated(LinearRamp(s, step / 2), repeat),
+            baselines, longer),
+           (f"doubling-bisection x{repeat}",
+            lambda s: Repeated(DoublingBisection(s), repeat), baselines, longer))
+          if repeat else ()),
     ):
         results, walls = [], []
         if make is None and between:  # measured between the passes
@@ -468,7 +478,8 @@ def real(stack: str, searches: int, passes: int, n_rates: int, baselines: int, o
             walls = [seconds for _, seconds in between]
             n = 0
         for _ in range(n):
-            answer, seconds = _measure(stack, out, **({"make_search": make} if make else {}))
+            answer, seconds = _measure(stack, out, **({"make_search": make} if make else {}),
+                                       **({"plan": plan} if plan else {}))
             results.append((answer.estimate, len(answer.trials)))
             walls.append(seconds)
             e = answer.estimate
@@ -541,6 +552,9 @@ def main() -> None:
     measured.add_argument("--sweep-from", type=float, default=0.85)
     measured.add_argument("--sweep-to", type=float, default=1.10)
     measured.add_argument("--baselines", type=int, default=3)
+    measured.add_argument("--repeat", type=int, default=0, metavar="K",
+                          help="also the baselines with each step tried K times (odd): a "
+                          "ramp of 5 %% steps and doubling-bisection")
     measured.add_argument("--interleave", action="store_true",
                           help="the searches between the sweep's passes, not after them")
     measured.add_argument("--out", type=Path)
@@ -562,7 +576,7 @@ def main() -> None:
         return
     out = args.out or Path(tempfile.mkdtemp(prefix="servelab-capacity-bench-"))
     real(args.stack, args.searches, args.sweep_passes, args.sweep_rates, args.baselines, out,
-         (args.sweep_from, args.sweep_to), args.interleave)
+         (args.sweep_from, args.sweep_to), args.interleave, args.repeat)
 
 
 if __name__ == "__main__":
