@@ -46,7 +46,7 @@ def servelab(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_bisect_on_instructions_names_a_ten_percent_culprit(
-    tmp_path: Path, no_leftover_processes
+    tmp_path: Path, no_leftover_processes, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     repo = tmp_path / "repo"
     (repo / "web").mkdir(parents=True)
@@ -55,8 +55,11 @@ def test_bisect_on_instructions_names_a_ten_percent_culprit(
         rounds = round(ROUNDS * 1.1) if number >= CULPRIT else ROUNDS
         app = HASHING_APP.format(rounds=rounds, note=f"v{number}")
         (repo / "web" / "shop.py").write_text(BROKEN_APP if number == BROKEN else app)
+        # An hour apart: the history orders commits by their time.
+        monkeypatch.setenv("GIT_COMMITTER_DATE", f"@{1_790_000_000 + 3600 * number} +0000")
         git(repo, "add", ".")
         git(repo, "commit", "-q", "-m", f"version {number}")
+    monkeypatch.delenv("GIT_COMMITTER_DATE")
     commits = git(repo, "rev-list", "--reverse", "HEAD").split()
     head_before = git(repo, "rev-parse", "HEAD")
     done = servelab("bisect", "--app", "shop:app", "--app-dir", str(repo / "web"),
@@ -86,6 +89,18 @@ def test_bisect_on_instructions_names_a_ten_percent_culprit(
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
     assert git(repo, "status", "--porcelain") == ""
     assert git(repo, "rev-parse", "HEAD") == head_before
+    # The history page built from those checks (commits 0, 5, 7, 8, 11 counted) shows the
+    # change point at the culprit, and nowhere else.
+    done = servelab("history", "--results", str(tmp_path / "results"), "--out",
+                    str(tmp_path / "history"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    markdown = (tmp_path / "history" / "history.md").read_text()
+    assert "## Instructions per request, app, on" in markdown
+    changes = [line for line in markdown.splitlines() if line.startswith("| `")]
+    assert [commits[CULPRIT][:10] in line for line in changes] == [True], changes
+    size = float(changes[0].split("|")[3].strip().removesuffix("%"))
+    assert 9.5 < size < 10.5, changes  # the culprit's 10 % more hashing
+    assert (tmp_path / "history" / "history.html").stat().st_size > 10_000
 
 
 def test_identical_asgi_versions_hold(tmp_path: Path, no_leftover_processes) -> None:
