@@ -17,6 +17,7 @@ names them).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -142,19 +143,27 @@ def run_instruction_check(
     )
 
 
-def _resolved(name: str, spec: AppSpec) -> ResolvedApp:
-    """The version's app, checked to import: the candidate's failing is a version that
-    does not start (bisect skips it), the baseline's the user's --app (exit 2)."""
-    from servelab.prepare.user_app import resolve_user_app
-
+@contextlib.contextmanager
+def _candidate_cannot_start(name: str) -> Iterator[None]:
+    """A SpecError of the candidate's is a version that does not start (bisect skips it);
+    the baseline's stays the user's error (exit 2)."""
     try:
-        return resolve_user_app(spec)
+        yield
     except SpecError as exc:
         if name == BASELINE:
             raise
         raise VersionDidNotStart(
             name, StackStartError(exc.problem, exc.fix, detail=exc.detail)
         ) from None
+
+
+def _resolved(name: str, spec: AppSpec) -> ResolvedApp:
+    """The version's app, checked to import: the candidate's failing is a version that
+    does not start (bisect skips it), the baseline's the user's --app (exit 2)."""
+    from servelab.prepare.user_app import resolve_user_app
+
+    with _candidate_cannot_start(name):
+        return resolve_user_app(spec)
 
 
 def _counted_at_once(
@@ -185,14 +194,8 @@ def _counted(name: str, app: ResolvedApp, env: dict[str, str], request: RequestS
     the baseline's doing so is the user's request or app (exit 2)."""
     from servelab.measuring.instructions import count
 
-    try:
+    with _candidate_cannot_start(name):
         done = count(app, env, request)
-    except SpecError as exc:
-        if name == BASELINE:
-            raise
-        raise VersionDidNotStart(
-            name, StackStartError(exc.problem, exc.fix, detail=exc.detail)
-        ) from None
     if list(done.statuses) != [request.expect_status]:
         said = (f"the {name} version answers {request.method} {request.path} with HTTP "
                 f"{', '.join(map(str, done.statuses))}, not {request.expect_status}")
