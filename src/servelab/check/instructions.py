@@ -111,18 +111,19 @@ def run_instruction_check(
                 "app_dir": where, "python": check.baseline_python or candidate.python}),
             CANDIDATE: candidate,
         }
-        resolved = {name: _resolved(name, spec) for name, spec in specs.items()}
+        counting = (CANDIDATE,) if check.baseline_counts else (BASELINE, CANDIDATE)
+        # Only the versions counted here: a reused baseline's app need not import again.
+        resolved = {name: _resolved(name, specs[name]) for name in counting}
         versions = {CANDIDATE: describe_version(check.app.app_dir),
                     BASELINE: describe_version(where or check.app.app_dir)}
         if check.baseline_python is not None:  # two environments: history leaves it out
             versions[CANDIDATE]["python"] = str(check.app.python)
             versions[BASELINE]["python"] = str(check.baseline_python)
         environment = collect_environment({"app_versions": versions})
-        reused = [BASELINE] if check.baseline_counts else []
+        reused = [name for name in (BASELINE, CANDIDATE) if name not in counting]
         result_dir = _result_dir(options.results_dir)
         counts: dict[str, list[float]] = {BASELINE: list(check.baseline_counts),
                                           CANDIDATE: []}
-        counting = (CANDIDATE,) if check.baseline_counts else (BASELINE, CANDIDATE)
         say(f"counting instructions per request of {request.method} {request.path} under "
             f"valgrind, {repetitions} times for the {' and the '.join(counting)}"
             + ("" if len(counting) > 1 else " (the baseline's counts from before)"))
@@ -234,7 +235,7 @@ def write_record(
 
 
 def read_record(path: Path) -> dict[str, Any] | None:
-    """A kept check's counts (``_write``'s record), or None where the file is damaged or
+    """A kept check's counts (``write_record``'s record), or None where the file is damaged or
     of another shape."""
     try:
         record = json.loads(path.read_text())
