@@ -127,6 +127,29 @@ def _raise_keyboard_interrupt(signum: int, frame: FrameType | None) -> NoReturn:
     raise KeyboardInterrupt
 
 
+def _raise_again(signum: int, frame: FrameType | None) -> NoReturn:
+    """The re-delivered interrupt (see ``_interrupt_later``): the signal it stands for
+    is already recorded."""
+    raise KeyboardInterrupt
+
+
+# How long after a swallowed interrupt it is raised again: long enough for the callback
+# that swallowed it to have returned, short against a person waiting on Ctrl-C.
+REDELIVER_S = 0.05
+
+
+def _interrupt_later(unraisable: Any) -> None:
+    """``sys.unraisablehook``: an interrupt that landed where Python ignores exceptions (a
+    weakref callback, a ``__del__``) is raised again ``REDELIVER_S`` later, where it
+    unwinds, instead of being printed as a traceback and lost (servelab went on measuring
+    after a Ctrl-C: the tune Ctrl-C test, session 26). Anything else is printed as
+    Python does."""
+    if issubclass(unraisable.exc_type, KeyboardInterrupt):
+        signal.setitimer(signal.ITIMER_REAL, REDELIVER_S)
+        return
+    sys.__unraisablehook__(unraisable)
+
+
 # sysexits.h's EX_SOFTWARE: not 1, which `servelab check` and `results compare --fail-on`
 # give a regression.
 INTERNAL_ERROR = 70
@@ -146,6 +169,8 @@ def exit_now(code: int) -> NoReturn:
 def main() -> None:
     """Entry point: user errors are one line and an exit code, never a traceback."""
     signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    signal.signal(signal.SIGALRM, _raise_again)
+    sys.unraisablehook = _interrupt_later
     try:
         code = cli.main(standalone_mode=False)
     except (click.exceptions.Abort, KeyboardInterrupt):
@@ -153,8 +178,8 @@ def main() -> None:
         # every process by the time it gets here. Ignore further signals first: a second
         # one (Ctrl-C pressed twice) arriving while the message is printed would raise
         # KeyboardInterrupt out of this block.
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        for ignored in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM):
+            signal.signal(ignored, signal.SIG_IGN)
         name = signal.Signals(_interrupted_by["signal"]).name
         console.print(f"servelab: interrupted ({name}); every process it started was stopped")
         exit_now(128 + _interrupted_by["signal"])

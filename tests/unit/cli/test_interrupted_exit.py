@@ -33,3 +33,46 @@ def test_an_interrupt_that_went_through_exec_still_exits_130(tmp_path):
     )
     assert done.returncode == 130, done.stderr
     assert "interrupted (SIGINT)" in done.stderr
+
+
+# Ctrl-C arriving while a weakref callback runs: Python ignores (and prints) exceptions
+# raised there, so without servelab's hook the command would go on and exit 0.
+SWALLOWED = textwrap.dedent(
+    """
+    import os, signal, time, weakref
+
+    import click
+
+    from servelab import cli
+
+    class Thing:
+        pass
+
+    def in_a_callback(ref):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.2)  # the interrupt is raised here, where Python ignores it
+
+    def interrupt_me():
+        thing = Thing()
+        kept = weakref.ref(thing, in_a_callback)
+        del thing
+        for _ in range(100):
+            time.sleep(0.01)
+        print("went on after Ctrl-C", flush=True)
+
+    cli.cli.add_command(click.Command("interrupt-me", callback=interrupt_me))
+    cli.main()
+    """
+)
+
+
+def test_an_interrupt_swallowed_by_a_weakref_callback_is_raised_again(tmp_path):
+    (tmp_path / "servelab_swallowed_probe.py").write_text(SWALLOWED)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    done = subprocess.run(
+        [sys.executable, "-m", "servelab_swallowed_probe", "interrupt-me"],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60,
+    )
+    assert done.returncode == 130, done.stderr
+    assert "went on" not in done.stdout
+    assert "interrupted (SIGINT)" in done.stderr and "Traceback" not in done.stderr
