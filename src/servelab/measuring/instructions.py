@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from pathlib import Path
 from servelab.apps import ResolvedApp, app_environment
 from servelab.config.load import RequestSpec
 from servelab.errors import SpecError
+from servelab.host.paths import require_program
 
 PROBE = Path(__file__).with_name("instruction_probe.py")
 WARM_REQUESTS = 3
@@ -59,11 +59,8 @@ def per_request(warm_only: int, warm_and_measured: int, measured: int) -> float:
 
 
 def valgrind() -> str:
-    """valgrind's path (SpecError, one line, where it is not installed)."""
-    found = shutil.which("valgrind")
-    if found is None:
-        raise SpecError("counting instructions needs valgrind, which is not installed", _FIX)
-    return found
+    """valgrind's path (MissingToolError, one line and exit 3, where it is not installed)."""
+    return require_program("valgrind", _FIX)
 
 
 def probe_request(request: RequestSpec) -> dict[str, object]:

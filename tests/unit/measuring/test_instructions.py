@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from servelab.config.load import RequestSpec
-from servelab.errors import SpecError
-from servelab.measuring import instructions
+from servelab.errors import MissingToolError
+from servelab.host import paths
 from servelab.measuring.instructions import (
     PROBE,
     per_request,
@@ -47,10 +47,11 @@ def test_per_request_is_the_difference_over_the_measured_requests() -> None:
 
 
 def test_missing_valgrind_is_one_line_naming_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(instructions.shutil, "which", lambda name: None)
-    with pytest.raises(SpecError) as raised:
+    monkeypatch.setattr(paths, "find_program", lambda name: None)
+    with pytest.raises(MissingToolError) as raised:
         valgrind()
     assert "valgrind" in raised.value.problem and "apt-get install valgrind" in raised.value.fix
+    assert raised.value.exit_code == 3
 
 
 def test_a_body_gets_its_content_type() -> None:
