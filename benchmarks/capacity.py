@@ -493,15 +493,29 @@ def real(stack: str, searches: int, passes: int, n_rates: int, baselines: int, o
                   f"(range {min(walls):.0f}-{max(walls):.0f})")
 
 
-def steady(stack: str, rate: float, trials: int, out: Path) -> None:
+def _stack_cpu(trial) -> str:
+    """The stack's CPU per request, its share of the trial's time, and each app process's
+    share of the app's CPU (how the workers split the load)."""
+    if trial.stack_cpu_ms_per_request is None:
+        return ""
+    busy = sum(trial.cpu_s.values()) / trial.seconds
+    app = sorted((v for k, v in trial.cpu_s.items() if k.startswith("app ")), reverse=True)
+    split = "/".join(f"{100 * v / sum(app):.0f}" for v in app) if sum(app) else "-"
+    return (f"  cpu {trial.stack_cpu_ms_per_request:.3f} ms/req, busy {100 * busy:.0f} %, "
+            f"app split {split} %")
+
+
+def steady(stack: str, rate: float, trials: int, out: Path, one_start: bool = False) -> None:
     """Where a stack's spread at one rate comes from: ``trials`` trials at ``rate``, each on
-    a fresh start with the machine's speed probed before it. Held or broken against that
+    a fresh start with the machine's speed probed before it (``one_start``: all on one,
+    to tell a start's share of the spread from the trials'). Held or broken against that
     speed (Mann-Whitney; Spearman of the log margin), and whether collapses come in runs
     (the number of runs of held / broken in trial order against its expectation)."""
     from scipy import stats
 
     answer, seconds = _measure(
-        stack, out, plan=CapacityPlan(slo=SLO, max_trials=trials + 1),
+        stack, out, plan=CapacityPlan(slo=SLO, max_trials=trials + 1,
+                                      fresh_starts=not one_start),
         make_search=lambda s: FixedRates(s, [rate] * trials),
     )
     done = [t for t in answer.trials if t.trusted and t.cpu_speed is not None]
@@ -512,7 +526,7 @@ def steady(stack: str, rate: float, trials: int, out: Path) -> None:
               f"{t.latency_ms['p50']:7.1f}  p99 {t.latency_ms['p99']:7.1f} ms  sent at "
               f"{t.send_rate:7.1f}  {'held' if t.outcome(SLO).held else 'BROKE'}"
               + (f"  (waited {t.waited_s:g} s{', slow' if t.started_slow else ''})"
-                 if t.waited_s else ""))
+                 if t.waited_s else "") + _stack_cpu(t))
     held = [t.outcome(SLO).held for t in done]
     speeds = [t.cpu_speed for t in done]
     print(f"held {sum(held)} of {len(held)}; speed median {statistics.median(speeds):,.0f} "
@@ -526,6 +540,16 @@ def steady(stack: str, rate: float, trials: int, out: Path) -> None:
               f"{statistics.median(down):,.0f}; Mann-Whitney p = {test.pvalue:.3g}")
     rho = stats.spearmanr(speeds, [clipped_log(t.outcome(SLO).margin) for t in done])
     print(f"Spearman (speed, log margin) {rho.statistic:+.2f}, p = {rho.pvalue:.3g}")
+    cpu = [t.stack_cpu_ms_per_request for t in done]
+    if None not in cpu and len(cpu) > 1:
+        print(f"stack CPU per request {statistics.mean(cpu):.3f} ms, CV "
+              f"{100 * statistics.stdev(cpu) / statistics.mean(cpu):.1f} % over the trials")
+    if None not in cpu and up and down:
+        cpu_up = [c for c, h in zip(cpu, held, strict=True) if h]
+        cpu_down = [c for c, h in zip(cpu, held, strict=True) if not h]
+        test = stats.mannwhitneyu(cpu_up, cpu_down)
+        print(f"stack CPU per request held median {statistics.median(cpu_up):.3f} ms, broken "
+              f"{statistics.median(cpu_down):.3f} ms; Mann-Whitney p = {test.pvalue:.3g}")
     n1, n2 = sum(held), len(held) - sum(held)
     if n1 and n2:
         runs = 1 + sum(a != b for a, b in itertools.pairwise(held))
@@ -563,10 +587,13 @@ def main() -> None:
     one_rate.add_argument("--rate", type=float, required=True)
     one_rate.add_argument("--trials", type=int, default=40)
     one_rate.add_argument("--out", type=Path)
+    one_rate.add_argument("--one-start", action="store_true",
+                          help="every trial on one start of the stack (default: fresh starts)")
     args = parser.parse_args()
     if args.command == "steady":
         steady(args.stack, args.rate, args.trials,
-               args.out or Path(tempfile.mkdtemp(prefix="servelab-capacity-bench-")))
+               args.out or Path(tempfile.mkdtemp(prefix="servelab-capacity-bench-")),
+               args.one_start)
         return
     if args.command == "simulate":
         simulate(args.searches)

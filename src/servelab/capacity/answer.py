@@ -177,7 +177,7 @@ def trials_csv(answers: Sequence[VariantCapacity]) -> str:
     writer.writerow(["variant", "trial", "rate", "send_rate", "sent", "answered", "errors",
                      *(f"{stat}_ms" for stat in LATENCY_STATS), "driver_cpu_share",
                      "trusted", "problems", "sent_by_machine", "start", "cpu_speed",
-                     "waited_s", "started_slow"])
+                     "waited_s", "started_slow", "stack_cpu_ms_per_request"])
     for answer in answers:
         for t in answer.trials:
             writer.writerow([
@@ -187,5 +187,7 @@ def trials_csv(answers: Sequence[VariantCapacity]) -> str:
                 "; ".join(f"{m} {rate:.3f}" for m, rate in t.delivered.items()),
                 t.start, "" if t.cpu_speed is None else f"{t.cpu_speed:.0f}",
                 f"{t.waited_s:g}", t.started_slow,
+                "" if t.stack_cpu_ms_per_request is None
+                else f"{t.stack_cpu_ms_per_request:.4f}",
             ])
     return buffer.getvalue()

@@ -374,6 +374,7 @@ def run_trial(
         latency_ms=measured_latencies(window.latencies_ms),
         driver_cpu_share=share, connections=plan.connections,
         delivered=getattr(driver, "delivered", lambda _: {})(driver_files),
+        cpu_s={f"{p.role} {p.pid}": round(p.cpu_s, 4) for p in window.usage},
     )
     return judged(trial, plan.slo)
 

@@ -57,6 +57,18 @@ class Trial:
     # whether it started slow all the same (capacity.machine).
     waited_s: float = 0.0
     started_slow: bool = False
+    # CPU seconds (user + system) each of the stack's processes used during the trial,
+    # by "<role> <pid>" ("app 4242", "nginx 4240"): whether a broken trial's stack ran out
+    # of CPU or waited with CPU to spare, and how its workers shared the load. Empty:
+    # not measured (trials stored before it was).
+    cpu_s: Mapping[str, float] = dataclasses.field(default_factory=dict)
+
+    @property
+    def stack_cpu_ms_per_request(self) -> float | None:
+        """The stack's CPU time per answered request (ms); None where not measured."""
+        if not self.cpu_s or not self.answered:
+            return None
+        return 1000 * sum(self.cpu_s.values()) / self.answered
 
     def by_machine(self, digits: int = 1) -> str:
         """``delivered`` in words: "load-a 99.5, load-b 50.1" (empty: one driver here)."""
@@ -86,6 +98,7 @@ class Trial:
         data["latency_ms"] = dict(self.latency_ms)
         data["problems"] = list(self.problems)
         data["delivered"] = dict(self.delivered)
+        data["cpu_s"] = dict(self.cpu_s)
         return data
 
     @classmethod

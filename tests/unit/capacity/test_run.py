@@ -23,6 +23,7 @@ from servelab.host.cpus import CpuPlan
 from servelab.measuring.executor import Window
 from servelab.prepare.building import experiment_from_dict
 from servelab.report.base import NO_MATPLOTLIB
+from servelab.results.records import ProcessUsage
 
 SLO = parse_slo("p99<100ms,errors<0.1%")
 
@@ -71,7 +72,11 @@ class QueueExecutor(FakeExecutor):
                 requests=requests - failed, mean_ms=p99 / 2, p99_ms=p99,
                 driver_cpu_s=self.driver_share * duration,
             ),
-            usage=(), observed={}, neighbour_share=None,
+            usage=(ProcessUsage(role="app", pid=11, name="gunicorn", cpu_s=0.5 * duration,
+                                peak_rss_bytes=0),
+                   ProcessUsage(role="nginx", pid=10, name="nginx", cpu_s=0.25 * duration,
+                                peak_rss_bytes=0)),
+            observed={}, neighbour_share=None,
             latencies_ms=tuple([p99 / 2] * 50 + [p99] * 50),
         )
 
@@ -185,8 +190,12 @@ def test_variants_searched_in_turns_each_trial_on_a_fresh_start_every_trial_writ
     assert (tmp_path / "export.markdown").read_text().startswith("# Capacity at p99 < 100 ms")
     rows = (tmp_path / "export.csv").read_text().splitlines()
     assert rows[0].startswith("variant,trial,rate,send_rate") and len(rows) == len(trials) + 1
-    assert rows[0].endswith(",start,cpu_speed,waited_s,started_slow")
-    assert rows[1].endswith(f",1,{speeds[0]:.0f},0,False")
+    assert rows[0].endswith(",start,cpu_speed,waited_s,started_slow,stack_cpu_ms_per_request")
+    # Each trial's stack CPU (its processes', over the trial) per answered request.
+    first = trials[0]
+    assert first.cpu_s == {"app 11": 0.5 * first.seconds, "nginx 10": 0.25 * first.seconds}
+    cpu_ms = 1000 * 0.75 * first.seconds / first.answered
+    assert rows[1].endswith(f",1,{speeds[0]:.0f},0,False,{cpu_ms:.4f}")
     assert "trial 1:" in said
 
 
