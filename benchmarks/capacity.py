@@ -5,6 +5,7 @@ linear ramp and with doubling-then-bisection? Prints figures; asserts nothing.
     .venv/bin/python benchmarks/capacity.py simulate [--searches 400]
     .venv/bin/python benchmarks/capacity.py bimodal [--searches 100]
     .venv/bin/python benchmarks/capacity.py steady --stack fastapi --rate 1450 [--trials 40]
+        [--one-start]
     .venv/bin/python benchmarks/capacity.py real --stack sleepy|fastapi [--searches 10]
         [--sweep-passes 5] [--sweep-rates 15] [--sweep-from 0.85] [--sweep-to 1.10]
         [--baselines 3] [--repeat K] [--interleave] [--out DIR]
@@ -19,7 +20,9 @@ linear ramp and with doubling-then-bisection? Prints figures; asserts nothing.
   of held / broken (``held_half``) on the same trials.
 - steady: where one stack's spread at one rate comes from: --trials trials at --rate,
   each on a fresh start with the machine's speed probed before it (a fixed CPU loop on
-  the stack's CPU); held / broken against that speed, and whether collapses come in runs.
+  the stack's CPU; --one-start: every trial on one start); held / broken against that
+  speed, and whether collapses come in runs; each trial's stack CPU (ms a request, the
+  share of its CPU busy, how the app's processes split it), held against broken.
 - real: one stack, at p99 < 100 ms, errors < 0.1 %:
   1. ground truth: a dense sweep, --sweep-rates rates from --sweep-from to --sweep-to x
      a first search's estimate, each pass measuring every rate once in a shuffled order,

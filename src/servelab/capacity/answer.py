@@ -16,6 +16,10 @@ if TYPE_CHECKING:  # matplotlib is an extra
 
 
 MIXED_SAID = 3  # fewer trials where held and broken overlap: noise at the boundary
+# A stack that kept more than this share of its CPUs busy in the trials where it broke
+# ran out of CPU there; below it, it broke with CPU to spare (it waited on something).
+CPU_BOUND = 0.9
+NEAR = 0.15  # trials within 15 % of the capacity speak for it
 
 
 def rate(value: float | None) -> str:
@@ -49,7 +53,7 @@ def variant_line(answer: VariantCapacity, slo: Slo, confidence: float) -> str:
         if answer.first_errors_rate is not None else ""
     )
     stopped = f"; stopped: {answer.stopped_because}" if answer.stopped_because else ""
-    tail += mixed_words(answer, confidence)
+    tail += mixed_words(answer, confidence) + cpu_words(answer, slo)
     waited = sum(t.waited_s for t in answer.trials)
     slow = sum(t.started_slow for t in answer.trials)
     if waited:
@@ -93,22 +97,66 @@ def markdown(
             for c in compare_capacities(answers, confidence)
         ]
     lines += ["", "## Trials", "",
-              "| variant | # | rate | sent at | p99 ms | errors | trusted | machine speed |",
-              "|---|---:|---:|---:|---:|---:|---|---|"]
+              "| variant | # | rate | sent at | p99 ms | errors | trusted | machine speed | "
+              "stack CPU |",
+              "|---|---:|---:|---:|---:|---:|---|---|---|"]
     for a in answers:
         for t in a.trials:
             trusted = "yes" if t.trusted else "no: " + "; ".join(t.problems)
             lines.append(
                 f"| {a.variant} | {t.number} | {t.rate:,.1f} | {sent_at(t)} | "
                 f"{t.latency_ms.get('p99', 0):,.1f} | {t.errors} | {trusted} | "
-                f"{machine_speed(t)} |"
+                f"{machine_speed(t)} | {stack_cpu(t)} |"
             )
     if any(t.cpu_speed is not None for a in answers for t in a.trials):
         lines += ["", "Machine speed: a fixed CPU loop on the stack's CPU before the trial's "
                   "start (units/s); a start waits while it reads below "
                   f"{100 * SLOW_SHARE:g} % of the usual speed, for at most --machine-wait "
                   "seconds."]
+    if any(t.stack_cpu_share is not None for a in answers for t in a.trials):
+        lines += ["", "Stack CPU: the share of the stack's CPUs its processes kept busy "
+                  "during the trial, and their CPU time per answered request."]
     return "\n".join(lines) + "\n"
+
+
+def cpu_words(answer: VariantCapacity, slo: Slo) -> str:
+    """"; near it the stack's CPUs were 85-99 % busy where it held, 97-103 % where it
+    broke: out of CPU" (from the trusted trials within NEAR of the capacity; empty where
+    the stack's CPU was not measured). Out of CPU, more workers will not raise the
+    capacity; with CPU to spare, something else held the requests."""
+    centre = answer.estimate.rate or answer.estimate.highest_held
+    near = [
+        (share, t.outcome(slo).held) for t in answer.trials
+        if t.trusted and (share := t.stack_cpu_share) is not None
+        and (centre is None or abs(t.rate / centre - 1) <= NEAR)
+    ]
+    held = [share for share, kept in near if kept]
+    broke = [share for share, kept in near if not kept]
+    if not near:
+        return ""
+
+    def span(shares: list[float]) -> str:
+        low, high = min(shares), max(shares)
+        return f"{100 * low:.0f} %" if round(100 * low) == round(100 * high) else (
+            f"{100 * low:.0f}-{100 * high:.0f} %"
+        )
+
+    said = [f"{span(held)} busy where it held"] if held else []
+    if broke:
+        said.append(f"{span(broke)} where it broke")
+    words = f"; near it the stack's CPUs were {', '.join(said)}"
+    if broke:
+        bound = sorted(broke)[len(broke) // 2] >= CPU_BOUND
+        words += ": out of CPU" if bound else ": with CPU to spare, it waited on something"
+    return words
+
+
+def stack_cpu(trial: Trial) -> str:
+    """"93 % (0.64 ms a request)": the stack's CPUs busy over the trial."""
+    per_request = trial.stack_cpu_ms_per_request
+    if trial.stack_cpu_share is None or per_request is None:
+        return "-"
+    return f"{100 * trial.stack_cpu_share:.0f} % ({per_request:.2f} ms a request)"
 
 
 def mixed_words(answer: VariantCapacity, confidence: float) -> str:
@@ -177,7 +225,8 @@ def trials_csv(answers: Sequence[VariantCapacity]) -> str:
     writer.writerow(["variant", "trial", "rate", "send_rate", "sent", "answered", "errors",
                      *(f"{stat}_ms" for stat in LATENCY_STATS), "driver_cpu_share",
                      "trusted", "problems", "sent_by_machine", "start", "cpu_speed",
-                     "waited_s", "started_slow", "stack_cpu_ms_per_request"])
+                     "waited_s", "started_slow", "stack_cpu_share",
+                     "stack_cpu_ms_per_request"])
     for answer in answers:
         for t in answer.trials:
             writer.writerow([
@@ -187,6 +236,7 @@ def trials_csv(answers: Sequence[VariantCapacity]) -> str:
                 "; ".join(f"{m} {rate:.3f}" for m, rate in t.delivered.items()),
                 t.start, "" if t.cpu_speed is None else f"{t.cpu_speed:.0f}",
                 f"{t.waited_s:g}", t.started_slow,
+                "" if t.stack_cpu_share is None else f"{t.stack_cpu_share:.4f}",
                 "" if t.stack_cpu_ms_per_request is None
                 else f"{t.stack_cpu_ms_per_request:.4f}",
             ])

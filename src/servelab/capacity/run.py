@@ -343,6 +343,13 @@ def capacity_driver(experiment: Experiment) -> LoadDriver:
     return driver
 
 
+def _cpu_share(cpu_s: float, seconds: float, cpus: str | None) -> float:
+    """Of the CPUs ``cpus`` (a list such as "0-1"; None: all), the share ``cpu_s`` kept
+    busy over ``seconds``."""
+    n_cpus = len(parse_cpu_list(cpus)) if cpus else os.cpu_count() or 1
+    return cpu_s / seconds / n_cpus if seconds else 0.0
+
+
 def run_trial(
     executor: Any, stack: Any, workload: Workload, plan: CapacityPlan, rate: float,
     variant: str, number: int, scratch: Path,
@@ -354,9 +361,8 @@ def run_trial(
     window = executor.measure(stack, workload, load, scratch)
     measured = window.load
     answered = len(window.latencies_ms)
-    driver_cpus = window.driver_cpus or executor.cpu_plan.driver
-    n_cpus = len(parse_cpu_list(driver_cpus)) if driver_cpus else os.cpu_count() or 1
-    share = measured.driver_cpu_s / measured.duration_s / n_cpus if measured.duration_s else 0.0
+    share = _cpu_share(measured.driver_cpu_s, measured.duration_s,
+                       window.driver_cpus or executor.cpu_plan.driver)
     # Workers on other machines: the busiest one's process (% of a core), as they said.
     share = max([share, *(m.cpu_max_pct / 100 for m in measured.machines)])
     driver_files = scratch / MEASURED_DIR
@@ -375,6 +381,10 @@ def run_trial(
         driver_cpu_share=share, connections=plan.connections,
         delivered=getattr(driver, "delivered", lambda _: {})(driver_files),
         cpu_s={f"{p.role} {p.pid}": round(p.cpu_s, 4) for p in window.usage},
+        stack_cpu_share=_cpu_share(
+            sum(p.cpu_s for p in window.usage), measured.duration_s,
+            window.stack_cpus or executor.cpu_plan.stack,
+        ) if window.usage else None,
     )
     return judged(trial, plan.slo)
 

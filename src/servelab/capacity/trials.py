@@ -62,6 +62,9 @@ class Trial:
     # of CPU or waited with CPU to spare, and how its workers shared the load. Empty:
     # not measured (trials stored before it was).
     cpu_s: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    # Of the stack's CPUs (its pinned set, else all), the share busy with its processes
+    # over the trial; None: not measured.
+    stack_cpu_share: float | None = None
 
     @property
     def stack_cpu_ms_per_request(self) -> float | None:
