@@ -253,6 +253,22 @@ def judge_runs(
     return tuple(judgements), starts, " / ".join(sorted(tests)) or "none"
 
 
+def measuring_options(check: CheckSpec, options: RunOptions) -> RunOptions:
+    """``options`` for measuring ``check``: its versions in turns, and said under the
+    session's first line, where their stacks would share CPUs (as quick decides);
+    unchanged for a check that counts instructions (no stack runs). A bad threshold, or
+    load and instruction thresholds mixed, is a SpecError here, before anything is built."""
+    from servelab import api
+    from servelab.check.instructions import counted
+
+    if counted(parse_thresholds(check.thresholds)):
+        return options
+    in_turns = api.in_turns_because(check_experiment(check, None), options)
+    if not in_turns:
+        return options
+    return replace(options, side_by_side=False, notes=(*options.notes, in_turns))
+
+
 def run_check(
     check: CheckSpec,
     options: RunOptions,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Literal
 
@@ -87,8 +86,7 @@ def bisect(
 
     Exit codes: 0 no change (the bad end is not slower), 1 the first slower commit (or
     change) found, 10 unresolved (a step stayed unknown), 2 bad input."""
-    from servelab.check import CheckOutcome, CheckSpec, check_experiment, parse_thresholds
-    from servelab.check.instructions import counted
+    from servelab.check import CheckOutcome, CheckSpec, measuring_options
     from servelab.history.bisect import Step
     from servelab.history.outputs import junit_xml, outcome_json, short, summary_markdown
     from servelab.history.run import (
@@ -132,13 +130,7 @@ def bisect(
         server={"kind": server, "workers": workers}, concurrency=concurrency,
         duration_s=duration, request=user.request,
     )
-    # A bad --fail-if, or load and instruction thresholds mixed: one line before anything
-    # is built.
-    counted(parse_thresholds(check.thresholds))
-    options = run
-    in_turns = api.in_turns_because(check_experiment(check, None), options)
-    if in_turns:
-        options = replace(options, side_by_side=False, notes=(*options.notes, in_turns))
+    options = measuring_options(check, run)
 
     def on_step(step: Step, outcome: CheckOutcome | None) -> None:
         console.print(

@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import os
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Literal
 
@@ -78,7 +77,7 @@ def check(
 
     Exit codes: 0 no threshold crossed, 1 one crossed (a significant change beyond it),
     10 still inconclusive (--inconclusive pass: 0), 2 bad input."""
-    from servelab.check import CheckSpec, check_experiment, run_check
+    from servelab.check import CheckSpec, measuring_options, run_check
     from servelab.check.outputs import flame_path, summary_markdown, write_outputs
     step_summary = check_outputs(("--summary-md", summary_md), ("--junit", junit))
     if workers < 1 or concurrency < 1:
@@ -100,12 +99,7 @@ def check(
     if user.database_given:
         raise SpecError("servelab check does not take --database, --db-latency or --db-jitter",
                         "leave them out")
-    options = run
-    # Side by side only where each version's stack gets CPUs of its own, as quick does.
-    # Said under the session's first line, once the input is checked (one-line errors).
-    in_turns = api.in_turns_because(check_experiment(spec, None), options)
-    if in_turns:
-        options = replace(options, side_by_side=False, notes=(*options.notes, in_turns))
+    options = measuring_options(spec, run)
 
     outcome = run_check(
         spec, options, say=api.saying(console),

@@ -57,3 +57,21 @@ def test_a_study_cannot_stop_on_instructions() -> None:
 def test_the_check_experiment_leaves_counted_thresholds_out() -> None:
     spec = CheckSpec(app=AppSpec(ref="sleepy"), thresholds=("instructions > +5%",))
     assert check_experiment(spec, None).stopping.thresholds == ()
+
+
+def test_a_check_on_instructions_is_not_said_to_run_in_turns() -> None:
+    """No stack runs, so the machine's CPUs decide nothing; a load check on one CPU for
+    its stacks is measured in turns, and says so."""
+    from servelab.check import measuring_options
+    from servelab.config.run import RunOptions
+
+    one_cpu = RunOptions(stack_cpus="0", driver_cpus="1")
+    counting = CheckSpec(app=AppSpec(ref="sleepy"), thresholds=("instructions > +5%",))
+    assert measuring_options(counting, one_cpu) is one_cpu
+    driving = CheckSpec(app=AppSpec(ref="sleepy"), thresholds=("rps < -5%",))
+    in_turns = measuring_options(driving, one_cpu)
+    assert in_turns.side_by_side is False
+    assert in_turns.notes[-1].startswith("measuring in turns: the stack CPUs (0)")
+    mixed = CheckSpec(app=AppSpec(ref="sleepy"), thresholds=("instructions > +5%", "p99 > +5%"))
+    with pytest.raises(SpecError):
+        measuring_options(mixed, one_cpu)
