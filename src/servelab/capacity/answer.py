@@ -53,7 +53,7 @@ def variant_line(answer: VariantCapacity, slo: Slo, confidence: float) -> str:
         if answer.first_errors_rate is not None else ""
     )
     stopped = f"; stopped: {answer.stopped_because}" if answer.stopped_because else ""
-    tail += mixed_words(answer, confidence) + cpu_words(answer, slo)
+    tail += mixed_words(answer, confidence)
     waited = sum(t.waited_s for t in answer.trials)
     slow = sum(t.started_slow for t in answer.trials)
     if waited:
@@ -82,6 +82,11 @@ def markdown(
             f"| {a.variant} | {rate(e.rate)} | {interval} | {len(a.trials)} | "
             f"{rate(e.highest_held)} / {rate(e.lowest_broken)} | {rate(a.first_errors_rate)} |"
         )
+    ran_out = [line for a in answers if (line := cpu_line(a, slo)) is not None]
+    if ran_out:
+        lines += ["", "What ran out (the stack's CPUs busy in the trials within "
+                  f"{100 * NEAR:g} % of the capacity):", ""]
+        lines += [f"- {line}" for line in ran_out]
     said = [(a.variant, mixed_words(a, confidence)) for a in answers]
     if any(words for _, words in said):
         lines += ["", "Where held and broken trials overlap (the share held, its "
@@ -119,21 +124,21 @@ def markdown(
     return "\n".join(lines) + "\n"
 
 
-def cpu_words(answer: VariantCapacity, slo: Slo) -> str:
-    """"; near it the stack's CPUs were 85-99 % busy where it held, 97-103 % where it
-    broke: out of CPU" (from the trusted trials within NEAR of the capacity; empty where
-    the stack's CPU was not measured). Out of CPU, more workers will not raise the
-    capacity; with CPU to spare, something else held the requests."""
+def cpu_line(answer: VariantCapacity, slo: Slo) -> str | None:
+    """"base: near its capacity the stack's CPUs were 85-99 % busy where it held, 97-103 %
+    where it broke: out of CPU" (from the trusted trials within NEAR of the capacity;
+    None where the stack's CPU was not measured). Out of CPU, more workers will not raise
+    the capacity; with CPU to spare, something else held the requests."""
     centre = answer.estimate.rate or answer.estimate.highest_held
     near = [
         (share, t.outcome(slo).held) for t in answer.trials
         if t.trusted and (share := t.stack_cpu_share) is not None
         and (centre is None or abs(t.rate / centre - 1) <= NEAR)
     ]
+    if not near:
+        return None
     held = [share for share, kept in near if kept]
     broke = [share for share, kept in near if not kept]
-    if not near:
-        return ""
 
     def span(shares: list[float]) -> str:
         low, high = min(shares), max(shares)
@@ -144,11 +149,11 @@ def cpu_words(answer: VariantCapacity, slo: Slo) -> str:
     said = [f"{span(held)} busy where it held"] if held else []
     if broke:
         said.append(f"{span(broke)} where it broke")
-    words = f"; near it the stack's CPUs were {', '.join(said)}"
+    line = f"{answer.variant}: near its capacity the stack's CPUs were {', '.join(said)}"
     if broke:
         bound = sorted(broke)[len(broke) // 2] >= CPU_BOUND
-        words += ": out of CPU" if bound else ": with CPU to spare, it waited on something"
-    return words
+        line += ": out of CPU" if bound else ": with CPU to spare, it waited on something"
+    return line
 
 
 def stack_cpu(trial: Trial) -> str:

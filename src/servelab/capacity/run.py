@@ -451,7 +451,7 @@ def measure_capacities(
     trials.jsonl, capacity.json and capacity.md in a new directory under the results
     directory (``executor_factory``: the tests' fake executor; default the host's;
     ``setup``: what was set up around the stacks, recorded with the machine's facts)."""
-    from servelab.capacity.answer import variant_line
+    from servelab.capacity.answer import cpu_line, variant_line
     from servelab.capacity.compare import compare_capacities
     from servelab.host.procs import JANITOR
     from servelab.measuring import host_executor
@@ -506,6 +506,9 @@ def measure_capacities(
         write_answer_files(directory, answers, plan, where, dict(options.result_files))
     for answer in answers:
         out.print(variant_line(answer, plan.slo, plan.confidence), highlight=False)
+        ran_out = cpu_line(answer, plan.slo)
+        if ran_out is not None:
+            out.print(f"  {ran_out}", highlight=False)
     for comparison in compare_capacities(answers, plan.confidence) if len(answers) > 1 else ():
         out.print(comparison.describe(answers[0].variant), highlight=False)
     out.print(f"capacity: {directory / MARKDOWN_FILE}", highlight=False)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from servelab.capacity import parse_slo
-from servelab.capacity.answer import markdown, variant_line
+from servelab.capacity.answer import cpu_line, markdown, variant_line
 from servelab.capacity.run import VariantCapacity
 from servelab.capacity.search import Estimate, Mixed
 from servelab.capacity.trials import Trial
@@ -65,22 +65,26 @@ def test_a_stack_that_broke_with_its_cpus_full_is_said_to_be_out_of_cpu() -> Non
         _cpu_trial(2, 1380.0, 20.0, 0.88), _cpu_trial(3, 1440.0, 60.0, 0.93),
         _cpu_trial(4, 1470.0, 300.0, 0.99), _cpu_trial(5, 1500.0, 900.0, 1.01),
     )
-    line = variant_line(_answer(None, trials), SLO, 0.90)
-    assert line.endswith("; near it the stack's CPUs were 88-93 % busy where it held, "
-                         "99-101 % where it broke: out of CPU")
+    assert cpu_line(_answer(None, trials), SLO) == (
+        "base: near its capacity the stack's CPUs were 88-93 % busy where it held, "
+        "99-101 % where it broke: out of CPU"
+    )
+    assert "CPU" not in variant_line(_answer(None, trials), SLO, 0.90)  # a line of its own
     text = markdown([_answer(None, trials)], SLO, 0.90, "here")
+    assert "- base: near its capacity the stack's CPUs were 88-93 %" in text
     assert f"| 93 % ({1000 * 0.93 * 5.0 / TRIAL.answered:.2f} ms a request) |" in text
     assert "Stack CPU: the share of the stack's CPUs" in text
 
 
 def test_a_stack_that_broke_with_cpu_to_spare_waited_on_something() -> None:
     trials = (_cpu_trial(1, 1400.0, 20.0, 0.50), _cpu_trial(2, 1480.0, 400.0, 0.55))
-    line = variant_line(_answer(None, trials), SLO, 0.90)
-    assert line.endswith("were 50 % busy where it held, 55 % where it broke: with CPU to "
-                         "spare, it waited on something")
+    assert cpu_line(_answer(None, trials), SLO) == (
+        "base: near its capacity the stack's CPUs were 50 % busy where it held, 55 % "
+        "where it broke: with CPU to spare, it waited on something"
+    )
 
 
 def test_without_the_stacks_cpu_nothing_is_said_of_it() -> None:
-    line = variant_line(_answer(None), SLO, 0.90)
-    assert "CPU" not in line
-    assert "| - |" in markdown([_answer(None)], SLO, 0.90, "here")
+    assert cpu_line(_answer(None), SLO) is None
+    text = markdown([_answer(None)], SLO, 0.90, "here")
+    assert "| - |" in text and "What ran out" not in text

@@ -190,12 +190,16 @@ def test_variants_searched_in_turns_each_trial_on_a_fresh_start_every_trial_writ
     assert (tmp_path / "export.markdown").read_text().startswith("# Capacity at p99 < 100 ms")
     rows = (tmp_path / "export.csv").read_text().splitlines()
     assert rows[0].startswith("variant,trial,rate,send_rate") and len(rows) == len(trials) + 1
-    assert rows[0].endswith(",start,cpu_speed,waited_s,started_slow,stack_cpu_ms_per_request")
+    assert rows[0].endswith(",start,cpu_speed,waited_s,started_slow,stack_cpu_share,"
+                            "stack_cpu_ms_per_request")
     # Each trial's stack CPU (its processes', over the trial) per answered request.
     first = trials[0]
     assert first.cpu_s == {"app 11": 0.5 * first.seconds, "nginx 10": 0.25 * first.seconds}
     cpu_ms = 1000 * 0.75 * first.seconds / first.answered
-    assert rows[1].endswith(f",1,{speeds[0]:.0f},0,False,{cpu_ms:.4f}")
+    # (the stack on CPU 0: its processes kept three quarters of it busy)
+    assert first.stack_cpu_share == pytest.approx(0.75)
+    assert rows[1].endswith(f",1,{speeds[0]:.0f},0,False,0.7500,{cpu_ms:.4f}")
+    assert "  base: near its capacity the stack's CPUs were 75 % busy" in printed
     assert "trial 1:" in said
 
 
