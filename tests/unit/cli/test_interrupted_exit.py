@@ -24,13 +24,18 @@ PROBE = textwrap.dedent(
 )
 
 
-def test_an_interrupt_that_went_through_exec_still_exits_130(tmp_path):
-    (tmp_path / "servelab_interrupt_probe.py").write_text(PROBE)
+def _run_as_module(source: str, tmp_path) -> subprocess.CompletedProcess[str]:
+    """``source`` run as ``python -m servelab_interrupt_probe interrupt-me``."""
+    (tmp_path / "servelab_interrupt_probe.py").write_text(source)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
-    done = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-m", "servelab_interrupt_probe", "interrupt-me"],
         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60,
     )
+
+
+def test_an_interrupt_that_went_through_exec_still_exits_130(tmp_path):
+    done = _run_as_module(PROBE, tmp_path)
     assert done.returncode == 130, done.stderr
     assert "interrupted (SIGINT)" in done.stderr
 
@@ -67,12 +72,7 @@ SWALLOWED = textwrap.dedent(
 
 
 def test_an_interrupt_swallowed_by_a_weakref_callback_is_raised_again(tmp_path):
-    (tmp_path / "servelab_swallowed_probe.py").write_text(SWALLOWED)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
-    done = subprocess.run(
-        [sys.executable, "-m", "servelab_swallowed_probe", "interrupt-me"],
-        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60,
-    )
+    done = _run_as_module(SWALLOWED, tmp_path)
     assert done.returncode == 130, done.stderr
     assert "went on" not in done.stdout
     assert "interrupted (SIGINT)" in done.stderr and "Traceback" not in done.stderr
