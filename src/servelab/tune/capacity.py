@@ -68,7 +68,7 @@ def choose(
 
 def choice_markdown(choice: CapacityChoice) -> str:
     """The section tune.md ends with."""
-    from servelab.capacity.answer import rate, variant_line
+    from servelab.capacity.answer import cpu_line, rate, variant_line
     from servelab.capacity.slo import parse_slo
 
     parsed, confidence = parse_slo(choice.slo), choice.confidence
@@ -78,7 +78,11 @@ def choice_markdown(choice: CapacityChoice) -> str:
         f"{parsed} ({100 * confidence:g} % intervals; open model, each request's latency "
         "from its intended send time):", "",
     ]
-    lines += [f"- {variant_line(a, parsed, confidence)}" for a in choice.answers]
+    for a in choice.answers:
+        lines.append(f"- {variant_line(a, parsed, confidence)}")
+        ran_out = cpu_line(a, parsed)
+        if ran_out is not None:  # whether more workers could raise it
+            lines.append(f"  - {ran_out}")
     if choice.comparisons:
         lines += ["", f"Against the race's choice {choice.answers[0].variant} (Holm over the "
                   "finalists):", ""]

@@ -37,6 +37,24 @@ def test_a_finalist_that_holds_significantly_more_is_recommended() -> None:
     assert "- w=5: +25 % [" in text
 
 
+def test_each_finalist_says_what_ran_out_where_its_cpu_was_measured() -> None:
+    from servelab.capacity.trials import Trial
+
+    def trial(rate: float, p99: float, share: float) -> Trial:
+        return Trial(
+            variant="w=4", number=1, rate=rate, started="2026-11-28T00:00:00+0000",
+            seconds=5.0, sent=5000, send_rate=rate, answered=5000, errors=0,
+            latency_ms={"p50": 2.0, "p99": p99, "mean": 3.0}, driver_cpu_share=0.2,
+            connections=1000, stack_cpu_share=share, cpu_s={"app 11": share * 5.0},
+        )
+
+    measured = replace(_answer("w=4", 1000), trials=(trial(980, 40, 0.93), trial(1040, 400, 0.99)))
+    text = choice_markdown(_chosen(measured, _answer("w=5", 1250)))
+    assert ("- w=4: holds 1,000 req/s" in text and "\n  - w=4: near its capacity the stack's "
+            "CPUs were 93 % busy where it held, 99 % where it broke: out of CPU\n" in text)
+    assert "w=5: near its capacity" not in text  # no CPU measured, nothing said
+
+
 def test_the_race_choice_stands_when_no_finalist_holds_more() -> None:
     choice = _chosen(_answer("w=4", 1000), _answer("w=5", 1010), _answer("w=3", 800))
     assert choice.candidate == "w=4"
