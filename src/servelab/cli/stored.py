@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -31,7 +32,8 @@ def results_list(results_dir: Path, as_json: bool) -> None:
     """List the experiments stored in --results."""
     from servelab.results.database import DB_FILE, Database
 
-    rows = Database(results_dir / DB_FILE).list_experiments()
+    with contextlib.closing(Database(results_dir / DB_FILE)) as database:
+        rows = database.list_experiments()
     if as_json:
         import dataclasses
 
@@ -68,7 +70,10 @@ def results_merge(other: Path, results_dir: Path) -> None:
         raise ServelabError(f"{other} is --results itself", "merge another results directory")
     theirs = Database(other / DB_FILE)  # refused in one line if it is none, or damaged
     try:
-        added, skipped = Database(results_dir / DB_FILE, create=True).merge_from(theirs)
+        # Closed here, not left to the garbage collector: an open connection keeps
+        # SQLite's -wal and -shm files beside the database.
+        with contextlib.closing(Database(results_dir / DB_FILE, create=True)) as ours:
+            added, skipped = ours.merge_from(theirs)
     finally:
         theirs.close()
     for their_id, new_id in added:
