@@ -25,7 +25,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 import time
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, ExitStack
@@ -50,7 +49,7 @@ from servelab.config.run import RunOptions
 from servelab.config.stack import StackSpec
 from servelab.errors import SpecError
 from servelab.fronts.base import LOOPBACK
-from servelab.host.cpus import CpuPlan, parse_cpu_list
+from servelab.host.cpus import CpuPlan, count_cpus
 from servelab.load.base import LoadDriver
 from servelab.measuring.executor import MEASURED_DIR
 
@@ -346,8 +345,7 @@ def capacity_driver(experiment: Experiment) -> LoadDriver:
 def _cpu_share(cpu_s: float, seconds: float, cpus: str | None) -> float:
     """Of the CPUs ``cpus`` (a list such as "0-1"; None: all), the share ``cpu_s`` kept
     busy over ``seconds``."""
-    n_cpus = len(parse_cpu_list(cpus)) if cpus else os.cpu_count() or 1
-    return cpu_s / seconds / n_cpus if seconds else 0.0
+    return cpu_s / seconds / count_cpus(cpus) if seconds else 0.0
 
 
 def run_trial(

@@ -32,6 +32,11 @@ def parse_cpu_list(text: str) -> frozenset[int]:
     return frozenset(cpus)
 
 
+def count_cpus(cpus: str | None) -> int:
+    """How many CPUs a CPU list names ("0-2,5": 4); None (not pinned): the machine's."""
+    return len(parse_cpu_list(cpus)) if cpus else os.cpu_count() or 1
+
+
 def format_cpu_list(cpus: frozenset[int]) -> str:
     return ",".join(str(c) for c in sorted(cpus))
 

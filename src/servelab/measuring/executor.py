@@ -27,7 +27,7 @@ from servelab.config.stack import StackSpec
 from servelab.errors import LoadDriverError
 from servelab.fronts.base import LOOPBACK
 from servelab.host.cgroups import CpuGroup
-from servelab.host.cpus import CpuPlan, SideBySidePlan, moved_to, parse_cpu_list
+from servelab.host.cpus import CpuPlan, SideBySidePlan, count_cpus, moved_to, parse_cpu_list
 from servelab.host.procs import JANITOR
 from servelab.host.running import RunningStack
 from servelab.launch import launch_stack
@@ -485,7 +485,7 @@ class HostExecutor:
         stack_cpus = self._slot_cpus(stack)[0]
         py_spy = self.profiler
         profile, _ = self._sample(stack, workload, load, workdir, roots, profiled, None, py_spy)
-        cpus = len(parse_cpu_list(stack_cpus)) if stack_cpus else os.cpu_count() or 1
+        cpus = count_cpus(stack_cpus)
         concurrency = uncrowded_concurrency(stack.spec, cpus, load) if UNCROWDED else None
         app_cpu_s = sum(u.cpu_s for u in measured if u.role in PROFILED_ROLES)
         waited = sampled_per_cpu_s(profile.stacks, profile.rate_hz, app_cpu_s)

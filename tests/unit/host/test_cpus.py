@@ -9,7 +9,7 @@ import psutil
 import pytest
 
 from servelab.errors import SpecError
-from servelab.host.cpus import CpuPlan, default_cpu_plan, moved_to, parse_cpu_list
+from servelab.host.cpus import CpuPlan, count_cpus, default_cpu_plan, moved_to, parse_cpu_list
 
 
 def test_parse_cpu_list():
@@ -18,6 +18,12 @@ def test_parse_cpu_list():
         parse_cpu_list("2-1")
     with pytest.raises(SpecError):
         parse_cpu_list("a")
+
+
+def test_count_cpus_of_a_list_else_the_machines():
+    assert count_cpus("0-2,5") == 4
+    assert count_cpus("3") == 1
+    assert count_cpus(None) == os.cpu_count()
 
 
 @pytest.mark.parametrize(
