@@ -15,6 +15,8 @@
 #             www-data (mod_wsgi's daemons) may traverse to .venv's Python (--undo-acl)
 #   postgres  PostgreSQL (servelab runs its own instances) and the Django reference app
 #   toxiproxy a slow link in front of PostgreSQL (--db-latency), built once with go
+#   replay    the sender that replays access logs (vegeta's attacker paced by the log),
+#             built once with go (Go 1.22 or newer) from src/servelab/load/vegeta_replay
 #   chromium  opens the HTML report headless (screenshot, browser test)
 #   test      pytest, ruff, mypy, hypothesis, build, mkdocs, Locust, py-spy, git (the test command)
 #
@@ -28,7 +30,7 @@ OHA_VERSION="${OHA_VERSION:-1.16.0}"
 TOXIPROXY_VERSION="${TOXIPROXY_VERSION:-v2.12.0}"
 CACHE="${SERVELAB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/servelab}"
 ACL_RECORD="$CACHE/www-data-acl.txt"
-ALL_PARTS="servers,apache,postgres,toxiproxy,chromium,test"
+ALL_PARTS="servers,apache,postgres,toxiproxy,replay,chromium,test"
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
@@ -44,7 +46,7 @@ while [ $# -gt 0 ]; do
             parts="${parts:+$parts,}$2"; shift ;;
     --with=*) parts="${parts:+$parts,}${1#--with=}" ;;
     --undo-acl) undo_acl=1 ;;
-    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option $1 (fix: scripts/setup.sh [--with $ALL_PARTS | --all | --undo-acl])" ;;
   esac
   shift
@@ -157,9 +159,8 @@ if ! { [ -x "$OHA" ] && "$OHA" --version 2>/dev/null | grep -q "$OHA_VERSION"; }
   "$CARGO" install oha --locked --version "$OHA_VERSION" --root "$CACHE/cargo" --quiet
 fi
 
-# 4. toxiproxy, built with go into the cache ------------------------------------------
-TOXIPROXY="$CACHE/go/bin/toxiproxy-server-$TOXIPROXY_VERSION"
-if want toxiproxy && [ ! -x "$TOXIPROXY" ]; then
+# 4. toxiproxy and the replay sender, built with go into the cache ---------------------
+find_go() {
   GO="$(command -v go || true)"
   [ -z "$GO" ] && [ -x /usr/local/go/bin/go ] && GO=/usr/local/go/bin/go
   if [ -z "$GO" ]; then
@@ -168,9 +169,23 @@ if want toxiproxy && [ ! -x "$TOXIPROXY" ]; then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends golang-go >/dev/null
     GO="$(command -v go)"
   fi
+}
+TOXIPROXY="$CACHE/go/bin/toxiproxy-server-$TOXIPROXY_VERSION"
+if want toxiproxy && [ ! -x "$TOXIPROXY" ]; then
+  find_go
   say "building toxiproxy $TOXIPROXY_VERSION with go into $CACHE/go (about 20 s, once)"
   GOBIN="$CACHE/go/bin" "$GO" install "github.com/Shopify/toxiproxy/v2/cmd/server@$TOXIPROXY_VERSION"
   mv "$CACHE/go/bin/server" "$TOXIPROXY"
+fi
+# Named after its source's hash (servelab.load.vegeta.source_digest): a changed source is
+# built anew, never run as an old binary.
+SENDER_SRC="src/servelab/load/vegeta_replay"
+SENDER="$CACHE/go/bin/servelab-replay-sender-$(cat "$SENDER_SRC/main.go" "$SENDER_SRC/go.mod" "$SENDER_SRC/go.sum" | sha256sum | cut -c1-12)"
+if want replay && [ ! -x "$SENDER" ]; then
+  find_go
+  say "building the replay sender (vegeta) with go into $CACHE/go (about a minute, once)"
+  mkdir -p "$CACHE/go/bin"
+  (cd "$SENDER_SRC" && "$GO" build -trimpath -o "$SENDER.tmp" .) && mv "$SENDER.tmp" "$SENDER"
 fi
 
 # 5. mod_wsgi's daemon processes run as www-data when servelab is root; they read the

@@ -116,6 +116,7 @@ def prepare(
     ``started`` does."""
     from servelab.apps.interpreter import app_pythons, with_app_pythons
     from servelab.host.extras import require_extra
+    from servelab.prepare.replay import with_replay_schedules
     from servelab.prepare.user_app import DJANGO_REFS, UserRequest, database_spec, with_user_app
 
     stages = run_option_stages(experiment, how_to_run)
@@ -150,6 +151,7 @@ def prepare(
             )
             for note in notes:
                 say(note)
+        final = with_replay_schedules(final, how_to_run.results_dir, say)
         if fit is not None:
             final = fit(final)
     except SpecError:

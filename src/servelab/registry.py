@@ -111,10 +111,13 @@ DRIVERS: Registry[LoadDriver] = Registry(
         "ab": "servelab.load.ab:AbDriver",
         "wrk": "servelab.load.wrk:WrkDriver",
         "locust": "servelab.load.locust:LocustDriver",
+        "vegeta": "servelab.load.vegeta:VegetaDriver",
     },
 )
 DRIVER_NAMES = DRIVERS.names
 DEFAULT_DRIVER = DRIVER_NAMES[0]
+# What sends a replay workload (an access log's requests at their own times).
+REPLAY_DRIVER = "vegeta"
 
 
 def get_driver(name: str, options: Mapping[str, Any] | None = None) -> LoadDriver:

@@ -300,7 +300,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("errors", ("errors",)),
     # names and import strings only ("module:Class", imported when first asked for)
     ("registry", ("registry",)),
-    ("model", ("config", "examples")),  # specs and their own shapes; asks no plug-in
+    ("model", ("config", "examples", "traffic")),  # specs and their own shapes; asks no plug-in
     ("machine", ("host", "results", "observe", "services")),
     ("plug-ins", ("apps", "servers", "fronts", "load")),
     # asks the plug-ins, once: checks, building from user input, the user's app, the

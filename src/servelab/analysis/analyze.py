@@ -26,7 +26,7 @@ from servelab.analysis.metrics import (
 )
 from servelab.analysis.nested import starts_needed
 from servelab.analysis.stats import NOT_JUDGED, Comparison
-from servelab.analysis.validity import as_measured, not_judged_because
+from servelab.analysis.validity import as_measured, not_judged_because, replay_not_kept
 from servelab.analysis.warnings import ResultWarning
 from servelab.config.experiment import Experiment
 from servelab.config.load import Workload
@@ -95,7 +95,9 @@ def analyze_workload(
                     runs, experiment.baseline.name, stack.name, metric, alpha=alpha,
                     min_effect_pct=min_effect_pct,
                 )
-                why = not_judged_because(experiment, workload, metric.key)
+                why = not_judged_because(experiment, workload, metric.key) or replay_not_kept(
+                    runs, (experiment.baseline.name, stack.name)
+                )
                 if why is not None:
                     comparison = replace(
                         comparison, verdict=NOT_JUDGED, reason=why, p_value=None

@@ -153,6 +153,20 @@ def _driver_bottleneck(c: _Runs) -> ResultWarning | None:
     )
 
 
+def _replay_not_kept(c: _Runs) -> ResultWarning | None:
+    """A replay whose sender fell behind its schedule or left requests unsent: no verdict
+    (``validity.replay_not_kept``), said here with its figures."""
+    for run in c.runs:
+        replay = run.load.replay
+        if replay is not None and not replay.kept:
+            return c.warn(
+                WarningKind.REPLAY_NOT_KEPT,
+                f"the sender did not keep the log's schedule in run {run.repetition}: "
+                f"{'; '.join(replay.problems)}; no verdict on this variant",
+            )
+    return None
+
+
 def _uneven_workers(c: _Runs) -> ResultWarning | None:
     uneven = [(run, split) for run in c.runs if (split := worker_split(run)) is not None]
     worst = max(uneven, key=lambda pair: pair[1][0] / pair[1][1], default=None)
@@ -199,8 +213,8 @@ def _too_few_runs(c: _Runs) -> ResultWarning | None:
 
 # Each variant's checks, in the order their warnings are listed.
 _VARIANT_CHECKS = (
-    _unstable, _errors, _driver_saturated, _driver_bottleneck, _uneven_workers, _neighbours,
-    _too_few_runs,
+    _unstable, _errors, _driver_saturated, _driver_bottleneck, _replay_not_kept,
+    _uneven_workers, _neighbours, _too_few_runs,
 )
 
 

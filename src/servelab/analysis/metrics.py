@@ -95,7 +95,10 @@ METRIC_BY_KEY = {m.key: m for m in METRICS}
 
 def answer_metric(experiment: Experiment) -> Metric:
     """The metric the answer (and the stopping rule) is about: requests/s, or requests
-    per CPU second for stacks measured side by side (see ``rps_per_cpu``)."""
+    per CPU second for stacks measured side by side (see ``rps_per_cpu``); p99 latency
+    for replayed access logs, whose requests/s is the log's own whatever the stack."""
+    if all(w.load.model == "replay" for w in experiment.workloads):
+        return METRIC_BY_KEY["latency_p99_ms"]
     return METRIC_BY_KEY["rps_per_cpu" if experiment.side_by_side else "rps"]
 
 

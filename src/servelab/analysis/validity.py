@@ -64,6 +64,20 @@ def not_judged_because(experiment: Experiment, workload: Workload, metric: str) 
     return None
 
 
+def replay_not_kept(runs: Sequence[RunRecord], variants: Sequence[str]) -> str | None:
+    """Why a comparison of replays gets no verdict: a run of ``variants`` whose sender did
+    not keep its access log's schedule (its latency is the sender's as much as the
+    stack's, as capacity says of an untrusted trial); None when every one was kept."""
+    for run in runs:
+        replay = run.load.replay
+        if run.variant in variants and replay is not None and not replay.kept:
+            return (
+                f"the replay was not kept in run {run.repetition} of {run.variant}: "
+                f"{'; '.join(replay.problems)}"
+            )
+    return None
+
+
 def on_own_cpus(runs: Sequence[RunRecord]) -> bool:
     """True when every round measured side by side gave each stack, and each stack's load
     driver, CPUs no other stack or driver of the round used: then nothing was shared, and

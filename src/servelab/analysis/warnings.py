@@ -50,6 +50,11 @@ class WarningKind(StrEnum):
         "processes (leave out --no-cpu-priority)",
     )
     TOO_FEW_RUNS = ("too-few-runs", "repeat with --repetitions {needed}")
+    REPLAY_NOT_KEPT = (
+        "replay-not-kept",
+        "give the sender a CPU of its own (--driver-cpus), replay at a lower speed, or "
+        "split the log's routes over several runs",
+    )
     CLOSED_LOOP = (
         "closed-loop",
         "for user-facing latency use the open model (a fixed arrival rate)",

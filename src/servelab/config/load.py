@@ -11,6 +11,7 @@ from servelab.config.base import (
     MAX_REQUESTS_PER_RUN,
     MAX_RUN_S,
     Model,
+    NonNegativeFloat,
     NonNegativeInt,
     PositiveFloat,
     PositiveInt,
@@ -106,7 +107,7 @@ class LoadSpec(Model):
     requests at once, then waits ``burst_gap_s``, and again (idle-then-reuse).
     """
 
-    model: Literal["closed", "open", "bursts"] = "closed"
+    model: Literal["closed", "open", "bursts", "replay"] = "closed"
     concurrency: PositiveInt = 100
     requests: PositiveInt | None = None
     duration_s: PositiveFloat | None = None
@@ -118,6 +119,10 @@ class LoadSpec(Model):
     max_time_s: Annotated[float, Field(gt=0, le=MAX_RUN_S)] = 600.0
     # Count the requests slower than this (latency from the intended send time).
     slow_ms: PositiveFloat | None = None
+    # The replay model: the schedule file servelab prepared from a workload's ``replay``
+    # (servelab.traffic.schedule), its times divided by ``speed``.
+    schedule: str | None = None
+    speed: PositiveFloat = 1.0
 
     @model_validator(mode="after")
     def _check(self) -> LoadSpec:
@@ -131,6 +136,8 @@ class LoadSpec(Model):
             raise ValueError(f"duration_s {self.duration_s} exceeds max_time_s {self.max_time_s}")
         if self.model == "open" and self.rate is not None:
             self._check_open_bounds(self.rate)
+        if (self.model == "replay") != (self.schedule is not None):
+            raise ValueError("the replay model, and it only, takes a schedule (a replay workload)")
         if self.model == "bursts":
             self._check_bursts()
         elif self.burst_size is not None or self.burst_gap_s is not None:
@@ -173,10 +180,58 @@ class LoadSpec(Model):
                 )
 
 
+class BodySpec(Model):
+    """The body a replayed route's requests carry (access logs keep none)."""
+
+    body: str
+    content_type: str = "application/json"
+
+
+class ReplaySpec(Model):
+    """An access log replayed: each request at its logged time (from the window's start)
+    divided by ``speed``, its path and query as logged (servelab.traffic)."""
+
+    log: tuple[str, ...]  # files read as one stream, in this order (gzip or plain)
+    format: str = "auto"  # combined, common, json, or an nginx log_format string
+    fields: dict[str, str] = Field(default_factory=dict)  # json: servelab name -> key
+    window: tuple[NonNegativeFloat, PositiveFloat] | None = None  # s from the first request
+    speed: PositiveFloat = 1.0
+    routes: tuple[str, ...] = ()  # fnmatch patterns of routes or paths kept
+    methods: tuple[str, ...] = ()
+    statuses: tuple[str, ...] = ()  # codes or classes ("2xx") kept
+    bodies: dict[str, BodySpec] = Field(default_factory=dict)  # route pattern -> body
+    anonymise: bool = False  # query values replaced by stable hashes
+    seed: int = 0  # spreading a whole second's requests within it
+    connections: PositiveInt = 1000  # the sender's at most
+    timeout_s: PositiveFloat = 10.0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_log(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("log"), str):
+            data = {**data, "log": (data["log"],)}
+        return data
+
+    @model_validator(mode="after")
+    def _check(self) -> ReplaySpec:
+        if not self.log:
+            raise ValueError("a replay needs its access log: log = \"access.log\"")
+        if self.window is not None and self.window[1] <= self.window[0]:
+            raise ValueError(f"the replay window {list(self.window)} ends before it starts")
+        self_methods = [m.upper() for m in self.methods]
+        if self_methods != list(self.methods):
+            raise ValueError("replay methods are upper case: methods = [\"GET\"]")
+        return self
+
+
 class Workload(Model):
+    """What is sent: a request under a load model, or an access log replayed (``replay``,
+    which preparation turns into the replay model's load)."""
+
     name: str
     request: RequestSpec = Field(default_factory=RequestSpec)
     load: LoadSpec = Field(default_factory=lambda: LoadSpec(requests=1000))
+    replay: ReplaySpec | None = None
 
 
 class WarmupSpec(Model):

@@ -55,6 +55,7 @@ CAPABILITIES = {
     "request_count": "stop after a number of requests",
     "open_model": "send at a fixed rate (open model)",
     "bursts": "send bursts of requests with pauses between (bursts model)",
+    "replay": "send an access log's requests at their logged times (replay model)",
     "slow_ms": "count requests slower than a threshold",
     "request_mix": "draw each request's path from a weighted mix",
     "latencies": "keep every request's latency (runs measured in slices need it)",
@@ -81,6 +82,8 @@ def needed_capabilities(request: RequestSpec, load: LoadSpec) -> set[str]:
         needed.add("open_model")
     if load.model == "bursts":
         needed.add("bursts")
+    if load.model == "replay":
+        needed.add("replay")
     if load.slow_ms is not None:
         needed.add("slow_ms")
     if request.mix:

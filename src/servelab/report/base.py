@@ -232,6 +232,16 @@ def describe_workload(report: ReportInput, workload: str) -> str:
     """'POST /sync/items/; closed model, 50 clients, 1 s per run'."""
     found = next(w for w in report.experiment.workloads if w.name == workload)
     load = found.load
+    if found.replay is not None:
+        logs = ", ".join(found.replay.log)
+        window = (
+            f", seconds {found.replay.window[0]:g}-{found.replay.window[1]:g}"
+            if found.replay.window else ""
+        )
+        return (
+            f"replay of {logs}{window}: {load.requests or 0:,} requests at speed "
+            f"{load.speed:g}, each at its logged time (open model) per run"
+        )
     if load.model == "open":
         shape = f"open model, {load.rate:g} requests/s"
     else:

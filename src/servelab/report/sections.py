@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from servelab.analysis.metrics import answer_metric
 from servelab.config.experiment import Experiment
-from servelab.report import machines, memory, names, timing, why
+from servelab.report import machines, memory, names, replay, timing, why
 from servelab.report.answer import Answer, answer_intro, build_answer
 from servelab.report.base import (
     NO_MATPLOTLIB,
@@ -186,6 +186,13 @@ class RequestNamesSection(ExplainedTableSection):
 
 
 @dataclass(frozen=True)
+class ReplaySection(ExplainedTableSection):
+    kind = "replay"
+    heading = "Replay fidelity"
+    about = replay.ABOUT
+
+
+@dataclass(frozen=True)
 class LoadMachinesSection(ExplainedTableSection):
     kind = "machines"
     heading = "Load by machine"
@@ -242,6 +249,7 @@ SECTION_KINDS: tuple[type[Section], ...] = (
     FailuresSection,
     MemorySection,
     RequestNamesSection,
+    ReplaySection,
     LoadMachinesSection,
     TimingSection,
     WarningsSection,
@@ -294,6 +302,9 @@ def report_sections(
     by_name = names.names_table(experiment, runs)
     if by_name is not None:
         sections.append(RequestNamesSection(by_name, tuple(names.driver_lines(runs))))
+    fidelity = replay.fidelity_table(runs)
+    if fidelity is not None:
+        sections.append(ReplaySection(fidelity))
     by_machine = machines.machines_table(runs)
     if by_machine is not None:
         sections.append(LoadMachinesSection(by_machine))

@@ -7,6 +7,8 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict
 
+from servelab.traffic.fidelity import Fidelity
+
 PER_RUN_DETAIL = "per run: "  # see LoadMeasurement.driver_details
 # The driver detail naming load machines whose driver processes were CPU-bound in the run
 # (Locust's workers on other machines), for the driver-bottleneck warning.
@@ -64,6 +66,35 @@ class NamedRequests(Record):
     failures_by_kind: dict[str, int] = {}  # HTTP code or connection-error kind -> count
 
 
+class ReplayFidelity(Record):
+    """How faithfully a replay kept its access log's schedule (servelab.traffic.fidelity):
+    send lag, mix per route, inter-arrival KS distance; ``problems`` empty: kept."""
+
+    speed: float
+    scheduled: int
+    sent: int
+    lag_p50_ms: float
+    lag_p99_ms: float
+    lag_max_ms: float
+    max_mix_error_points: float  # the largest |sent - scheduled share| over routes, points
+    ks_distance: float
+    problems: tuple[str, ...] = ()
+
+    @property
+    def kept(self) -> bool:
+        return not self.problems
+
+    @classmethod
+    def of(cls, fidelity: Fidelity, speed: float) -> ReplayFidelity:
+        return cls(
+            speed=speed, scheduled=fidelity.scheduled, sent=fidelity.sent,
+            lag_p50_ms=fidelity.lag_p50_ms, lag_p99_ms=fidelity.lag_p99_ms,
+            lag_max_ms=fidelity.lag_max_ms,
+            max_mix_error_points=fidelity.max_mix_error_points,
+            ks_distance=fidelity.ks_distance, problems=fidelity.problems,
+        )
+
+
 class LoadMachine(Record):
     """One machine's share of a run's load, sent by driver processes on other machines
     (Locust's workers, ``--expect-workers``), as their own reports counted it."""
@@ -115,6 +146,8 @@ class LoadMeasurement(Record):
     # Per machine that sent the load from elsewhere (Locust's workers on other machines);
     # empty: the load was sent from this machine.
     machines: tuple[LoadMachine, ...] = ()
+    # A replay's fidelity to its schedule (None: not a replay).
+    replay: ReplayFidelity | None = None
 
     @property
     def ok_responses(self) -> int:

@@ -30,7 +30,10 @@ COMMANDS = {
     "history": ["history", "--results", str(SLEEPY.parent)],
     "report": ["report", str(SLEEPY)],
     "export": ["export", str(SLEEPY), "--no-check"],
+    "traffic": ["traffic"],
 }
+# The commands that keep no results store (no --results to write).
+STORELESS = ("report", "export", "history", "traffic")
 # The path options that servelab only reads (report's and export's --results: where RESULT
 # is looked up; what they write goes to --out, checked when it is written, before a boot).
 READ_ONLY = {"--app-dir", "--python", "--body-file", "--baseline-dir", "--space"}
@@ -46,6 +49,7 @@ WRITES = {
     "history": {"--out": "dir"},
     "report": {"--out": "dir"},
     "export": {"--out": "dir"},
+    "traffic": {"--out": "dir", "--make-log": "file"},
 }
 CASES = [(command, option) for command, options in WRITES.items() for option in options]
 # Places no one can write, root included: a virtual file system, below a plain file.
@@ -86,14 +90,13 @@ def test_an_unwritable_output_is_one_line_before_anything_starts(
     target = PLACES[place](tmp_path)
     if WRITES[command][option] == "file":
         target = target.with_suffix(".out")
-    results = [] if option in ("--results", "--out") or command in (
-        "report", "export", "history") else ["--results", str(tmp_path / "results")]
+    results = [] if option in ("--results", "--out") or command in STORELESS else [
+        "--results", str(tmp_path / "results")]
     done = run_cli(*args, option, str(target), *results, cwd=tmp_path)
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert "Traceback" not in done.stderr
     (line,) = done.stderr.strip().splitlines()
-    shown = "--results" if option == "--out" and command not in (
-        "report", "export", "history") else option
+    shown = "--results" if option == "--out" and command not in STORELESS else option
     assert line.startswith(f"servelab: error: {shown} {target}: cannot write there"), line
     assert "(fix: " in line
     assert not (tmp_path / "results").exists() and not list(tmp_path.glob("servelab-results"))

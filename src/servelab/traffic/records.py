@@ -1,0 +1,31 @@
+"""One request as an access log recorded it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class LogRecord:
+    """A request read from an access log.
+
+    ``time`` is when it was logged, in seconds since the epoch (UTC, the log's own time
+    zone applied); ``target`` is the path with its query string, as the request line
+    carried it; ``status`` is None where the log has none."""
+
+    time: float
+    method: str
+    target: str
+    status: int | None = None
+    # Where it was read: the file's name and its line (1, 2, ...), for error messages.
+    source: str = ""
+    line: int = 0
+
+    @property
+    def path(self) -> str:
+        """The target without its query string."""
+        return self.target.partition("?")[0]
+
+    @property
+    def query(self) -> str:
+        return self.target.partition("?")[2]
