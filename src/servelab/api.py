@@ -31,6 +31,7 @@ from rich.console import Console
 
 from servelab.config.database import DatabaseSpec
 from servelab.config.experiment import Experiment
+from servelab.config.load import Workload
 from servelab.config.run import RunOptions, UserApp
 from servelab.config.stack import AppSpec, StackSpec
 from servelab.errors import SpecError
@@ -116,7 +117,7 @@ def prepare(
     ``started`` does."""
     from servelab.apps.interpreter import app_pythons, with_app_pythons
     from servelab.host.extras import require_extra
-    from servelab.prepare.replay import with_replay_schedules
+    from servelab.prepare.replay import REPLAY_WORKLOAD, with_replay_schedules
     from servelab.prepare.user_app import DJANGO_REFS, UserRequest, database_spec, with_user_app
 
     stages = run_option_stages(experiment, how_to_run)
@@ -151,6 +152,10 @@ def prepare(
             )
             for note in notes:
                 say(note)
+        if user_app.replay is not None:  # the user's log in place of the workloads
+            final = final.model_copy(
+                update={"workloads": (Workload(name=REPLAY_WORKLOAD, replay=user_app.replay),)}
+            )
         final = with_replay_schedules(final, how_to_run.results_dir, say)
         if fit is not None:
             final = fit(final)

@@ -19,7 +19,9 @@ from servelab.cli.options import (
     out,
     parse_int_list,
 )
+from servelab.cli.replay import replay_options
 from servelab.cli.user_app import app_options
+from servelab.config.load import ReplaySpec
 from servelab.config.run import RunOptions, UserApp
 from servelab.errors import SpecError
 from servelab.host.netns import check_somaxconn
@@ -54,6 +56,7 @@ def studies() -> None:
 @click.option("--warmup", type=int, help="Warm-up requests before each measured run.")
 @failure_options
 @app_options
+@replay_options
 @run_options
 def study(
     name: str,
@@ -67,6 +70,7 @@ def study(
     threads: str | None,
     warmup: int | None,
     user: UserApp,
+    replay: ReplaySpec | None,
     run: RunOptions,
     **options: Any,
 ) -> None:
@@ -109,17 +113,19 @@ def study(
     )
     check_options_apply(get_study(name), study_options)
     experiment, run = api.build_study(get_study(name), study_options, run)
-    api.run(experiment, run, replace(user, replace_workloads=True), console=console, out=out)
+    user = replace(user, replace_workloads=True, replay=replay)
+    api.run(experiment, run, user, console=console, out=out)
 
 
 @click.command()
 @click.argument("file", type=click.Path(path_type=Path))
 @app_options
+@replay_options
 @run_options
-def run(file: Path, user: UserApp, run: RunOptions) -> None:
+def run(file: Path, user: UserApp, replay: ReplaySpec | None, run: RunOptions) -> None:
     """Run the experiment described in the TOML file FILE; --app and the request
-    options replace the file's app and requests."""
-    api.run(load_experiment(file), run, user, console=console, out=out)
+    options replace the file's app and requests, --replay its workloads."""
+    api.run(load_experiment(file), run, replace(user, replay=replay), console=console, out=out)
 
 
 @click.command()

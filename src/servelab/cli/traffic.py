@@ -104,6 +104,12 @@ def traffic(
         if logs:
             raise SpecError("give LOG files to describe, or --make-log to make one, not both",
                             "describe the made log afterwards: servelab traffic FILE")
+        if log_format != "auto" or log_fields:
+            raise SpecError("a made log is in the combined format: --log-format and "
+                            "--log-field are for logs of your own", "drop them")
+        if make_log.exists():  # never over a real log
+            raise SpecError(f"--make-log {make_log} exists",
+                            "give a new file name, or remove that file first")
         made = write_synthetic_log(
             make_log, app or "django", parse_duration(duration or "10m"),
             50.0 if rate is None else rate, seed=seed or 0, start=parse_start(start),

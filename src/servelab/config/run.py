@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from servelab.config.load import ReplaySpec
 from servelab.config.stack import AppSpec
 from servelab.errors import SpecError
 
@@ -83,6 +84,8 @@ class UserApp:
     db_latency_ms: float | None = None
     db_jitter_ms: float | None = None
     startup_timeout_s: float = 30.0  # the start-up check's wait for the app's answer
+    # An access log replayed in place of the workloads (--replay); None: the workloads.
+    replay: ReplaySpec | None = None
 
     @property
     def database_given(self) -> bool:

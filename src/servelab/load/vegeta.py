@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import math
 import os
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -101,6 +102,8 @@ class VegetaDriver(LoadDriver):
         bodies = Path(load.schedule).with_suffix(".bodies.json")
         if bodies.is_file():
             argv += ["-bodies", str(bodies)]
+        if load.duration_s is not None:  # the schedule's first seconds only (a warm-up)
+            argv += ["-until", f"{load.duration_s:g}s"]
         if not load.keepalive:
             argv += ["-keepalive=false"]
         for header, value in request.headers.items():
@@ -126,8 +129,11 @@ class VegetaDriver(LoadDriver):
         assert load.schedule is not None
         schedule = read_schedule_file(Path(load.schedule))
         sent = read_sent(workdir / SENT_FILE)
-        due = schedule.due_s
         speed = load.speed
+        due = [d for d in schedule.due_s if load.duration_s is None or d / speed < load.duration_s]
+        routes = schedule.routes if len(due) == len(schedule.due_s) else dict(
+            Counter(r.route for r in sent)
+        )
         latencies: list[float] = []
         by_route: dict[tuple[str, str], list[float]] = defaultdict(list)
         failures: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
@@ -149,9 +155,9 @@ class VegetaDriver(LoadDriver):
             latencies.append(latency)
             by_route[key].append(latency)
         latencies.sort()
-        fidelity = measure_fidelity(due, schedule.routes, sent, speed)
+        fidelity = measure_fidelity(due, routes, sent, speed)
         last_end = max((r.sent_s + r.latency_s for r in sent), default=0.0)
-        seconds = max(last_end, schedule.duration_s / speed)
+        seconds = max(last_end, min(schedule.duration_s / speed, load.duration_s or math.inf))
         with (workdir / "latencies.json").open("w") as f:
             json.dump(latencies, f)
         return {

@@ -111,6 +111,10 @@ def warmup_load(experiment: Experiment, workload: Workload, driver: LoadDriver) 
     the driver can only run for a time."""
     if experiment.warmup.requests == 0:
         return None
+    if workload.load.model == "replay":  # the log's first seconds, at the replay's speed
+        return workload.load.model_copy(update={
+            "requests": None, "duration_s": experiment.warmup.duration_s or WARMUP_FALLBACK_S,
+        })
     if experiment.warmup.duration_s is not None:
         return LoadSpec(
             concurrency=workload.load.concurrency,

@@ -11,14 +11,21 @@ from pathlib import Path
 
 from servelab.config.base import MAX_REQUESTS_PER_RUN, MAX_RUN_S
 from servelab.config.experiment import Experiment
-from servelab.config.load import LoadSpec, ReplaySpec, Workload
+from servelab.config.load import LoadSpec, ReplaySpec, RequestSpec, Workload
 from servelab.errors import SpecError
 from servelab.registry import REPLAY_DRIVER
 from servelab.traffic.formats import log_format
 from servelab.traffic.reading import read_log
-from servelab.traffic.schedule import BodyTemplate, ReplayFilter, Schedule, build_schedule
+from servelab.traffic.schedule import (
+    NO_BODY,
+    BodyTemplate,
+    ReplayFilter,
+    Schedule,
+    build_schedule,
+)
 
 SCHEDULES_DIR = "schedules"
+REPLAY_WORKLOAD = "replay"  # the workload --replay puts in place of an experiment's
 # Beyond the schedule's own length: the last requests' answers (their timeout) and the
 # sender's start.
 END_MARGIN_S = 30.0
@@ -102,9 +109,22 @@ def schedule_for(replay: ReplaySpec, directory: Path, name: str) -> tuple[Schedu
     return schedule, path
 
 
+def sample_request(schedule: Schedule) -> RequestSpec:
+    """A request of the replay's commonest route, as it was logged: what the preflight
+    sends before measuring (the app must answer it with 200)."""
+    route = schedule.routes.most_common(1)[0][0]
+    first = next(r for r in schedule.requests if r.route == route)
+    if first.body == NO_BODY:
+        return RequestSpec(method=first.method, path=first.target)
+    body = schedule.bodies[first.body]
+    return RequestSpec(
+        method=first.method, path=first.target, body=body.body, content_type=body.content_type
+    )
+
+
 def replayed(workload: Workload, replay: ReplaySpec, schedule: Schedule, path: Path) -> Workload:
     seconds = schedule.duration_s / replay.speed
-    return workload.model_copy(update={"load": LoadSpec(
+    return workload.model_copy(update={"request": sample_request(schedule), "load": LoadSpec(
         model="replay", schedule=str(path), speed=replay.speed,
         requests=len(schedule.requests), concurrency=replay.connections,
         timeout_s=replay.timeout_s, max_time_s=seconds + replay.timeout_s + END_MARGIN_S,

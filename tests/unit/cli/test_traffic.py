@@ -102,6 +102,8 @@ def test_a_synthetic_log_made_and_described(tmp_path: Path) -> None:
         (["--make-log", "x.log", "--rate", "0"], "--rate must be positive"),
         (["--make-log", "x.log", "--start", "yesterday"], "--start 'yesterday' is not a date"),
         (["--make-log", "x.log", "--app", "rails"], "Invalid value for '--app'"),
+        (["--make-log", "x.log", "--log-format", "json"], "a made log is in the combined"),
+        (["--make-log", "LOG"], "exists (fix: give a new file name, or remove that file"),
         (["LOG", "--top", "0"], "Invalid value for '--top'"),
     ],
 )

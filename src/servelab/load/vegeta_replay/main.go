@@ -105,6 +105,7 @@ func main() {
 	timeout := flag.Duration("timeout", 10*time.Second, "per request")
 	keepalive := flag.Bool("keepalive", true, "reuse connections")
 	speed := flag.Float64("speed", 1.0, "the schedule's times are divided by this")
+	until := flag.Duration("until", 0, "send only the requests due before this (0: all)")
 	var headers headerFlags
 	flag.Var(&headers, "header", "'Name: value' sent with every request (repeatable)")
 	flag.Parse()
@@ -127,6 +128,13 @@ func main() {
 			fmt.Fprintln(os.Stderr, "replay-sender: bodies:", err)
 			os.Exit(2)
 		}
+	}
+	if *until > 0 {
+		kept := 0
+		for kept < len(entries) && time.Duration(float64(entries[kept].due) / *speed) < *until {
+			kept++
+		}
+		entries = entries[:kept]
 	}
 	due := make([]time.Duration, len(entries))
 	targets := make([]vegeta.Target, len(entries))
