@@ -47,7 +47,7 @@ _replay_options = [
 def _window(text: str | None) -> tuple[float, float] | None:
     if text is None:
         return None
-    start, sep, end = text.partition(":")
+    start, _, end = text.partition(":")
     try:
         return float(start or 0), float(end)
     except ValueError:

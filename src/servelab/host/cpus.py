@@ -53,7 +53,9 @@ def moved_to(roots: Iterable[int], cpus: str) -> Iterator[list[int]]:
             with contextlib.suppress(psutil.Error):
                 tree = psutil.Process(root)
                 for process in (tree, *tree.children(recursive=True)):
-                    with contextlib.suppress(ProcessLookupError, psutil.Error):
+                    # OSError: gone (ESRCH), or pinned by the kernel (EINVAL: a
+                    # per-CPU kernel thread), either way not ours to move.
+                    with contextlib.suppress(OSError, psutil.Error):
                         before = os.sched_getaffinity(process.pid)
                         os.sched_setaffinity(process.pid, to)
                         moved[process.pid] = before

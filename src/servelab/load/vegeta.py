@@ -62,7 +62,7 @@ def sender_path() -> Path:
 
 class VegetaDriver(LoadDriver):
     name = "vegeta"
-    capabilities = frozenset({"request_count", "replay", "latencies"})
+    capabilities = frozenset({"request_count", "replay"})
 
     def executable(self) -> str:
         path = sender_path()
@@ -79,8 +79,9 @@ class VegetaDriver(LoadDriver):
     def doctor_checks(self) -> list[Check]:
         built = os.access(sender_path(), os.X_OK)
         return [Check(
-            "replay sender", "ok" if built else "warn",
-            str(sender_path()) if built else "not built: servelab cannot replay access logs",
+            self.name, "ok" if built else "warn",
+            f"the replay sender {sender_path()}" if built
+            else "the replay sender is not built: servelab cannot replay access logs",
             "" if built else f"{SETUP_FIX} --with replay (builds it with go)",
         )]
 

@@ -9,6 +9,8 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from servelab.config.base import MAX_REQUESTS_PER_RUN, MAX_RUN_S
 from servelab.config.experiment import Experiment
 from servelab.config.load import LoadSpec, ReplaySpec, RequestSpec, Workload
@@ -114,12 +116,18 @@ def sample_request(schedule: Schedule) -> RequestSpec:
     sends before measuring (the app must answer it with 200)."""
     route = schedule.routes.most_common(1)[0][0]
     first = next(r for r in schedule.requests if r.route == route)
-    if first.body == NO_BODY:
-        return RequestSpec(method=first.method, path=first.target)
-    body = schedule.bodies[first.body]
-    return RequestSpec(
-        method=first.method, path=first.target, body=body.body, content_type=body.content_type
-    )
+    fields: dict[str, object] = {"method": first.method, "path": first.target}
+    if first.body != NO_BODY:
+        body = schedule.bodies[first.body]
+        fields.update(body=body.body, content_type=body.content_type)
+    try:
+        return RequestSpec.model_validate(fields)
+    except ValidationError as exc:
+        raise SpecError(
+            f"the log's commonest request {first.method} {first.target} cannot be sent "
+            f"({exc.errors()[0]['msg']})",
+            "filter it out (--route, --replay-method)",
+        ) from None
 
 
 def replayed(workload: Workload, replay: ReplaySpec, schedule: Schedule, path: Path) -> Workload:

@@ -71,6 +71,9 @@ ADDED_SINCE_HASHING: tuple[tuple[tuple[str, ...], Any], ...] = (
     (("baseline", "proxy", "access_log"), False),
     (("variants", "*", "proxy", "access_log"), False),
     (("switching",), False),
+    (("workloads", "*", "replay"), None),
+    (("workloads", "*", "load", "schedule"), None),
+    (("workloads", "*", "load", "speed"), 1.0),
 )
 
 

@@ -103,9 +103,9 @@ def ks_distance(a: Sequence[float], b: Sequence[float]) -> float:
     distribution functions of ``a`` and ``b`` (scipy's ``ks_2samp``)."""
     if not a or not b:
         return 0.0
-    from scipy.stats import ks_2samp
+    from scipy import stats
 
-    return float(ks_2samp(a, b).statistic)
+    return float(stats.ks_2samp(a, b).statistic)
 
 
 def gaps(times: Sequence[float]) -> list[float]:

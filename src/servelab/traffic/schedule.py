@@ -31,6 +31,11 @@ BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 NO_BODY = -1
 
 
+def _matches(pattern: str, route: str, path: str) -> bool:
+    """A route or path pattern (fnmatch: ``/items/*``) against a request's route or path."""
+    return fnmatch.fnmatchcase(route, pattern) or fnmatch.fnmatchcase(path, pattern)
+
+
 @dataclass(frozen=True)
 class BodyTemplate:
     """The body a route's requests carry (access logs keep none)."""
@@ -52,9 +57,7 @@ class ReplayFilter:
     statuses: tuple[str, ...] = ()
 
     def keeps_route(self, route: str, path: str) -> bool:
-        return not self.routes or any(
-            fnmatch.fnmatchcase(route, p) or fnmatch.fnmatchcase(path, p) for p in self.routes
-        )
+        return not self.routes or any(_matches(p, route, path) for p in self.routes)
 
     def keeps_status(self, status: int | None) -> bool:
         if not self.statuses:
@@ -211,7 +214,7 @@ def build_schedule(
         if record.method in BODY_METHODS:
             body = next(
                 (i for i, (pattern, _) in enumerate(templates)
-                 if fnmatch.fnmatchcase(route, pattern) or fnmatch.fnmatchcase(record.path, pattern)),
+                 if _matches(pattern, route, record.path)),
                 NO_BODY,
             )
             if body == NO_BODY:

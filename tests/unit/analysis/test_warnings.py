@@ -18,6 +18,7 @@ NAMES = (
     "machine-speed",
     "shared-cpus",
     "not-cpu-bound",
+    "replay-not-kept",
 )
 
 

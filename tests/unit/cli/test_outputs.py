@@ -36,7 +36,7 @@ COMMANDS = {
 STORELESS = ("report", "export", "history", "traffic")
 # The path options that servelab only reads (report's and export's --results: where RESULT
 # is looked up; what they write goes to --out, checked when it is written, before a boot).
-READ_ONLY = {"--app-dir", "--python", "--body-file", "--baseline-dir", "--space"}
+READ_ONLY = {"--app-dir", "--python", "--body-file", "--baseline-dir", "--space", "--replay"}
 READ_BY = {"report": {"--results"}, "export": {"--results"}, "history": {"--results"},
            "bisect": {"--lock-good", "--lock-bad", "--wheelhouse"}}
 # The options every measuring command has, and what each writes.

@@ -16,6 +16,7 @@ from servelab.report.sections import (
     ChartsSection,
     FilesSection,
     LoadMachinesSection,
+    ReplaySection,
     MemorySection,
     RampSection,
     RequestNamesSection,
@@ -38,6 +39,7 @@ def every_kind_of_section() -> list[Section]:
     extra = [
         RampSection(table, ("tcp run 1: fine",)), MemorySection(table), TimingSection(table),
         RequestNamesSection(table, ("scenario: built-in",)), LoadMachinesSection(table),
+        ReplaySection(table),
         WhySection(
             ("spin vs base (w): +50.0 µs/request", "  +49.0 µs/request in spin (app.py)"),
             ("py-spy wrote no profile of app (pid 1): error",),
