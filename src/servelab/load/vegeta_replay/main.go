@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -97,6 +98,10 @@ func readSchedule(path string) ([]entry, error) {
 }
 
 func main() {
+	// Two Ps at least, even pinned to one CPU: the pacer's nanosleep holds its P for the
+	// syscall, and with one P the workers could not send until the runtime took it back
+	// (measured at 5,000 req/s on one CPU: send lag p50 16 ms with one P, 0.13 ms with two).
+	runtime.GOMAXPROCS(max(2, runtime.GOMAXPROCS(0)))
 	schedulePath := flag.String("schedule", "", "the schedule file")
 	bodiesPath := flag.String("bodies", "", "JSON list of {content_type, body}")
 	base := flag.String("base", "", "scheme://host:port the targets go to")
