@@ -34,7 +34,7 @@ from servelab.load.base import run_load
 from servelab.load.vegeta import VegetaDriver
 from servelab.traffic.formats import log_format
 from servelab.traffic.reading import read_log
-from servelab.traffic.schedule import build_schedule
+from servelab.traffic.schedule import BodyTemplate, build_schedule
 from servelab.traffic.synthetic import write_synthetic_log
 
 NGINX_CONF = """worker_processes 1;
@@ -85,7 +85,10 @@ def static_nginx(cpu: int, workdir: Path) -> Iterator[int]:
 def one_run(rate: float, seconds: float, seed: int, port: int, cpu: int, workdir: Path) -> dict:
     log = workdir / f"log-{rate:g}-{seed}.log"
     write_synthetic_log(log, "sleepy", seconds, rate, seed=seed, bursts=False, daily="off")
-    schedule = build_schedule(read_log([log], log_format("combined")), seed=seed)
+    # The shop's one POST route gets a body, so that every logged request goes out.
+    bodies = {"/api/v1/cart/*": BodyTemplate('{"product": 1, "quantity": 2}')}
+    schedule = build_schedule(read_log([log], log_format("combined")), bodies=bodies,
+                              seed=seed)
     path = workdir / f"schedule-{rate:g}-{seed}.tsv"
     schedule.write(path)
     load = LoadSpec(
@@ -98,7 +101,8 @@ def one_run(rate: float, seconds: float, seed: int, port: int, cpu: int, workdir
     replay = measured.replay
     assert replay is not None
     return {
-        "rate": rate, "seed": seed, "scheduled": replay.scheduled, "sent": replay.sent,
+        "rate": rate, "seed": seed, "mean_rate": schedule.mean_rate(),
+        "peak_second": schedule.peak_rate(), "scheduled": replay.scheduled, "sent": replay.sent,
         "lag_p50_ms": replay.lag_p50_ms, "lag_p99_ms": replay.lag_p99_ms,
         "lag_max_ms": replay.lag_max_ms, "mix_error_points": replay.max_mix_error_points,
         "ks": replay.ks_distance, "kept": replay.kept,
@@ -138,7 +142,8 @@ def main() -> None:
         def spread(key: str, rows: list[dict] = mine) -> str:
             values = sorted(r[key] for r in rows)
             return (f"{statistics.median(values):.3f} [{values[0]:.3f}, {values[-1]:.3f}]")
-        print(f"{rate:>7,.0f} req/s: lag p50 {spread('lag_p50_ms')} ms, p99 "
+        print(f"{rate:>7,.0f} req/s (mean {spread('mean_rate')}, peak second "
+              f"{spread('peak_second')}): lag p50 {spread('lag_p50_ms')} ms, p99 "
               f"{spread('lag_p99_ms')} ms; mix error {spread('mix_error_points')} points; "
               f"KS {spread('ks')}; driver CPU {spread('driver_cpu_share')}; kept "
               f"{sum(r['kept'] for r in mine)} of {len(mine)}")

@@ -1,13 +1,17 @@
-"""Simulated systems with a known capacity, for the search's tests and benchmarks: a
-queue whose p99 grows as 1 / (saturation - rate), read with the noise of a real trial."""
+"""Simulated systems with a known capacity, for the searches' tests and benchmarks: a
+queue whose p99 grows as 1 / (saturation - rate), read with the noise of a real trial;
+and trials whose holding curve, P(hold | rate), is known exactly (``MarginCurve``), still
+or drifting as the search goes."""
 
 from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 
-from servelab.capacity.search import CapacitySearch, Estimate, Outcome, SearchSettings
+from servelab.capacity.search import CapacitySearch, Estimate, Outcome, Search, SearchSettings
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,26 @@ class SimulatedStack:
         """The rate where the median p99 meets ``limit_ms``."""
         return self.saturation - self.scale_ms_per_s / (limit_ms - self.base_ms)
 
+    def probability(self, rate: float, limit_ms: float) -> float:
+        """The chance that a trial at ``rate`` holds ``limit_ms`` (its holding curve): the
+        p99's noise and the speed's drift integrated (the speed's log normal, on a grid
+        of its quantiles)."""
+        speeds = (
+            [math.exp(self.drift * _NORMAL.inv_cdf((i + 0.5) / _GRID)) for i in range(_GRID)]
+            if self.drift else [1.0]
+        )
+        total = 0.0
+        for speed in speeds:
+            if rate > self.errors_from * self.saturation * speed:
+                continue
+            room = math.log(limit_ms / self.p99_ms(rate, speed))
+            total += _NORMAL.cdf(room / self.noise) if self.noise else float(room >= 0)
+        return total / len(speeds)
+
+    def quantile(self, share: float, limit_ms: float) -> float:
+        """The rate held in ``share`` of trials."""
+        return _solve(lambda r: self.probability(r, limit_ms) - share, 1e-3, 10 * self.saturation)
+
     def trial(self, rate: float, limit_ms: float, rng: random.Random) -> Outcome:
         speed = math.exp(rng.gauss(0, self.drift)) if self.drift else 1.0
         p99 = self.p99_ms(rate, speed) * math.exp(rng.gauss(0, self.noise))
@@ -51,3 +75,73 @@ def simulate(
     while (rate := search.next_rate()) is not None:
         search.tell(stack.trial(rate, limit_ms, rng))
     return search.estimate(), len(search.outcomes)
+
+
+_NORMAL = NormalDist()
+_GRID = 400
+
+
+def _solve(f: Callable[[float], float], low: float, high: float) -> float:
+    """The root of a falling ``f`` in [low, high], by bisection in log."""
+    for _ in range(100):
+        mid = math.sqrt(low * high)
+        low, high = (mid, high) if f(mid) > 0 else (low, mid)
+    return math.sqrt(low * high)
+
+
+@dataclass(frozen=True)
+class MarginCurve:
+    """Trials whose log margin is a - b log(rate) + N(0, s^2): their holding curve is
+    P(hold | rate) = Phi((a - b log rate) / s) exactly. ``drift``: a moves by that much a
+    trial (the stack slowing, or speeding up, as the search goes); the holding curve
+    then is the average over the search's trials. Margins are returned unclipped (the
+    fit clips them)."""
+
+    a: float
+    b: float
+    s: float
+    drift: float = 0.0
+
+    @classmethod
+    def of(cls, half: float, band: float, s: float, move: float = 0.0,
+           hold: float = 0.9) -> MarginCurve:
+        """The curve held half of the time at ``half`` req/s, whose rate held in ``hold`` of
+        trials is ``band`` times lower, with a log margin's noise ``s``; ``move``: the
+        relative change of the rates a trial (-0.003: 0.3 % slower each trial)."""
+        b = s * _NORMAL.inv_cdf(hold) / math.log(band)
+        return cls(b * math.log(half), b, s, b * move)
+
+    def score(self, rate: float, index: int = 0) -> float:
+        return (self.a + self.drift * index - self.b * math.log(rate)) / self.s
+
+    def trial(self, rate: float, rng: random.Random, index: int = 0) -> Outcome:
+        """Trial number ``index`` (0, 1, ...) of a search, at ``rate``."""
+        log_margin = self.s * self.score(rate, index) + rng.gauss(0, self.s)
+        return Outcome(rate, math.exp(log_margin))
+
+    def probability(self, rate: float, trials: int = 1) -> float:
+        """P(hold | rate), averaged over trials 0 .. ``trials`` - 1."""
+        return sum(_NORMAL.cdf(self.score(rate, i)) for i in range(trials)) / trials
+
+    def quantile(self, share: float, trials: int = 1) -> float:
+        """The rate held in ``share`` of trials 0 .. ``trials`` - 1."""
+        centre = math.exp(self.a / self.b)
+        return _solve(lambda r: self.probability(r, trials) - share, centre / 100, centre * 100)
+
+
+def run_search(
+    search: Search, trial: Callable[[float, int], Outcome], limit: int = 1000
+) -> list[Outcome]:
+    """Trials as ``search`` places them (``trial(rate, index)``) until it stops."""
+    outcomes: list[Outcome] = []
+    while (rate := search.next_rate()) is not None and len(outcomes) < limit:
+        outcome = trial(rate, len(outcomes))
+        search.tell(outcome)
+        outcomes.append(outcome)
+    return outcomes
+
+
+def coverage(truths: Sequence[float], intervals: Sequence[tuple[float, float] | None]) -> float:
+    """The share of ``intervals`` that hold their truth (no interval: not held)."""
+    held = sum(i is not None and i[0] <= t <= i[1] for t, i in zip(truths, intervals, strict=True))
+    return held / len(truths)

@@ -96,8 +96,9 @@ def _size(path: Path) -> int:
 
 
 def clients_in(access_log: Path, offset: int) -> dict[str, int]:
-    """Requests by client address in ``access_log`` (one address a line, nginx's
-    ``$remote_addr``) from byte ``offset`` on: the lines written since then."""
+    """Requests by client address in ``access_log`` (nginx's combined format, whose
+    first field is ``$remote_addr``) from byte ``offset`` on: the lines written since
+    then."""
     counts: dict[str, int] = {}
     try:
         with access_log.open("rb") as log:
@@ -106,7 +107,7 @@ def clients_in(access_log: Path, offset: int) -> dict[str, int]:
     except OSError:
         return counts
     for line in text.splitlines():
-        address = line.strip()
+        address = line.split(maxsplit=1)[0] if line.strip() else ""
         if address:
             counts[address] = counts.get(address, 0) + 1
     return dict(sorted(counts.items()))

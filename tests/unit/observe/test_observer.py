@@ -10,10 +10,11 @@ from servelab.observe.observer import clients_in
 
 def test_the_windows_requests_by_client_address(tmp_path: Path) -> None:
     log = tmp_path / "access.log"
-    log.write_text("127.0.0.1\n")  # a readiness probe, before the window
+    line = ' - - [28/Nov/2026:22:00:00 +0000] "GET / HTTP/1.1" 200 3 "-" "oha/1.16.0"\n'
+    log.write_text("127.0.0.1" + line)  # a readiness probe, before the window
     offset = log.stat().st_size
     with log.open("a") as more:
-        more.write("10.213.7.2\n" * 5 + "10.213.7.1\n" + "10.213.7.2\n")
+        more.write(("10.213.7.2" + line) * 5 + "10.213.7.1" + line + "10.213.7.2" + line)
     assert clients_in(log, offset) == {"10.213.7.1": 1, "10.213.7.2": 6}
     assert clients_in(tmp_path / "missing.log", 0) == {}
 
