@@ -13,9 +13,10 @@ from servelab.report.base import Table
 from servelab.results.records import PER_RUN_DETAIL, NamedRequests, RunRecord
 
 ABOUT = (
-    "Each request name's figures as the load driver counted them: requests and failures "
-    "added over the runs, requests/s and latencies the mean of the runs' (percentiles at "
-    "the driver's resolution: Locust keeps whole milliseconds under 100 ms)."
+    "Each request name's figures as the load driver counted them (a replay: each route, "
+    "its latency from each request's logged time): requests and failures added over the "
+    "runs, requests/s and latencies the mean of the runs' (percentiles at the driver's "
+    "resolution: Locust keeps whole milliseconds under 100 ms)."
 )
 
 
@@ -33,6 +34,12 @@ class NameRow:
     p50_ms: float
     p99_ms: float
     max_ms: float
+
+
+def _ms(value: float) -> str:
+    """A percentile at the resolution it was counted at: whole milliseconds stay whole
+    (Locust's), finer ones (a replay's) keep two decimals."""
+    return f"{value:.0f}" if float(value).is_integer() else f"{value:.2f}"
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -87,7 +94,7 @@ def names_table(experiment: Experiment, runs: Sequence[RunRecord]) -> Table | No
                 r.workload, r.variant, r.request, str(r.runs), f"{r.requests:,}",
                 f"{r.failures:,}",
                 ", ".join(f"{k}: {n:,}" for k, n in sorted(r.failures_by_kind.items())) or "-",
-                f"{r.rps:,.1f}", f"{r.mean_ms:.2f}", f"{r.p50_ms:.0f}", f"{r.p99_ms:.0f}",
+                f"{r.rps:,.1f}", f"{r.mean_ms:.2f}", _ms(r.p50_ms), _ms(r.p99_ms),
                 f"{r.max_ms:.1f}",
             )
             for r in rows
