@@ -58,8 +58,8 @@ def main() -> None:
             with launch_stack(spec, probe=request, cpus="0") as stack:
                 load = LoadSpec(concurrency=args.users, duration_s=args.seconds,
                                 max_time_s=args.seconds + 60)
-                measured = run_load(driver, stack.url(request.path), request, load, Path(tmp) / "load",
-                                    cpus="1")
+                measured = run_load(driver, stack.url(request.path), request, load,
+                                    Path(tmp) / "load", cpus="1")
                 log = stack.workdir / ACCESS_LOG_NAME
                 args.out.parent.mkdir(parents=True, exist_ok=True)
                 if args.out.suffix == ".gz":

@@ -31,6 +31,7 @@ from servelab.analysis.thresholds import (
 )
 from servelab.apps import BUILTIN_APPS
 from servelab.config.experiment import Experiment
+from servelab.config.load import ReplaySpec
 from servelab.config.run import RunOptions, UserApp
 from servelab.config.stack import AppSpec
 from servelab.config.thresholds import COUNTED
@@ -78,6 +79,9 @@ class CheckSpec:
     # baseline (bisect's good commit, counted once: a count does not move with the
     # machine); empty: count it.
     baseline_counts: tuple[float, ...] = ()
+    # An access log replayed in place of the request (--replay): both versions get its
+    # schedule, in turns (latency is judged only so).
+    replay: ReplaySpec | None = None
 
 
 @dataclass(frozen=True)
@@ -157,7 +161,8 @@ def check_experiment(
             "baseline": {"name": BASELINE, "app": baseline, "server": server,
                          "proxy": SEED_PROXY},
             "variants": [{"name": CANDIDATE, "app": candidate}],
-            "workloads": [{
+            "workloads": [{"name": "app", "replay": check.replay.model_dump(mode="json")}]
+            if check.replay is not None else [{
                 "name": "app",
                 "request": request.model_dump(),
                 "load": {"concurrency": check.concurrency, "duration_s": check.duration_s or (
@@ -165,15 +170,18 @@ def check_experiment(
                 )},
             }],
             # Two rounds of fresh starts first (the fewest a nested interval takes); the
-            # stopping rule adds rounds while a threshold is undecided.
-            "repetitions": 2,
+            # stopping rule adds rounds while a threshold is undecided. A replay is never
+            # sliced, and the stopping rule adds interleaved slices: three whole replays
+            # of each version, in turns, instead.
+            "repetitions": 2 if check.replay is None else REPLAY_ROUNDS,
             "warmup": {"max_rounds": 1, "duration_s": 1.0},
-            "side_by_side": side_by_side,
+            "side_by_side": side_by_side and check.replay is None,
             # Instruction thresholds are counted with no load (check.instructions): a
             # check names them alone, and its experiment only says how stacks would run.
-            "stopping": {"budget_s": DEFAULT_BUDGET_S, "thresholds": [
-                t for t in check.thresholds if _under_load(t)
-            ]},
+            **({} if check.replay is not None else {"stopping": {
+                "budget_s": DEFAULT_BUDGET_S,
+                "thresholds": [t for t in check.thresholds if _under_load(t)],
+            }}),
         },
         source="servelab check",
     )
@@ -186,6 +194,9 @@ def _under_load(threshold: str) -> bool:
         return parse_threshold(threshold).metric not in COUNTED
     except ValueError:
         return True
+
+
+REPLAY_ROUNDS = 3
 
 
 class VersionsAnswerDifferently(SpecError):
@@ -263,6 +274,10 @@ def measuring_options(check: CheckSpec, options: RunOptions) -> RunOptions:
 
     if counted(parse_thresholds(check.thresholds)):
         return options
+    if check.replay is not None:
+        return replace(options, side_by_side=False, notes=(
+            *options.notes, "a replayed log is measured in turns: its latency is judged",
+        ))
     in_turns = api.in_turns_because(check_experiment(check, None), options)
     if not in_turns:
         return options

@@ -15,9 +15,12 @@ from servelab import api
 from servelab.analysis.thresholds import DEFAULT_THRESHOLDS, EXIT_INCONCLUSIVE, METRIC_NAMES
 from servelab.cli.how_to_run import run_options
 from servelab.cli.options import console, out
+from servelab.cli.replay import replay_options
 from servelab.cli.user_app import app_options
+from servelab.config.load import ReplaySpec
 from servelab.config.run import RunOptions, UserApp
 from servelab.config.stack import AppSpec
+from servelab.config.thresholds import REPLAY_THRESHOLDS
 from servelab.errors import SpecError
 from servelab.registry import DEFAULT_SERVER, SERVER_KINDS
 
@@ -36,7 +39,8 @@ from servelab.registry import DEFAULT_SERVER, SERVER_KINDS
     "--fail-if", "thresholds", multiple=True, metavar="THRESHOLD",
     help="Fail when the candidate's change crosses this, with confidence; repeatable. "
     f"Metrics: {', '.join(METRIC_NAMES)}. Default: "
-    f"{' and '.join(repr(t) for t in DEFAULT_THRESHOLDS)}. 'instructions > +5%' counts the "
+    f"{' and '.join(repr(t) for t in DEFAULT_THRESHOLDS)}; with --replay "
+    f"{' and '.join(repr(t) for t in REPLAY_THRESHOLDS)}. 'instructions > +5%' counts the "
     "app's instructions per request under valgrind instead of driving load (not moved by "
     "the machine's speed; not mixed with the others).",
 )
@@ -56,6 +60,7 @@ from servelab.registry import DEFAULT_SERVER, SERVER_KINDS
               help="Seconds each version is measured per round, in slices of about 1 s "
                    "[default: 6 side by side, 3 in turns].")
 @app_options
+@replay_options
 @run_options
 def check(
     baseline_dir: Path | None,
@@ -69,6 +74,7 @@ def check(
     concurrency: int,
     duration: float | None,
     user: UserApp,
+    replay: ReplaySpec | None,
     run: RunOptions,
 ) -> None:
     """Did the app get slower? Measure two versions of the app on the same stack (side by
@@ -89,12 +95,15 @@ def check(
         app=user.app or AppSpec(ref="fastapi"),
         baseline_dir=baseline_dir,
         baseline_ref=baseline_ref,
-        thresholds=tuple(thresholds) or DEFAULT_THRESHOLDS,
+        thresholds=tuple(thresholds) or (
+            DEFAULT_THRESHOLDS if replay is None else REPLAY_THRESHOLDS
+        ),
         inconclusive=inconclusive,
         server={"kind": server, "workers": workers},
         concurrency=concurrency,
         duration_s=duration,
         request=user.request,
+        replay=replay,
     )
     if user.database_given:
         raise SpecError("servelab check does not take --database, --db-latency or --db-jitter",

@@ -29,6 +29,8 @@ RELATIVE = {"rps", "ok_rps", "latency_mean_ms", "latency_p99_ms", "rps_per_cpu",
 # Metrics counted apart from any load (check and bisect only): a check names them alone.
 COUNTED = {"instructions"}
 DEFAULT_THRESHOLDS = ("rps < -5%", "errors > 0")
+# A replayed access log sends the log's own rate whatever the app: its latency is judged.
+REPLAY_THRESHOLDS = ("p99 > +10%", "errors > 0")
 
 _SYNTAX = re.compile(
     r"\s*(?P<name>[a-z_0-9]+)\s*(?P<op><|>)\s*(?P<value>[+-]?\d+(?:\.\d+)?)\s*(?P<pct>%?)\s*"
