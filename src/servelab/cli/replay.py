@@ -92,7 +92,8 @@ def replay_spec(
                             "check the path in --route-body") from None
     try:
         return ReplaySpec.model_validate({
-            "log": tuple(str(p) for p in logs), "format": log_format,
+            # Relative to where the command runs, whatever the experiment file's directory.
+            "log": tuple(str(p.expanduser().absolute()) for p in logs), "format": log_format,
             "fields": _pairs(log_fields, "--log-field", "time=ts"),
             "window": _window(window), "speed": 1.0 if speed is None else speed,
             "routes": routes, "methods": tuple(m.upper() for m in methods),

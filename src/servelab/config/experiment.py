@@ -186,6 +186,12 @@ class Experiment(Model):
         return experiment
 
     @property
+    def directory(self) -> Path:
+        """Where the paths it names are relative to: its file's directory, else the
+        current one."""
+        return Path(self._read_from).parent if self._read_from else Path()
+
+    @property
     def source(self) -> str:
         """What a problem with this experiment is told under: the file it was read from,
         else its name."""

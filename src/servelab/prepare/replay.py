@@ -57,7 +57,9 @@ def with_replay_schedules(
     workloads = []
     for workload in experiment.workloads:
         assert workload.replay is not None
-        schedule, path = schedule_for(workload.replay, directory, workload.name)
+        schedule, path = schedule_for(
+            workload.replay, directory, workload.name, experiment.directory
+        )
         say(replay_note(workload.name, workload.replay, schedule))
         workloads.append(replayed(workload, workload.replay, schedule, path))
     return experiment.model_copy(
@@ -65,10 +67,13 @@ def with_replay_schedules(
     )
 
 
-def schedule_for(replay: ReplaySpec, directory: Path, name: str) -> tuple[Schedule, Path]:
-    """The schedule of ``replay``'s log, written under ``directory`` (named after what it
-    was built from, so the same log and settings give the same file)."""
-    paths = [Path(p).expanduser() for p in replay.log]
+def schedule_for(
+    replay: ReplaySpec, directory: Path, name: str, relative_to: Path = Path()
+) -> tuple[Schedule, Path]:
+    """The schedule of ``replay``'s log (its paths relative to ``relative_to``: the
+    experiment file's directory), written under ``directory`` (named after what it was
+    built from, so the same log and settings give the same file)."""
+    paths = [relative_to / Path(p).expanduser() for p in replay.log]
     for path in paths:
         if not path.is_file():
             raise SpecError(f"the access log {path} does not exist", "check the path (--replay)")
