@@ -3,6 +3,7 @@ interval (servelab.capacity)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,13 @@ NOT_FOR_CAPACITY = {
     "side_by_side": "--side-by-side", "precision_pct": "--precision",
     "budget_s": "--budget", "min_effect_pct": "--min-effect", "profile": "--profile",
 }  # fmt: skip
+
+
+def app_name(ref: str) -> str:
+    """A short name for an app: its top-level package ("shop.wsgi:app" -> "shop"), or a
+    built-in app's name."""
+    module = ref.partition(":")[0].split(".")[0]
+    return re.sub(r"[^A-Za-z0-9_-]+", "-", module).strip("-") or "app"
 
 
 @click.command()
@@ -129,8 +137,12 @@ def capacity(
             app_ref, sleep, stack["server"], stack["worker_class"], stack["workers"],
             stack["transport"],
         )
+        # Named after what is measured: the user's app (or the sleepy one), its server
+        # and transport, as the answer line and the result directory show it.
+        name = app_name(user.app.ref if user.app is not None else app_ref)
+        built["name"] = f"{name}-{stack['server']}-{stack['transport']}"
         experiment = experiment_from_dict(
-            capacity_experiment("capacity", [built], {"method": "GET", "path": "/"}, driver),
+            capacity_experiment(name, [built], {"method": "GET", "path": "/"}, driver),
             source="capacity",
         )
     api.capacity(experiment, plan, run, user, console=console, out=out)
