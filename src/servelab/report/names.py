@@ -34,12 +34,14 @@ class NameRow:
     p50_ms: float
     p99_ms: float
     max_ms: float
+    # The driver counted percentiles in whole milliseconds (Locust's): shown so.
+    whole_ms: bool = True
 
 
-def _ms(value: float) -> str:
-    """A percentile at the resolution it was counted at: whole milliseconds stay whole
-    (Locust's), finer ones (a replay's) keep two decimals."""
-    return f"{value:.0f}" if float(value).is_integer() else f"{value:.2f}"
+def _ms(value: float, whole: bool) -> str:
+    """A percentile at the resolution it was counted at: whole milliseconds (Locust's),
+    else two decimals (a replay's)."""
+    return f"{value:.0f}" if whole else f"{value:.2f}"
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -74,6 +76,10 @@ def name_rows(experiment: Experiment, runs: Sequence[RunRecord]) -> list[NameRow
                         p50_ms=_mean([r.latency_p50_ms for r in seen]),
                         p99_ms=_mean([r.latency_p99_ms for r in seen]),
                         max_ms=max(r.latency_max_ms for r in seen),
+                        whole_ms=all(
+                            float(v).is_integer()
+                            for r in seen for v in (r.latency_p50_ms, r.latency_p99_ms)
+                        ),
                     )
                 )
     return rows
@@ -94,7 +100,7 @@ def names_table(experiment: Experiment, runs: Sequence[RunRecord]) -> Table | No
                 r.workload, r.variant, r.request, str(r.runs), f"{r.requests:,}",
                 f"{r.failures:,}",
                 ", ".join(f"{k}: {n:,}" for k, n in sorted(r.failures_by_kind.items())) or "-",
-                f"{r.rps:,.1f}", f"{r.mean_ms:.2f}", _ms(r.p50_ms), _ms(r.p99_ms),
+                f"{r.rps:,.1f}", f"{r.mean_ms:.2f}", _ms(r.p50_ms, r.whole_ms), _ms(r.p99_ms, r.whole_ms),
                 f"{r.max_ms:.1f}",
             )
             for r in rows

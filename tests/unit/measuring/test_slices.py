@@ -201,6 +201,10 @@ def test_unsliced_experiments_keep_the_hash_they_had_before_slices_existed():
         assert stack["proxy"].pop("access_log") is False
     assert data.pop("driver_options") == {}
     assert data.pop("switching") is False
+    for workload in data["workloads"]:
+        assert workload.pop("replay") is None
+        assert workload["load"].pop("schedule") is None
+        assert workload["load"].pop("speed") == 1.0
     data["seed"] = data.pop("order_seed")  # renamed since
     import hashlib
     import json
