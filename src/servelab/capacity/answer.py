@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from servelab.capacity.drift import drift
 from servelab.capacity.machine import SLOW_SHARE
 from servelab.capacity.run import VariantCapacity
 from servelab.capacity.slo import Slo
@@ -87,6 +88,11 @@ def markdown(
         lines += ["", "What ran out (the stack's CPUs busy in the trials within "
                   f"{100 * NEAR:g} % of the capacity):", ""]
         lines += [f"- {line}" for line in ran_out]
+    moved = [line for a in answers for line in drift(a.trials).lines(a.variant)]
+    if moved:
+        lines += ["", "What moved during the search (over each variant's trusted trials, in "
+                  "the order they ran):", ""]
+        lines += [f"- {line}" for line in moved]
     said = [(a.variant, mixed_words(a, confidence)) for a in answers]
     if any(words for _, words in said):
         lines += ["", "Where held and broken trials overlap (the share held, its "
