@@ -47,7 +47,7 @@ from servelab.results.store import ResultStore
 from servelab.studies import Study, StudyOptions
 
 if TYPE_CHECKING:
-    from servelab.capacity.run import CapacityPlan, VariantCapacity
+    from servelab.capacity.plan import CapacityPlan, VariantCapacity
 
 
 @dataclass(frozen=True)

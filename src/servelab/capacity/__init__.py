@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from servelab.capacity.run import CapacityPlan, VariantCapacity
+from servelab.capacity.plan import CapacityPlan, VariantCapacity
 from servelab.capacity.slo import Slo, parse_slo
 from servelab.config.experiment import Experiment
 

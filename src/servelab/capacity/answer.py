@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from servelab.capacity.drift import drift
 from servelab.capacity.machine import SLOW_SHARE
-from servelab.capacity.run import VariantCapacity
+from servelab.capacity.plan import VariantCapacity
 from servelab.capacity.slo import Slo
 from servelab.capacity.trials import Trial
 

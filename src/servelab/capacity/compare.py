@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from servelab.analysis.family import holm
-from servelab.capacity.run import VariantCapacity
+from servelab.capacity.plan import VariantCapacity
 
 ALPHA = 0.05
 

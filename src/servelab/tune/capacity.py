@@ -21,7 +21,7 @@ from pathlib import Path
 from rich.console import Console
 
 from servelab.capacity.compare import CapacityComparison
-from servelab.capacity.run import VariantCapacity
+from servelab.capacity.plan import VariantCapacity
 from servelab.config.experiment import Experiment
 from servelab.config.run import RunOptions, UserApp
 

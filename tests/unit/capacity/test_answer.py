@@ -7,7 +7,7 @@ import dataclasses
 
 from servelab.capacity import parse_slo
 from servelab.capacity.answer import cpu_line, markdown, variant_line
-from servelab.capacity.run import VariantCapacity
+from servelab.capacity.plan import VariantCapacity
 from servelab.capacity.search import Estimate, Mixed
 from servelab.capacity.trials import Trial
 

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from servelab.capacity.compare import compare_capacities, log_se
-from servelab.capacity.run import VariantCapacity
+from servelab.capacity.plan import VariantCapacity
 from servelab.capacity.search import Estimate
 
 

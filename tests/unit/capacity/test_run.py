@@ -16,7 +16,8 @@ from rich.console import Console
 from support import FakeExecutor, fake_load
 
 from servelab.capacity import CapacityPlan, capacity_experiment, parse_slo
-from servelab.capacity.run import TRIALS_FILE, measure_capacities, read_trials
+from servelab.capacity.files import TRIALS_FILE, read_trials
+from servelab.capacity.run import measure_capacities
 from servelab.capacity.simulated import SimulatedStack
 from servelab.config.run import RunOptions
 from servelab.host.cpus import CpuPlan

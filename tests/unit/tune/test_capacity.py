@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from servelab.capacity.compare import compare_capacities
-from servelab.capacity.run import VariantCapacity
+from servelab.capacity.plan import VariantCapacity
 from servelab.capacity.search import Estimate
 from servelab.errors import SpecError
 from servelab.tune.capacity import CAPACITY_HEADING, choice_markdown, choose

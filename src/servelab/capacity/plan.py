@@ -1,0 +1,145 @@
+"""What a capacity search is asked (``CapacityPlan``: the SLO, the rates allowed, the
+trials) and what it answers for a variant (``VariantCapacity``): the values the search's
+measuring (``run``), its files (``files``), words (``answer``) and comparison
+(``compare``) share, below all of them."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from servelab.capacity.machine import MAX_WAIT_S
+from servelab.capacity.search import Estimate, Mixed, SearchSettings
+from servelab.capacity.slo import Slo
+from servelab.capacity.trials import Trial
+from servelab.config.load import LoadSpec
+from servelab.errors import SpecError
+
+MAX_TRIAL_S = 60.0
+MAX_MACHINE_WAIT_S = 600.0  # a start waiting longer is a machine to measure elsewhere
+
+
+@dataclass(frozen=True)
+class CapacityPlan:
+    """How to search: the rates allowed (None: from the throughput probe), the trials."""
+
+    slo: Slo
+    start_rate: float | None = None
+    max_rate: float | None = None
+    min_rate: float = 1.0
+    trial_s: float = 5.0
+    half_width: float = 0.05
+    max_trials: int = 20
+    confidence: float = 0.90
+    connections: int = 1000
+    timeout_s: float = 10.0
+    fresh_starts: bool = True  # each trial after the first on a fresh start of its stack
+    machine_wait_s: float = MAX_WAIT_S  # a start waits while the machine runs slow
+
+    def check(self) -> None:
+        """SpecError (one line, with the fix) for a plan that cannot run; before anything
+        starts."""
+        for label, value in (("--start", self.start_rate), ("--max-rate", self.max_rate)):
+            if value is not None and not (value > 0 and math.isfinite(value)):
+                raise SpecError(
+                    f"{label} must be a positive rate, got {value:g}", f"e.g. {label} 100"
+                )
+        if not (self.min_rate > 0 and math.isfinite(self.min_rate)):
+            raise SpecError(
+                f"--min-rate must be positive, got {self.min_rate:g}", "e.g. --min-rate 1"
+            )
+        low = self.start_rate if self.start_rate is not None else self.min_rate
+        if self.max_rate is not None and self.max_rate < max(low, self.min_rate):
+            raise SpecError(
+                f"the rate range is empty: --max-rate {self.max_rate:g} is below "
+                f"{max(low, self.min_rate):g}",
+                "raise --max-rate, or lower --start / --min-rate",
+            )
+        if not (0 <= self.machine_wait_s <= MAX_MACHINE_WAIT_S):
+            raise SpecError(
+                f"--machine-wait must be in [0, {MAX_MACHINE_WAIT_S:g}] seconds, got "
+                f"{self.machine_wait_s:g}", "e.g. --machine-wait 60 (0: never wait)",
+            )
+        if not 0 < self.trial_s <= MAX_TRIAL_S:
+            raise SpecError(
+                f"--trial-seconds must be in (0, {MAX_TRIAL_S:g}], got {self.trial_s:g}",
+                "e.g. --trial-seconds 5",
+            )
+        if not 0 < self.half_width < 0.5:
+            raise SpecError(
+                f"--half-width must be between 0 and 50 %, got {100 * self.half_width:g} %",
+                "e.g. --half-width 5",
+            )
+        if not 3 <= self.max_trials <= 200:
+            raise SpecError(f"--max-trials must be 3 to 200, got {self.max_trials}", "e.g. 20")
+        if not 0.5 <= self.confidence < 1:
+            raise SpecError(
+                f"--confidence must be in [0.5, 1), got {self.confidence:g}", "e.g. 0.9"
+            )
+        if self.connections < 1 or not self.timeout_s > 0:
+            raise SpecError("--connections and --timeout must be positive", "e.g. 1000 and 10")
+
+    def settings(self, probed_rps: float | None) -> SearchSettings:
+        """The search's rates: the user's, else half the probed throughput to start and
+        twice it at most (a stack holds no more than it serves flat out, give or take the
+        machine's drift)."""
+        guess = probed_rps if probed_rps and probed_rps > 0 else 100.0
+        start = self.start_rate or max(self.min_rate, guess / 2)
+        high = self.max_rate or max(start, 2 * guess)
+        return SearchSettings(
+            start_rate=min(start, high), max_rate=high, min_rate=min(self.min_rate, start),
+            # From half the probed throughput, 1.5x steps reach past it in two trials
+            # without trials far past saturation (whose queues take long to drain).
+            factor=1.5 if probed_rps and not self.start_rate else 2.0,
+            half_width=self.half_width, max_trials=self.max_trials,
+            confidence=self.confidence,
+        )
+
+    def load(self, rate: float, counted: bool = True) -> LoadSpec:
+        """A trial's load: ``rate`` for the trial's length, as a request count (oha), or
+        as a duration for a driver that counts none (``counted`` False: Locust)."""
+        if not counted:
+            return LoadSpec(
+                model="open", rate=rate, duration_s=self.trial_s,
+                concurrency=self.connections, timeout_s=self.timeout_s,
+                max_time_s=self.trial_s + self.timeout_s + 10.0,
+            )
+        requests = max(2, math.ceil(rate * self.trial_s))
+        return LoadSpec(
+            model="open", rate=rate, requests=requests, concurrency=self.connections,
+            timeout_s=self.timeout_s, max_time_s=requests / rate + self.timeout_s + 10.0,
+        )
+
+
+@dataclass(frozen=True)
+class VariantCapacity:
+    variant: str
+    estimate: Estimate
+    trials: tuple[Trial, ...]
+    probed_rps: float | None
+    stopped_because: str | None = None  # the driver could not be trusted
+    first_errors_rate: float | None = None  # the lowest rate at which a request failed
+    mixed: Mixed | None = None  # where held and broken trials overlap
+
+    def to_dict(self) -> dict[str, Any]:
+        e = self.estimate
+        return {
+            "variant": self.variant,
+            "capacity_rps": e.rate,
+            "interval_rps": list(e.interval) if e.interval else None,
+            "highest_held_rps": e.highest_held,
+            "lowest_broken_rps": e.lowest_broken,
+            "below_min_rate": e.below_min,
+            "above_max_rate": e.above_max,
+            "trials_on_the_line": e.fitted,
+            "trials": len(self.trials),
+            "starts": len({t.start for t in self.trials}),
+            "probed_rps": self.probed_rps,
+            "first_errors_rps": self.first_errors_rate,
+            "stopped_because": self.stopped_because,
+            "mixed": None if self.mixed is None else {
+                "low_rps": self.mixed.low, "high_rps": self.mixed.high,
+                "held": self.mixed.held, "trials": self.mixed.trials,
+            },
+        }
