@@ -27,12 +27,44 @@ def rate(value: float | None) -> str:
     return "-" if value is None else f"{value:,.0f}"
 
 
+def speed(value: float | None) -> str:
+    """A replay's speed: "2.40x"."""
+    return "-" if value is None else f"{value:,.2f}x"
+
+
+def replay_words(answer: VariantCapacity, confidence: float) -> str:
+    """``holds 2.40x this log's traffic [2.21, 2.62] (90 %) (its peak second then 3,100
+    req/s)``: a replay's answer, its speed read as the log's traffic times it."""
+    e, traffic = answer.estimate, answer.traffic
+    assert traffic is not None
+    if e.below_min:
+        return f"breaks the SLO even at {speed(e.lowest_broken)} this log's traffic"
+    if e.above_max:
+        return f"holds the SLO up to {speed(e.highest_held)} this log's traffic, the most tried"
+    if e.rate is None:
+        return "no answer"
+    peak = f"its peak second then {traffic.peak_second * e.rate:,.0f} req/s"
+    if e.interval is None:
+        return (
+            f"holds about {speed(e.rate)} this log's traffic ({peak}), no interval yet "
+            f"(held {speed(e.highest_held)}, broke at {speed(e.lowest_broken)}): give it "
+            "more --max-trials"
+        )
+    low, high = e.interval
+    return (
+        f"holds {speed(e.rate)} this log's traffic [{speed(low)}, {speed(high)}] "
+        f"({100 * confidence:g} %) ({peak})"
+    )
+
+
 def variant_line(answer: VariantCapacity, slo: Slo, confidence: float) -> str:
     """``base: holds 812 req/s [781, 845] (90 %) at p99 < 100 ms, errors < 0.1 %; 11
     trials; first failed requests at 1,040 req/s``."""
     e = answer.estimate
     trials = f"{len(answer.trials)} trials"
-    if e.below_min:
+    if answer.traffic is not None:
+        said = replay_words(answer, confidence)
+    elif e.below_min:
         said = f"breaks the SLO at every rate tried, down to {rate(e.lowest_broken)} req/s"
     elif e.above_max:
         said = f"holds the SLO at every rate tried, up to {rate(e.highest_held)} req/s"
@@ -49,9 +81,12 @@ def variant_line(answer: VariantCapacity, slo: Slo, confidence: float) -> str:
         )
     else:
         said = "no answer"
+    first = (
+        speed(answer.first_errors_rate) if answer.traffic is not None
+        else f"{rate(answer.first_errors_rate)} req/s"
+    )
     tail = (
-        f"; first failed requests at {rate(answer.first_errors_rate)} req/s"
-        if answer.first_errors_rate is not None else ""
+        f"; first failed requests at {first}" if answer.first_errors_rate is not None else ""
     )
     stopped = f"; stopped: {answer.stopped_because}" if answer.stopped_because else ""
     tail += mixed_words(answer, confidence)
@@ -78,11 +113,19 @@ def markdown(
     ]
     for a in answers:
         e = a.estimate
-        interval = f"[{rate(e.interval[0])}, {rate(e.interval[1])}]" if e.interval else "-"
+        amount = rate if a.traffic is None else speed
+        interval = f"[{amount(e.interval[0])}, {amount(e.interval[1])}]" if e.interval else "-"
         lines.append(
-            f"| {a.variant} | {rate(e.rate)} | {interval} | {len(a.trials)} | "
-            f"{rate(e.highest_held)} / {rate(e.lowest_broken)} | {rate(a.first_errors_rate)} |"
+            f"| {a.variant} | {amount(e.rate)} | {interval} | {len(a.trials)} | "
+            f"{amount(e.highest_held)} / {amount(e.lowest_broken)} | "
+            f"{amount(a.first_errors_rate)} |"
         )
+    replayed = next((a.traffic for a in answers if a.traffic is not None), None)
+    if replayed is not None:
+        lines += ["", f"Capacities of a replayed log are speeds: its traffic times them (1x: "
+                  f"{replayed.requests:,} requests over {replayed.duration_s:,.1f} s, mean "
+                  f"{replayed.mean_rate:,.1f} req/s, peak second {replayed.peak_second:,.0f} "
+                  "req/s)."]
     ran_out = [line for a in answers if (line := cpu_line(a, slo)) is not None]
     if ran_out:
         lines += ["", "What ran out (the stack's CPUs busy in the trials within "

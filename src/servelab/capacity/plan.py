@@ -15,8 +15,10 @@ from servelab.capacity.slo import Slo
 from servelab.capacity.trials import Trial
 from servelab.config.load import LoadSpec
 from servelab.errors import SpecError
+from servelab.traffic.schedule import ScheduleSize
 
 MAX_TRIAL_S = 60.0
+MAX_SPEED = 32.0  # a replay's search: from 1/32 to 32 times the log's traffic
 MAX_MACHINE_WAIT_S = 600.0  # a start waiting longer is a machine to measure elsewhere
 
 
@@ -96,6 +98,26 @@ class CapacityPlan:
             confidence=self.confidence,
         )
 
+    def replay_settings(self) -> SearchSettings:
+        """A replay's search is over the speed, the log's traffic times a factor: from 1x
+        (or --start), doubling or halving, between 1/MAX_SPEED and MAX_SPEED (or
+        --max-rate)."""
+        start = self.start_rate or 1.0
+        high = self.max_rate or max(start, MAX_SPEED)
+        return SearchSettings(
+            start_rate=min(start, high), max_rate=high, min_rate=min(start, 1 / MAX_SPEED),
+            factor=2.0, half_width=self.half_width, max_trials=self.max_trials,
+            confidence=self.confidence,
+        )
+
+    def replay_load(self, schedule: LoadSpec, speed: float, duration_s: float) -> LoadSpec:
+        """A replay trial's load: ``schedule`` (the log's, ``duration_s`` long at speed 1)
+        at ``speed``, bounded by its own length and the trial's timeout."""
+        return schedule.model_copy(update={
+            "speed": speed, "concurrency": self.connections, "timeout_s": self.timeout_s,
+            "max_time_s": duration_s / speed + self.timeout_s + 30.0,
+        })
+
     def load(self, rate: float, counted: bool = True) -> LoadSpec:
         """A trial's load: ``rate`` for the trial's length, as a request count (oha), or
         as a duration for a driver that counts none (``counted`` False: Locust)."""
@@ -121,6 +143,8 @@ class VariantCapacity:
     stopped_because: str | None = None  # the driver could not be trusted
     first_errors_rate: float | None = None  # the lowest rate at which a request failed
     mixed: Mixed | None = None  # where held and broken trials overlap
+    # A replayed log's search: its rates are speeds, times this traffic (None: req/s).
+    traffic: ScheduleSize | None = None
 
     def to_dict(self) -> dict[str, Any]:
         e = self.estimate
@@ -138,6 +162,11 @@ class VariantCapacity:
             "probed_rps": self.probed_rps,
             "first_errors_rps": self.first_errors_rate,
             "stopped_because": self.stopped_because,
+            "unit": "req/s" if self.traffic is None else "times the log's traffic",
+            "log_traffic": None if self.traffic is None else {
+                "requests": self.traffic.requests, "duration_s": self.traffic.duration_s,
+                "mean_rps": self.traffic.mean_rate, "peak_second_rps": self.traffic.peak_second,
+            },
             "mixed": None if self.mixed is None else {
                 "low_rps": self.mixed.low, "high_rps": self.mixed.high,
                 "held": self.mixed.held, "trials": self.mixed.trials,

@@ -56,6 +56,7 @@ from servelab.fronts.base import LOOPBACK
 from servelab.host.cpus import CpuPlan, count_cpus
 from servelab.load.base import LoadDriver
 from servelab.measuring.executor import MEASURED_DIR
+from servelab.traffic.schedule import ScheduleSize, schedule_size
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -91,6 +92,7 @@ class VariantSearch:
     machine: MachineSpeed | None = None  # None: the machine's speed is not probed
     starts: int = 1
     start_speed: StartSpeed = field(default_factory=lambda: StartSpeed(None))  # the running start's
+    traffic: ScheduleSize | None = None  # a replay's: what 1x is
 
     def step(
         self, executor: Any, workload: Workload, plan: CapacityPlan,
@@ -144,7 +146,11 @@ class VariantSearch:
             self.start_speed = self.machine.before_start()
         self.stack = self.started.enter_context(executor.launch(self.spec, workload.request))
         self.starts += 1
-        executor.send(self.stack, workload, warm_up(self.spec, plan, WARM_UP_S), self.scratch)
+        warm = (
+            replay_warm_up(workload.load, WARM_UP_S) if workload.load.model == "replay"
+            else warm_up(self.spec, plan, WARM_UP_S)
+        )
+        executor.send(self.stack, workload, warm, self.scratch)
 
     def answer(self) -> VariantCapacity:
         first_errors = min(
@@ -153,7 +159,7 @@ class VariantSearch:
         outcomes = [t.outcome(self.slo) for t in self.trials if t.trusted]
         return VariantCapacity(
             self.spec.name, self.search.estimate(), tuple(self.trials), self.probed,
-            self.stopped, first_errors, mixed_band(outcomes),
+            self.stopped, first_errors, mixed_band(outcomes), self.traffic,
         )
 
 
@@ -175,11 +181,18 @@ def start_search(
     speed = machine.before_start() if machine is not None else StartSpeed(None)
     stack = started.enter_context(executor.launch(spec, workload.request))
     scratch = resources.enter_context(executor.scratch())
-    probed = executor.send(stack, workload, warm_up(spec, plan, PROBE_S), scratch).rps
-    settings = plan.settings(probed)
+    if workload.load.model == "replay":  # its speed is searched, from the log's own
+        executor.send(stack, workload, replay_warm_up(workload.load, PROBE_S), scratch)
+        probed, settings = None, plan.replay_settings()
+    else:
+        probed = executor.send(stack, workload, warm_up(spec, plan, PROBE_S), scratch).rps
+        settings = plan.settings(probed)
     events.on_variant(spec.name, settings)
+    traffic = None
+    if workload.load.schedule is not None:
+        traffic = schedule_size(Path(workload.load.schedule))
     search = VariantSearch(spec, stack, scratch, make_search(settings), probed, started,
-                           plan.slo, machine=machine, start_speed=speed)
+                           plan.slo, machine=machine, start_speed=speed, traffic=traffic)
     resources.callback(lambda: search.started.close())  # whichever start runs at the end
     return search
 
@@ -191,6 +204,12 @@ def warm_up(spec: StackSpec, plan: CapacityPlan, seconds: float) -> LoadSpec:
         model="closed", concurrency=max(8, 4 * spec.server.workers),
         duration_s=seconds, timeout_s=plan.timeout_s, max_time_s=seconds + 30,
     )
+
+
+def replay_warm_up(schedule: LoadSpec, seconds: float) -> LoadSpec:
+    """The log's first ``seconds`` at its own speed: a replay's warm-up (its driver sends
+    replays only)."""
+    return schedule.model_copy(update={"requests": None, "duration_s": seconds, "speed": 1.0})
 
 
 def _cool_down(trial: Trial) -> float:
@@ -227,9 +246,15 @@ def run_trial(
     variant: str, number: int, scratch: Path,
 ) -> Trial:
     driver = executor.driver
-    load = plan.load(rate)
-    if driver.unsupported(workload.request, load) is not None:  # it counts no requests
-        load = plan.load(rate, counted=False)
+    size = None
+    if workload.load.model == "replay":  # ``rate`` is the speed: the log's traffic times it
+        assert workload.load.schedule is not None
+        size = schedule_size(Path(workload.load.schedule))
+        load = plan.replay_load(workload.load, rate, size.duration_s)
+    else:
+        load = plan.load(rate)
+        if driver.unsupported(workload.request, load) is not None:  # it counts no requests
+            load = plan.load(rate, counted=False)
     window = executor.measure(stack, workload, load, scratch)
     measured = window.load
     answered = len(window.latencies_ms)
@@ -242,9 +267,12 @@ def run_trial(
     send_rate = driver.send_rate(driver_files)
     # A timed driver's trial is the length of what it sent on its schedule (Locust's
     # processes each keep one, bounded by their own clocks): from what it sent.
-    seconds = load.requests / rate if load.requests else (
-        sent / send_rate if send_rate > 0 else plan.trial_s
-    )
+    if size is not None:
+        seconds = size.duration_s / rate
+    else:
+        seconds = load.requests / rate if load.requests else (
+            sent / send_rate if send_rate > 0 else plan.trial_s
+        )
     trial = Trial(
         variant=variant, number=number, rate=rate, started=window.started,
         seconds=seconds, sent=sent, send_rate=send_rate, answered=answered,
@@ -257,6 +285,8 @@ def run_trial(
             sum(p.cpu_s for p in window.usage), measured.duration_s,
             window.stack_cpus or executor.cpu_plan.stack,
         ) if window.usage else None,
+        asked_rps=None if size is None else size.mean_rate * rate,
+        replay_problems=() if measured.replay is None else measured.replay.problems,
     )
     return judged(trial, plan.slo)
 
@@ -302,7 +332,9 @@ def measure_capacities(
         f"[bold]capacity[/bold] {len(experiment.stacks)} variant(s) at {plan.slo}, "
         f"{plan.trial_s:g} s trials; {where}; results in {directory}", highlight=False,
     )
-    events = ConsoleEvents(console, plan)
+    events = ConsoleEvents(console, plan, replay=any(
+        w.load.model == "replay" for w in experiment.workloads
+    ))
     workload = experiment.workloads[0]
     searches: list[VariantSearch] = []
     try:
@@ -343,16 +375,24 @@ def measure_capacities(
 
 
 class ConsoleEvents(CapacityEvents):
-    """A line per trial on the console: its rate, what it measured, the estimate so far."""
+    """A line per trial on the console: its rate (a replay's: its speed, times the log's
+    traffic), what it measured, the estimate so far."""
 
-    def __init__(self, console: Console, plan: CapacityPlan) -> None:
+    def __init__(self, console: Console, plan: CapacityPlan, replay: bool = False) -> None:
         self.console = console
         self.plan = plan
+        self.replay = replay
+
+    def _amount(self, value: float, digits: int = 0) -> str:
+        return f"{value:,.2f}x" if self.replay else f"{value:,.{digits}f}"
 
     def on_variant(self, variant: str, settings: SearchSettings) -> None:
+        what = "speeds" if self.replay else "rates"
+        unit = " the log's traffic" if self.replay else " req/s"
         self.console.print(
-            f"{variant}: rates {settings.start_rate:,.0f} to {settings.max_rate:,.0f} req/s, "
-            f"at most {settings.max_trials} trials", highlight=False,
+            f"{variant}: {what} {self._amount(settings.start_rate)} to "
+            f"{self._amount(settings.max_rate)}{unit}, at most {settings.max_trials} trials",
+            highlight=False,
         )
 
     def on_trial(self, trial: Trial, estimate: Estimate) -> None:
@@ -360,8 +400,8 @@ class ConsoleEvents(CapacityEvents):
         so_far = ""
         if estimate.interval is not None and estimate.rate is not None:
             so_far = (
-                f"; so far {estimate.rate:,.0f} [{estimate.interval[0]:,.0f}, "
-                f"{estimate.interval[1]:,.0f}]"
+                f"; so far {self._amount(estimate.rate)} [{self._amount(estimate.interval[0])}, "
+                f"{self._amount(estimate.interval[1])}]"
             )
         untrusted = f" (not trusted: {'; '.join(trial.problems)})" if trial.problems else ""
         if trial.delivered:
@@ -371,8 +411,12 @@ class ConsoleEvents(CapacityEvents):
                 f"; its start waited {trial.waited_s:g} s for the machine's own speed to come "
                 f"back{' (it did not: started slow)' if trial.started_slow else ''}"
             )
+        sent = (
+            f"{trial.rate:,.2f}x ({trial.asked_rps:,.1f} req/s)" if trial.asked_rps is not None
+            else f"{trial.rate:,.1f} req/s"
+        )
         self.console.print(
-            f"  trial {trial.number}: {trial.rate:,.1f} req/s, p99 "
+            f"  trial {trial.number}: {sent}, p99 "
             f"{trial.latency_ms['p99']:,.1f} ms, {trial.errors} errors: {held}{untrusted}"
             f"{so_far}", highlight=False, markup=False,
         )

@@ -65,6 +65,11 @@ class Trial:
     # Of the stack's CPUs (its pinned set, else all), the share busy with its processes
     # over the trial; None: not measured.
     stack_cpu_share: float | None = None
+    # A replayed log's trial: ``rate`` is the speed (times the log's traffic), the
+    # requests/s its schedule asked at that speed is ``asked_rps``, and why its sender did
+    # not keep the schedule (traffic.fidelity), if it did not. None / empty: a fixed rate.
+    asked_rps: float | None = None
+    replay_problems: tuple[str, ...] = ()
 
     @property
     def stack_cpu_ms_per_request(self) -> float | None:
@@ -84,7 +89,8 @@ class Trial:
     @property
     def in_flight(self) -> float:
         """Little's law: requests in flight on average, rate x mean latency."""
-        return self.rate * self.latency_ms["mean"] / 1000
+        asked = self.rate if self.asked_rps is None else self.asked_rps
+        return asked * self.latency_ms["mean"] / 1000
 
     @property
     def trusted(self) -> bool:
@@ -100,6 +106,7 @@ class Trial:
         data = dataclasses.asdict(self)
         data["latency_ms"] = dict(self.latency_ms)
         data["problems"] = list(self.problems)
+        data["replay_problems"] = list(self.replay_problems)
         data["delivered"] = dict(self.delivered)
         data["cpu_s"] = dict(self.cpu_s)
         return data
@@ -109,6 +116,9 @@ class Trial:
         fields = {f.name for f in dataclasses.fields(cls)}
         values = {k: v for k, v in data.items() if k in fields}
         values["problems"] = tuple(values.get("problems", ()))  # type: ignore[arg-type]
+        values["replay_problems"] = tuple(
+            values.get("replay_problems", ())  # type: ignore[arg-type]
+        )
         return cls(**values)  # type: ignore[arg-type]
 
 
@@ -121,11 +131,15 @@ def judged(trial: Trial, slo: Slo) -> Trial:
             "have set the pace"
         )
     held = trial.outcome(slo).held
-    if held and trial.send_rate < trial.rate * (1 - RATE_TOLERANCE):
+    asked = trial.rate if trial.asked_rps is None else trial.asked_rps
+    if held and trial.send_rate < asked * (1 - RATE_TOLERANCE):
         problems.append(
-            f"the driver sent {trial.send_rate:,.1f} req/s of the {trial.rate:,.1f} asked "
+            f"the driver sent {trial.send_rate:,.1f} req/s of the {asked:,.1f} asked "
             f"(more than {100 * RATE_TOLERANCE:g} % short)"
         )
+    # A replay the sender did not keep tells nothing of the stack, held or broken: its
+    # requests went out late (counted in their latency) or not at all.
+    problems += trial.replay_problems
     if held and trial.in_flight >= IN_FLIGHT_SHARE * trial.connections:
         problems.append(
             f"{trial.in_flight:,.0f} requests in flight (rate x mean latency) filled the "

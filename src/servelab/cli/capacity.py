@@ -4,6 +4,7 @@ interval (servelab.capacity)."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,9 @@ import click
 from servelab import api
 from servelab.cli.how_to_run import run_options
 from servelab.cli.options import console, out
+from servelab.cli.replay import replay_options
 from servelab.cli.user_app import app_options
+from servelab.config.load import ReplaySpec
 from servelab.config.run import RunOptions, UserApp
 from servelab.errors import SpecError
 from servelab.registry import DEFAULT_SERVER, standalone_servers
@@ -75,6 +78,7 @@ def app_name(ref: str) -> str:
 @click.option("--transport", type=click.Choice(["tcp", "unix"]), default="unix",
               show_default=True)
 @app_options
+@replay_options
 @run_options
 def capacity(
     file: Path | None,
@@ -93,6 +97,7 @@ def capacity(
     driver: str | None,
     sleep: float | None,
     user: UserApp,
+    replay: ReplaySpec | None,
     run: RunOptions,
     **stack: Any,
 ) -> None:
@@ -100,7 +105,9 @@ def capacity(
     interval: fixed-rate trials (open model, latency from each request's intended send
     time), placed by a search made for noise. Without FILE: one stack, the built-in sleepy
     app or --app; with FILE: each of the experiment's variants, its first workload's
-    request."""
+    request. With --replay LOG, how many times the log's traffic each holds (the
+    headroom): its speed is searched instead of a rate (--start and --max-rate are
+    speeds then)."""
     from servelab.capacity import CapacityPlan, capacity_experiment, capacity_of_file, parse_slo
     from servelab.measuring.ramp import stack_dict
     from servelab.prepare.building import experiment_from_dict
@@ -145,4 +152,4 @@ def capacity(
             capacity_experiment(name, [built], {"method": "GET", "path": "/"}, driver),
             source="capacity",
         )
-    api.capacity(experiment, plan, run, user, console=console, out=out)
+    api.capacity(experiment, plan, run, replace(user, replay=replay), console=console, out=out)

@@ -132,7 +132,7 @@ class Schedule:
         path.with_suffix(".json").write_text(json.dumps({
             "duration_s": self.duration_s, "requests": len(self.requests), "read": self.read,
             "filtered_out": self.filtered_out, "no_body": dict(self.no_body),
-            "whole_seconds": self.whole_seconds,
+            "whole_seconds": self.whole_seconds, "peak_second": self.peak_rate(),
         }, indent=1))
 
 
@@ -144,6 +144,26 @@ class ScheduleFile:
     due_s: tuple[float, ...]
     routes: Mapping[str, int]
     duration_s: float
+
+
+@dataclass(frozen=True)
+class ScheduleSize:
+    """A written schedule's size without reading its requests: how many, over how long
+    (at speed 1), and its busiest second's requests (what "1x" means in requests/s)."""
+
+    requests: int
+    duration_s: float
+    peak_second: float
+
+    @property
+    def mean_rate(self) -> float:
+        return self.requests / self.duration_s if self.duration_s else 0.0
+
+
+def schedule_size(path: Path) -> ScheduleSize:
+    meta = json.loads(path.with_suffix(".json").read_text())
+    return ScheduleSize(int(meta["requests"]), float(meta["duration_s"]),
+                        float(meta.get("peak_second", 0.0)))
 
 
 def read_schedule_file(path: Path) -> ScheduleFile:

@@ -9,6 +9,7 @@ import json
 import math
 import random
 from pathlib import Path
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -295,3 +296,90 @@ def test_a_start_waits_while_the_machine_runs_slow_and_its_trial_says_so(
     [directory] = [p for p in tmp_path.iterdir() if p.name.startswith("capacity-cap-")]
     assert "| 100 (waited 10 s) |" in (directory / "capacity.md").read_text()
 
+
+
+class ReplayExecutor(QueueExecutor):
+    """A replayed log's trials: the speed asked is the log's mean rate times it, sent as
+    asked, the sender keeping its schedule (``kept``)."""
+
+    def __init__(self, stacks, mean_rate: float, *, kept: bool = True):
+        super().__init__(stacks)
+        self.mean_rate = mean_rate
+        self.kept = kept
+        self.warm: list = []
+
+    def send(self, stack, workload, load, scratch):  # a replay's warm-up, not a probe
+        self.warm.append(load)
+        return fake_load(rps=self.mean_rate, duration_s=load.duration_s)
+
+    def measure(self, stack, workload, load, scratch):
+        from servelab.results.records import ReplayFidelity
+
+        rate = load.speed * self.mean_rate
+        window = super().measure(stack, workload, load.model_copy(
+            update={"model": "open", "rate": rate, "schedule": None,
+                    "duration_s": None}), scratch)
+        fidelity = ReplayFidelity(
+            speed=load.speed, scheduled=100, sent=100, lag_p50_ms=0.1,
+            lag_p99_ms=1.0 if self.kept else 40.0, lag_max_ms=2.0, max_mix_error_points=0.0,
+            ks_distance=0.02, problems=() if self.kept else ("the sender fell behind",),
+        )
+        return replace(window, load=window.load.model_copy(update={"replay": fidelity}))
+
+
+def _replayed(tmp_path: Path):
+    from servelab.traffic.records import LogRecord
+    from servelab.traffic.schedule import build_schedule
+
+    schedule = build_schedule([LogRecord(1.8e9 + i / 100, "GET", f"/items/{i % 7}")
+                               for i in range(2000)])  # 100 req/s for 20 s
+    path = tmp_path / "schedule.tsv"
+    schedule.write(path)
+    experiment, cpus, options = _running(tmp_path, {"base": SimulatedStack(saturation=450)})
+    [workload] = experiment.workloads
+    load = workload.load.model_copy(update={
+        "model": "replay", "schedule": str(path), "rate": None, "requests": 2000,
+    })
+    experiment = experiment.model_copy(
+        update={"workloads": (workload.model_copy(update={"load": load}),)}
+    )
+    return experiment, cpus, options
+
+
+def test_a_replayed_logs_headroom_is_searched_over_its_speed(tmp_path: Path) -> None:
+    """--replay: the speed is searched from 1x (the log's own traffic), doubling; each
+    trial sends the log at that speed; the answer is in times the log's traffic."""
+    # Its p99 meets 100 ms at 239.5 req/s (SimulatedStack.capacity): 2.39x the log's.
+    executor = ReplayExecutor({"base": SimulatedStack(saturation=450)}, mean_rate=100.0)
+    plan = CapacityPlan(slo=SLO, max_trials=20, connections=100_000, fresh_starts=False)
+    said, printed = io.StringIO(), io.StringIO()
+    [answer] = measure_capacities(
+        *_replayed(tmp_path), plan,
+        console=Console(file=said, width=300), out=Console(file=printed, width=300),
+        executor_factory=lambda driver: _context(executor), sleep=[].append,
+    )
+    speeds = [t.rate for t in answer.trials]
+    assert speeds[:3] == [1.0, 2.0, 4.0]  # bracketing up from the log's own traffic
+    assert all(t.asked_rps == pytest.approx(100.0 * t.rate, rel=0.01) for t in answer.trials)
+    assert all(load.model == "replay" for load in executor.warm)
+    assert answer.traffic is not None and answer.traffic.mean_rate == pytest.approx(100.0, rel=0.01)
+    truth = SimulatedStack(saturation=450).capacity(100.0) / answer.traffic.mean_rate
+    assert answer.estimate.interval is not None
+    assert answer.estimate.interval[0] <= truth <= answer.estimate.interval[1]
+    assert "x this log's traffic" in printed.getvalue()
+    assert "speeds 1.00x to 32.00x the log's traffic" in said.getvalue()
+    document = json.loads(next(tmp_path.glob("capacity-*/capacity.json")).read_text())
+    assert document["variants"][0]["unit"] == "times the log's traffic"
+
+
+def test_a_replay_the_sender_did_not_keep_is_no_trial(tmp_path: Path) -> None:
+    executor = ReplayExecutor({"base": SimulatedStack(saturation=450)}, mean_rate=100.0,
+                              kept=False)
+    plan = CapacityPlan(slo=SLO, max_trials=20, connections=100_000, fresh_starts=False)
+    [answer] = measure_capacities(
+        *_replayed(tmp_path), plan, console=Console(file=io.StringIO()),
+        out=Console(file=io.StringIO()),
+        executor_factory=lambda driver: _context(executor), sleep=[].append,
+    )
+    assert answer.stopped_because is not None and "fell behind" in answer.stopped_because
+    assert all(not t.trusted for t in answer.trials)
