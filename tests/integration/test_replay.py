@@ -74,3 +74,31 @@ def test_a_replay_keeps_its_logs_schedule_and_mix(tmp_path: Path) -> None:
         assert {n["name"] for n in load["by_name"]} == set(expected)
     report = (tmp_path / "r").glob("*-replay/report.md")
     assert "## Replay fidelity" in next(report).read_text()
+
+
+def test_the_headroom_of_a_replayed_log_is_within_what_the_stack_can_serve(
+    tmp_path: Path,
+) -> None:
+    """capacity --replay: one sync worker sleeping 10 ms a request serves 100 req/s at
+    most, so a log of 25 req/s is held at up to 4x its traffic, less what queueing at its
+    peaks and the stack's own cost take."""
+    log = tmp_path / "steady.log"
+    made = run_cli("traffic", "--make-log", str(log), "--app", "django", "--duration", "8s",
+                   "--rate", "25", "--daily", "off", "--no-bursts")
+    assert made.returncode == 0, made.stderr
+    done = run_cli(
+        "capacity", "--sleep", "0.01", "--workers", "1", "--replay", str(log),
+        "--slo", "p99<200ms,errors<1%", "--max-trials", "9", "--one-start",
+        "--machine-wait", "0", "--results", str(tmp_path / "r"),
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    [directory] = (tmp_path / "r").glob("capacity-*")
+    [variant] = json.loads((directory / "capacity.json").read_text())["variants"]
+    assert variant["unit"] == "times the log's traffic"
+    mean = variant["log_traffic"]["mean_rps"]
+    assert mean == pytest.approx(25, rel=0.15)
+    speed = variant["capacity_rps"]
+    assert speed is not None and 0.5 * 100 / mean <= speed <= 1.05 * 100 / mean, variant
+    assert "x this log's traffic" in done.stdout
+    trials = [json.loads(line) for line in (directory / "trials.jsonl").read_text().splitlines()]
+    assert trials[0]["rate"] == 1.0 and all(t["asked_rps"] for t in trials)
