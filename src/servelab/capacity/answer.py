@@ -102,13 +102,14 @@ def variant_line(answer: VariantCapacity, slo: Slo, confidence: float) -> str:
 def markdown(
     answers: Sequence[VariantCapacity], slo: Slo, confidence: float, where: str
 ) -> str:
+    unit = "req/s" if all(a.traffic is None for a in answers) else "x the log's traffic"
     lines = [
         f"# Capacity at {slo}",
         "",
         f"The largest arrival rate each variant holds, with its {100 * confidence:g} % "
         f"interval; {where}.",
         "",
-        "| variant | capacity [req/s] | interval | trials | held / broke at | first errors |",
+        f"| variant | capacity [{unit}] | interval | trials | held / broke at | first errors |",
         "|---|---:|---|---:|---|---:|",
     ]
     for a in answers:
