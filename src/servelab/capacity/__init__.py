@@ -49,22 +49,26 @@ def capacity_experiment(
 
 
 def capacity_of(experiment: Experiment, source: str, driver: str | None = None) -> Experiment:
-    """``experiment``'s stacks (its baseline first), each whole, with its first workload's
-    request, as a capacity search measures them."""
-    from servelab.prepare.building import experiment_from_dict
+    """``experiment``'s stacks (its baseline first, each whole), with its first workload's
+    request, as a capacity search measures them: the experiment itself with the search's
+    one workload and settings (``capacity_experiment``'s), not built again; its plug-ins'
+    rules are checked once, by ``api.prepare``, told under ``source``."""
+    from servelab.config.load import LoadSpec, WarmupSpec, Workload
+    from servelab.registry import DEFAULT_DRIVER
 
-    return experiment_from_dict(
-        capacity_experiment(
-            experiment.name, [s.model_dump(exclude_none=True) for s in experiment.stacks],
-            experiment.workloads[0].request.model_dump(exclude_none=True), driver,
-        ),
-        source=source, whole_variants=True,
+    workload = Workload(
+        name=WORKLOAD, request=experiment.workloads[0].request,
+        load=LoadSpec(model="open", rate=10.0, requests=10),
     )
+    return experiment.model_copy(update={
+        "workloads": (workload,), "driver": driver or DEFAULT_DRIVER, "driver_options": {},
+        "warmup": WarmupSpec(requests=0), "repetitions": 1, "slices": 1, "switching": False,
+        "side_by_side": False, "stopping": None, "slo": None,
+    }).told_as(experiment._read_from or source)
 
 
 def capacity_of_file(path: Path, driver: str | None = None) -> Experiment:
     """The experiment file's stacks with its first workload's request (``capacity_of``);
-    the file's errors as `servelab run` tells them."""
-    from servelab.prepare.building import load_experiment
-
-    return capacity_of(load_experiment(path), str(path), driver)
+    the file's shapes checked here, as `servelab run` tells them, the rest by
+    ``api.prepare``."""
+    return capacity_of(Experiment.from_toml(path), str(path), driver)

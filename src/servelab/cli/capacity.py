@@ -110,7 +110,7 @@ def capacity(
     speeds then)."""
     from servelab.capacity import CapacityPlan, capacity_experiment, capacity_of_file, parse_slo
     from servelab.measuring.ramp import stack_dict
-    from servelab.prepare.building import experiment_from_dict
+    from servelab.config.building import build_experiment
 
     given = [flag for name, flag in NOT_FOR_CAPACITY.items() if getattr(run, name)]
     if given:
@@ -148,7 +148,7 @@ def capacity(
         # and transport, as the answer line and the result directory show it.
         name = app_name(user.app.ref if user.app is not None else app_ref)
         built["name"] = f"{name}-{stack['server']}-{stack['transport']}"
-        experiment = experiment_from_dict(
+        experiment = build_experiment(  # its plug-ins' rules checked once, by api.prepare
             capacity_experiment(name, [built], {"method": "GET", "path": "/"}, driver),
             source="capacity",
         )

@@ -185,6 +185,12 @@ class Experiment(Model):
         experiment._read_from = str(Path(path))
         return experiment
 
+    def told_as(self, path: str | None) -> Experiment:
+        """This experiment, its problems told under ``path`` (the file it came from)."""
+        copy = self.model_copy()
+        copy._read_from = path
+        return copy
+
     @property
     def directory(self) -> Path:
         """Where the paths it names are relative to: its file's directory, else the
