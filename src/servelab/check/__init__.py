@@ -33,7 +33,7 @@ from servelab.apps import BUILTIN_APPS
 from servelab.config.experiment import Experiment
 from servelab.config.load import ReplaySpec
 from servelab.config.run import RunOptions, UserApp
-from servelab.config.stack import AppSpec
+from servelab.config.stack import AppSpec, StackSpec
 from servelab.config.thresholds import COUNTED
 from servelab.errors import SpecError, StackStartError
 from servelab.prepare.user_app import UserRequest
@@ -141,26 +141,36 @@ def check_app(check: CheckSpec) -> AppSpec:
     return check.app
 
 
-def check_experiment(
-    check: CheckSpec, baseline_dir: Path | None, *, side_by_side: bool = True
-) -> Experiment:
-    """Both versions on one stack, side by side or in turns, with the thresholds as
-    stopping rule."""
-    from servelab.prepare.building import experiment_from_dict
+def check_stacks(check: CheckSpec, baseline_dir: Path | None) -> tuple[dict[str, Any], ...]:
+    """The two versions' stacks (baseline, candidate): the same server and front, each
+    its own app."""
     from servelab.studies.seeds import SEED_PROXY, SEED_SERVER
 
-    request = check_request(check)
     candidate = check_app(check).model_dump(mode="json")
     baseline = {**candidate, "app_dir": str(baseline_dir) if baseline_dir else None}
     if check.baseline_python is not None:
         baseline["python"] = str(check.baseline_python)
     server = {**SEED_SERVER, **(check.server or {})}
-    return experiment_from_dict(
+    return (
+        {"name": BASELINE, "app": baseline, "server": server, "proxy": SEED_PROXY},
+        {"name": CANDIDATE, "app": candidate, "server": server, "proxy": SEED_PROXY},
+    )
+
+
+def check_experiment(
+    check: CheckSpec, baseline_dir: Path | None, *, side_by_side: bool = True
+) -> Experiment:
+    """Both versions on one stack, side by side or in turns, with the thresholds as
+    stopping rule: its shapes checked here, its plug-ins' rules once, by ``api.prepare``."""
+    from servelab.config.building import build_experiment
+
+    request = check_request(check)
+    baseline, candidate = check_stacks(check, baseline_dir)
+    return build_experiment(
         {
             "name": "check",
-            "baseline": {"name": BASELINE, "app": baseline, "server": server,
-                         "proxy": SEED_PROXY},
-            "variants": [{"name": CANDIDATE, "app": candidate}],
+            "baseline": baseline,
+            "variants": [{"name": CANDIDATE, "app": candidate["app"]}],
             "workloads": [{"name": "app", "replay": check.replay.model_dump(mode="json")}]
             if check.replay is not None else [{
                 "name": "app",
@@ -278,7 +288,10 @@ def measuring_options(check: CheckSpec, options: RunOptions) -> RunOptions:
         return replace(options, side_by_side=False, notes=(
             *options.notes, "a replayed log is measured in turns: its latency is judged",
         ))
-    in_turns = api.in_turns_because(check_experiment(check, None), options)
+    if options.side_by_side is not None:  # --side-by-side / --in-turns decided
+        return options
+    stacks = [StackSpec.model_validate(stack) for stack in check_stacks(check, None)]
+    in_turns = api.sharing_note(stacks, api.cpu_plan_of(options))
     if not in_turns:
         return options
     return replace(options, side_by_side=False, notes=(*options.notes, in_turns))
