@@ -21,6 +21,7 @@ from typing import Any
 from rich.console import Console
 
 from servelab.analysis.so_far import AnalysisSoFar
+from servelab.config.building import build_experiment
 from servelab.config.experiment import Experiment
 from servelab.config.load import RequestSpec
 from servelab.config.run import LOOPBACK, RunOptions, UserApp
@@ -29,7 +30,6 @@ from servelab.load.base import LoadDriver
 from servelab.measuring import RunnerEvents, run_experiment
 from servelab.measuring.runner import RunSink
 from servelab.measuring.stopping import NextRound
-from servelab.prepare.building import experiment_from_dict
 from servelab.registry import DEFAULT_FRONT
 from servelab.results.records import RunRecord
 from servelab.tune.capacity import CapacityChoice, choice_markdown, search_finalists
@@ -108,7 +108,10 @@ class TuneSpec:
             "repetitions": 1,
             "warmup": {"max_rounds": 1, "duration_s": self.warmup_s},
         }
-        return experiment_from_dict(data, source="the tune space", whole_variants=True)
+        # Its shapes checked here; its plug-ins' rules once, by api.prepare (told under
+        # "the tune space", as here).
+        built = build_experiment(data, source="the tune space", whole_variants=True)
+        return built.told_as("the tune space")
 
 
 @dataclass
