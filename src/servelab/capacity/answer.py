@@ -3,9 +3,10 @@ markdown summary (capacity.md)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
+from servelab.capacity.curve import SharePoint
 from servelab.capacity.drift import drift
 from servelab.capacity.machine import SLOW_SHARE
 from servelab.capacity.plan import VariantCapacity
@@ -32,55 +33,85 @@ def speed(value: float | None) -> str:
     return "-" if value is None else f"{value:,.2f}x"
 
 
-def replay_words(answer: VariantCapacity, confidence: float) -> str:
-    """``holds 2.40x this log's traffic [2.21, 2.62] (90 %) (its peak second then 3,100
-    req/s)``: a replay's answer, its speed read as the log's traffic times it."""
-    e, traffic = answer.estimate, answer.traffic
-    assert traffic is not None
-    if e.below_min:
-        return f"breaks the SLO even at {speed(e.lowest_broken)} this log's traffic"
-    if e.above_max:
-        return f"holds the SLO up to {speed(e.highest_held)} this log's traffic, the most tried"
-    if e.rate is None:
-        return "no answer"
-    peak = f"its peak second then {traffic.peak_second * e.rate:,.0f} req/s"
-    if e.interval is None:
+def amounts(answer: VariantCapacity) -> tuple[Callable[[float | None], str], str]:
+    """How this answer's rates read: requests/s, or a replay's speeds (times its log's
+    traffic); and the unit's words after an amount."""
+    if answer.traffic is None:
+        return rate, " req/s"
+    return speed, " this log's traffic"
+
+
+def point_words(
+    point: SharePoint, amount: Callable[[float | None], str], unit: str, confidence: float
+) -> str:
+    """``1,380 req/s [1,320, 1,430] (90 %)``; the interval left out where the trials do
+    not bound it."""
+    if point.interval is None:
+        return f"{amount(point.rate)}{unit} (no interval yet)"
+    low, high = point.interval
+    return f"{amount(point.rate)}{unit} [{amount(low)}, {amount(high)}] ({100 * confidence:g} %)"
+
+
+def curve_words(answer: VariantCapacity, confidence: float) -> str | None:
+    """The answer on the holding curve: a sharp edge as one number ("holds 177 req/s
+    [170, 185] (90 %) in 90 % of trials; a sharp edge: held in half of them at 179, within
+    that interval"), a wide band as both points and the band between them ("... in 90 %
+    of trials, and 1,470 req/s [1,440, 1,500] in half of them: between the two a trial
+    may hold or break, a band of 7 %"). None: no curve with a point."""
+    curve = answer.curve
+    if curve is None or curve.hold.rate is None:
+        return None
+    amount, unit = amounts(answer)
+    share = f"{100 * curve.hold.share:g} %"
+    said = f"holds {point_words(curve.hold, amount, unit, confidence)} in {share} of trials"
+    if curve.half.rate is None:
+        return said
+    if curve.steep:
         return (
-            f"holds about {speed(e.rate)} this log's traffic ({peak}), no interval yet "
-            f"(held {speed(e.highest_held)}, broke at {speed(e.lowest_broken)}): give it "
-            "more --max-trials"
+            f"{said}; a sharp edge: held in half of them at {amount(curve.half.rate)}, "
+            "within that interval"
         )
-    low, high = e.interval
+    band = curve.band_ratio
+    width = f", a band of {100 * (band - 1):.0f} %" if band is not None else ""
     return (
-        f"holds {speed(e.rate)} this log's traffic [{speed(low)}, {speed(high)}] "
-        f"({100 * confidence:g} %) ({peak})"
+        f"{said}, and {point_words(curve.half, amount, unit, confidence)} in half of them: "
+        f"between the two a trial may hold or break{width}"
     )
 
 
-def variant_line(answer: VariantCapacity, slo: Slo, confidence: float) -> str:
-    """``base: holds 812 req/s [781, 845] (90 %) at p99 < 100 ms, errors < 0.1 %; 11
-    trials; first failed requests at 1,040 req/s``."""
+def estimate_words(answer: VariantCapacity, confidence: float) -> str:
+    """The answer where the trials fitted no curve yet (or the search has none): the
+    bracket's ends, or where the SLO broke or held at every rate tried."""
     e = answer.estimate
-    trials = f"{len(answer.trials)} trials"
-    if answer.traffic is not None:
-        said = replay_words(answer, confidence)
-    elif e.below_min:
-        said = f"breaks the SLO at every rate tried, down to {rate(e.lowest_broken)} req/s"
-    elif e.above_max:
-        said = f"holds the SLO at every rate tried, up to {rate(e.highest_held)} req/s"
-    elif e.interval is not None and e.rate is not None:
+    amount, unit = amounts(answer)
+    if e.below_min:
+        return f"breaks the SLO at every rate tried, down to {amount(e.lowest_broken)}{unit}"
+    if e.above_max:
+        return f"holds the SLO at every rate tried, up to {amount(e.highest_held)}{unit}"
+    if e.interval is not None and e.rate is not None:
         low, high = e.interval
-        said = (
-            f"holds {rate(e.rate)} req/s [{rate(low)}, {rate(high)}] "
+        return (
+            f"holds {amount(e.rate)}{unit} [{amount(low)}, {amount(high)}] "
             f"({100 * confidence:g} %)"
         )
-    elif e.rate is not None:
-        said = (
-            f"holds about {rate(e.rate)} req/s, no interval yet (held {rate(e.highest_held)}, "
-            f"broke at {rate(e.lowest_broken)}): give it more --max-trials"
+    if e.rate is not None:
+        return (
+            f"holds about {amount(e.rate)}{unit}, no interval yet (held "
+            f"{amount(e.highest_held)}, broke at {amount(e.lowest_broken)}): give it more "
+            "--max-trials"
         )
-    else:
-        said = "no answer"
+    return "no answer"
+
+
+def variant_line(answer: VariantCapacity, slo: Slo, confidence: float) -> str:
+    """``base: holds 812 req/s [781, 845] (90 %) in 90 % of trials; a sharp edge: ... at
+    p99 < 100 ms, errors < 0.1 %; 11 trials; first failed requests at 1,040 req/s``; a
+    replay's in times its log's traffic, with its peak second at that speed."""
+    e = answer.estimate
+    trials = f"{len(answer.trials)} trials"
+    said = curve_words(answer, confidence) or estimate_words(answer, confidence)
+    if answer.traffic is not None and e.rate is not None and not e.below_min:
+        said += f" (the log's peak second then {answer.traffic.peak_second * e.rate:,.0f} req/s)"
     first = (
         speed(answer.first_errors_rate) if answer.traffic is not None
         else f"{rate(answer.first_errors_rate)} req/s"
@@ -103,21 +134,38 @@ def markdown(
     answers: Sequence[VariantCapacity], slo: Slo, confidence: float, where: str
 ) -> str:
     unit = "req/s" if all(a.traffic is None for a in answers) else "x the log's traffic"
+    share = next((a.curve.hold.share for a in answers if a.curve is not None), None)
+    held_in = f"held in {100 * share:g} % of trials" if share is not None else "capacity"
     lines = [
         f"# Capacity at {slo}",
         "",
+        f"The arrival rate each variant holds in {100 * share:g} % of trials (the planning "
+        "figure) and in half of them, from the holding curve fitted to its trials, each "
+        f"with its {100 * confidence:g} % interval; {where}." if share is not None else
         f"The largest arrival rate each variant holds, with its {100 * confidence:g} % "
         f"interval; {where}.",
         "",
-        f"| variant | capacity [{unit}] | interval | trials | held / broke at | first errors |",
-        "|---|---:|---|---:|---|---:|",
+        f"| variant | {held_in} [{unit}] | interval | held in half | interval | edge | "
+        "trials | held / broke at | first errors |",
+        "|---|---:|---|---:|---|---|---:|---|---:|",
     ]
     for a in answers:
         e = a.estimate
         amount = rate if a.traffic is None else speed
-        interval = f"[{amount(e.interval[0])}, {amount(e.interval[1])}]" if e.interval else "-"
+
+        def span(interval: tuple[float, float] | None, amount: Any = amount) -> str:
+            return f"[{amount(interval[0])}, {amount(interval[1])}]" if interval else "-"
+
+        half, half_interval, edge = "-", "-", "-"
+        if a.curve is not None:
+            half, half_interval = amount(a.curve.half.rate), span(a.curve.half.interval)
+            band = a.curve.band_ratio
+            edge = "sharp" if a.curve.steep else (
+                f"a band of {100 * (band - 1):.0f} %" if band is not None else "-"
+            )
         lines.append(
-            f"| {a.variant} | {amount(e.rate)} | {interval} | {len(a.trials)} | "
+            f"| {a.variant} | {amount(e.rate)} | {span(e.interval)} | {half} | "
+            f"{half_interval} | {edge} | {len(a.trials)} | "
             f"{amount(e.highest_held)} / {amount(e.lowest_broken)} | "
             f"{amount(a.first_errors_rate)} |"
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from scipy import special, stats
@@ -33,6 +34,7 @@ class _Data:
     xc: np.ndarray
     sign: np.ndarray  # +1: m >= c (held, far); -1: m <= -c (broke, far) or m < 0 (errors)
     k: np.ndarray  # -c, or 0 for errors
+    log_h_weight: float = 0.0  # the uncensored trials' count, less the line's 2 (REML)
 
     @property
     def n(self) -> int:
@@ -43,7 +45,7 @@ class _Data:
         return np.concatenate([self.xu, self.xc])
 
 
-def _data(outcomes: Sequence[Outcome], span: float) -> _Data:
+def _data(outcomes: Sequence[Outcome], span: float, reml: bool = False) -> _Data:
     centre = sum(math.log(o.rate) for o in outcomes) / len(outcomes)
     c = math.log(span)
     xu, y, xc, sign, k = [], [], [], [], []
@@ -58,7 +60,8 @@ def _data(outcomes: Sequence[Outcome], span: float) -> _Data:
             xc.append(x), sign.append(-1.0), k.append(-c)
         else:
             xu.append(x), y.append(m)
-    return _Data(centre, *(np.array(v, dtype=float) for v in (xu, y, xc, sign, k)))
+    weight = max(0.5, len(xu) - 2.0) if reml else float(len(xu))
+    return _Data(centre, *(np.array(v, dtype=float) for v in (xu, y, xc, sign, k)), weight)
 
 
 Derivatives = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
@@ -76,8 +79,8 @@ def _profile_terms(
     hc = h[:, None]
     eta = off_u + u[:, None] * coef_u
     resid = hc * d.y - eta
-    nu = len(d.y)
-    ll = nu * (np.log(h) - _LOG_ROOT_2PI) - 0.5 * (resid * resid).sum(1)
+    nu = d.log_h_weight
+    ll = nu * np.log(h) - len(d.y) * _LOG_ROOT_2PI - 0.5 * (resid * resid).sum(1)
     g_u = (resid * coef_u).sum(1)
     g_h = nu / h - (resid * d.y).sum(1)
     h_uu = -(coef_u * coef_u).sum(1)
@@ -115,21 +118,34 @@ def _full_fit(d: _Data) -> tuple[_Fit, np.ndarray | None]:
     theta = np.array([
         float(special.ndtri(min(0.9, max(0.1, held)))), 1.0 / (float(np.std(x)) or 0.1), 2.0,
     ])
-    xu, xc = d.xu[None, :], d.xc[None, :]
+    xu, y, xc = d.xu, d.y, d.xc
+    nu, w_h = len(y), d.log_h_weight
+    sx, sxx, sy, sxy, syy = xu.sum(), (xu * xu).sum(), y.sum(), (xu * y).sum(), (y * y).sum()
 
     def evaluate(t: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
-        one = np.ones(1)
-        # d eta / d alpha = 1 and d eta / d beta = -x: two "u" columns from one routine.
-        a_terms = _profile_terms(
-            d, -t[1] * xu, np.ones_like(xu), -t[1] * xc, np.ones_like(xc), t[0] * one,
-            t[2] * one,
-        )
-        ll, g_a, g_h, h_aa, h_ah, h_hh = (float(v[0]) for v in a_terms)
-        b_terms = _profile_terms(d, t[0] + 0 * xu, -xu, t[0] + 0 * xc, -xc, t[1] * one, t[2] * one)
-        _, g_b, _, h_bb, h_bh, _ = (float(v[0]) for v in b_terms)
-        h_ab = _cross(d, t)
-        g = np.array([g_a, g_b, g_h])
-        hess = np.array([[h_aa, h_ab, h_ah], [h_ab, h_bb, h_bh], [h_ah, h_bh, h_hh]])
+        alpha, beta, h = float(t[0]), float(t[1]), float(t[2])
+        resid = h * y - (alpha - beta * xu)
+        ll = w_h * math.log(h) - nu * _LOG_ROOT_2PI - 0.5 * float((resid * resid).sum())
+        g = np.array([
+            float(resid.sum()), -float((resid * xu).sum()), w_h / h - float((resid * y).sum()),
+        ])
+        hess = np.array([
+            [-nu, sx, sy], [sx, -sxx, -sxy], [sy, -sxy, -w_h / (h * h) - syy],
+        ], dtype=float)
+        if len(xc):
+            v = d.sign * (alpha - beta * xc) + d.k * h
+            log_cdf = special.log_ndtr(v)
+            lam = np.exp(-0.5 * v * v - _LOG_ROOT_2PI - log_cdf)
+            w = -lam * (v + lam)
+            sl, skw = d.sign * lam, d.sign * d.k * w
+            ll += float(log_cdf.sum())
+            g += np.array([float(sl.sum()), -float((sl * xc).sum()), float((d.k * lam).sum())])
+            wx = w * xc
+            hess += np.array([
+                [w.sum(), -wx.sum(), skw.sum()],
+                [-wx.sum(), (wx * xc).sum(), -(skw * xc).sum()],
+                [skw.sum(), -(skw * xc).sum(), (d.k * d.k * w).sum()],
+            ])
         return ll, g, hess
 
     lo = np.array([-ALPHA_MAX, -BETA_MAX, H_BOUNDS[0]])
@@ -163,15 +179,27 @@ def _full_fit(d: _Data) -> tuple[_Fit, np.ndarray | None]:
     return _Fit(float(theta[0]), float(theta[1]), float(theta[2]), ll), cov
 
 
-def _cross(d: _Data, t: np.ndarray) -> float:
-    """d2 ll / d alpha d beta at t: -sum(H_eta_eta x)."""
-    cross = float(d.xu.sum())  # uncensored: H_eta_eta = -1, times -x
+def _robust_ratio(d: _Data, fit: _Fit, cov: np.ndarray | None, grad: np.ndarray) -> float:
+    """How much wider the sandwich (robust) variance of grad . theta is than the model's,
+    at least 1: the trials' scores scattered more than the model's curvature says (a
+    margin's distribution not normal about a line). Scores with HC1's n / (n - 3)."""
+    if cov is None or d.n <= 3:
+        return 1.0
+    resid = fit.h * d.y - (fit.alpha - fit.beta * d.xu)
+    scores = [np.column_stack([resid, -d.xu * resid, 1 / fit.h - resid * d.y])]
     if len(d.xc):
-        v = d.sign * (t[0] - t[1] * d.xc) + d.k * t[2]
-        log_cdf = special.log_ndtr(v)
-        lam = np.exp(-0.5 * v * v - _LOG_ROOT_2PI - log_cdf)
-        cross -= float((-lam * (v + lam) * d.xc).sum())
-    return cross
+        v = d.sign * (fit.alpha - fit.beta * d.xc) + d.k * fit.h
+        lam = np.exp(-0.5 * v * v - _LOG_ROOT_2PI - special.log_ndtr(v))
+        scores.append(np.column_stack([d.sign * lam, -d.xc * d.sign * lam, d.k * lam]))
+    sc = np.vstack(scores)
+    if not np.isfinite(sc).all() or not np.isfinite(cov).all():
+        return 1.0
+    meat = sc.T @ sc * d.n / (d.n - 3)
+    model = float(grad @ cov @ grad)
+    sandwich = float(grad @ cov @ meat @ cov @ grad)
+    if not model > 0 or not math.isfinite(sandwich):
+        return 1.0
+    return max(1.0, sandwich / model)
 
 
 def _newton_step(hess: np.ndarray, g: np.ndarray) -> np.ndarray:
@@ -246,7 +274,7 @@ Profile = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], tuple[np.nd
 
 def _crossings(
     profile: Profile, rows: np.ndarray, centres: np.ndarray, ladders: np.ndarray,
-    start: tuple[float, float], cut: float, tolerance: float = 2e-5, steps: int = 10,
+    start: tuple[float, float], cuts: np.ndarray, tolerance: float = 2e-5, steps: int = 10,
 ) -> list[float | None]:
     """For each side (a row of ``ladders``: values going outwards from its centre, its
     profile's parameters in ``rows``): where the profile falls through ``cut`` first,
@@ -261,6 +289,7 @@ def _crossings(
     found: list[float | None] = [None] * sides
     picked, inner, outer, f_in, f_out, u0, h0 = [], [], [], [], [], [], []
     for i in range(sides):
+        cut = cuts[i]
         below = values[i] < cut
         if not below.any():
             continue
@@ -279,13 +308,14 @@ def _crossings(
     fa = np.where(np.isinf(fa), 2 * np.abs(fb) + 1.0, fa)  # the centre: lmax, above the cut
     u, h = np.array(u0), np.array(h0)
     at = rows[picked]
+    cut_at = cuts[picked]
     kept = np.zeros(len(picked))
     for _ in range(steps):
         if float(np.max(np.abs(b - a))) < tolerance:
             break
         x = b - fb * (b - a) / (fb - fa)
         fx, u, h = profile(at, x, u, h)
-        fx = fx - cut
+        fx = fx - cut_at
         above = fx >= 0
         # Illinois: halve the end's value that stayed put twice running.
         fa_new = np.where(above, fx, np.where(kept < 0, fa / 2, fa))
@@ -375,6 +405,9 @@ def fit_curve(
     precision: float = 0.05,
     span: float = SPAN,
     calibration: str = "t",
+    reml: bool = False,
+    robust: bool = False,
+    intervals: bool = True,
 ) -> HoldingCurve | None:
     """The holding curve of ``outcomes`` by maximum likelihood, its ``hold`` and 0.5 points
     with profile-likelihood intervals at ``confidence`` (None where the profile stays
@@ -383,22 +416,48 @@ def fit_curve(
     not fall with the rate)."""
     if not 0.5 < hold < 1 or not 0 < confidence < 1:
         raise ValueError("need 0.5 < hold < 1 and 0 < confidence < 1")
+    return _curve(
+        _prepare(outcomes, span, reml), outcomes, hold, confidence, bounds, precision,
+        calibration, robust, intervals,
+    )
+
+
+_Prepared = tuple[_Data, _Fit, "np.ndarray | None"]
+
+
+def _prepare(outcomes: Sequence[Outcome], span: float, reml: bool) -> _Prepared | None:
     if not _usable(outcomes):
         return None
-    d = _data(outcomes, span)
+    d = _data(outcomes, span, reml)
     fit, cov = _full_fit(d)
+    return d, fit, cov
+
+
+def _curve(
+    prepared: _Prepared | None, outcomes: Sequence[Outcome], hold: float, confidence: float,
+    bounds: tuple[float, float] | None, precision: float, calibration: str, robust: bool,
+    intervals: bool,
+) -> HoldingCurve | None:
+    if prepared is None:
+        return None
+    d, fit, cov = prepared
     if fit.beta <= 0:
         return None
     rates = [o.rate for o in outcomes]
     low, high = bounds or (min(rates), max(rates))
     xlo, xhi = math.log(low) - d.centre, math.log(high) - d.centre
     z_hold = float(special.ndtri(hold))
-    crit = _critical(confidence, d.n, calibration)
+    crit = _critical(confidence, d.n, calibration) if intervals else None
     points: list[SharePoint] = []
-    intervals: list[tuple[float, float] | None] = [None, None]
+    found: list[tuple[float, float] | None] = [None, None]
     if crit is not None:
-        intervals = _share_intervals(d, fit, cov, (z_hold, 0.0), (xlo, xhi), fit.loglik - crit / 2)
-    for (q, z), interval in zip(((hold, z_hold), (HALF, 0.0)), intervals, strict=True):
+        cuts = []
+        for z in (z_hold, 0.0):
+            grad = np.array([1 / fit.beta, -(fit.alpha - z) / fit.beta**2, 0.0])
+            scale = _robust_ratio(d, fit, cov, grad) if robust else 1.0
+            cuts.append(fit.loglik - scale * crit / 2)
+        found = _share_intervals(d, fit, cov, (z_hold, 0.0), (xlo, xhi), cuts)
+    for (q, z), interval in zip(((hold, z_hold), (HALF, 0.0)), found, strict=True):
         xq = (fit.alpha - z) / fit.beta
         if not xlo <= xq <= xhi:
             interval = None
@@ -410,12 +469,13 @@ def fit_curve(
         ))
     band = None
     if crit is not None:
-        slopes = _slope_interval(d, fit, cov, fit.loglik - crit / 2)
+        scale = _robust_ratio(d, fit, cov, np.array([0.0, 1.0, 0.0])) if robust else 1.0
+        slopes = _slope_interval(d, fit, cov, fit.loglik - scale * crit / 2)
         if slopes is not None:
             lo_b, hi_b = slopes
             band = (
                 math.exp(z_hold / hi_b),
-                math.exp(z_hold / lo_b) if lo_b is not None and lo_b > 0 else None,
+                math.exp(z_hold / lo_b) if lo_b is not None and lo_b > z_hold / 50 else None,
             )
     steep = band is not None and band[1] is not None and band[1] <= 1 + precision
     s = 1 / fit.h
@@ -429,9 +489,26 @@ def fit_curve(
 LADDER = np.array([0.5, 1, 1.5, 2, 3, 4.5, 7, 10, 15, 25, 40, 70])
 
 
+def _wald_widths(d: _Data, fit: _Fit, cov: np.ndarray | None, hold: float,
+                 confidence: float) -> tuple[float, float] | None:
+    """The two points' intervals' half-widths in log rate by the delta method: a cheap
+    first look (the search computes the profiles only when these near its target)."""
+    if fit.beta <= 0 or cov is None or not np.isfinite(cov).all():
+        return None
+    zc = float(special.ndtri(0.5 + confidence / 2))
+    widths = []
+    for z in (float(special.ndtri(hold)), 0.0):
+        grad = np.array([1 / fit.beta, -(fit.alpha - z) / fit.beta**2, 0.0])
+        var = float(grad @ cov @ grad)
+        if not var > 0:
+            return None
+        widths.append(zc * math.sqrt(var))
+    return widths[0], widths[1]
+
+
 def _share_intervals(
     d: _Data, fit: _Fit, cov: np.ndarray | None, zs: Sequence[float],
-    limits: tuple[float, float], cut: float,
+    limits: tuple[float, float], cuts: Sequence[float],
 ) -> list[tuple[float, float] | None]:
     """The profile-likelihood interval of each share's centred log rate x_q (where the
     hold score alpha - beta x is z): the curve re-parametrised with alpha = z + beta x_q,
@@ -460,7 +537,7 @@ def _share_intervals(
 
     ends = _crossings(
         profile, np.arange(len(ladders)), np.array(centres), np.vstack(ladders),
-        (fit.beta, fit.h), cut,
+        (fit.beta, fit.h), np.repeat(np.asarray(cuts, dtype=float), 2),
     )
     out: list[tuple[float, float] | None] = []
     for i in range(len(zs)):
@@ -490,7 +567,8 @@ def _slope_interval(
         )
 
     low, high = _crossings(
-        profile, np.arange(2), np.array([fit.beta, fit.beta]), ladders, (fit.alpha, fit.h), cut,
+        profile, np.arange(2), np.array([fit.beta, fit.beta]), ladders, (fit.alpha, fit.h),
+        np.array([cut, cut]),
     )
     if high is None:
         return None
@@ -511,9 +589,11 @@ def near_band(outcomes: Sequence[Outcome], window: float | None = WINDOW) -> lis
     return [o for o in outcomes if abs(math.log(o.rate / centre)) <= window]
 
 
-MIN_FITTED = 6  # trials fitted before the search may stop
+MIN_FITTED = 10  # trials fitted before the search may stop
+MIN_EACH = 3  # held and broken trials near the band before it may stop
+NEAR = math.log(1.10)  # "near the band": within 10 % of [r_hold, r_half]
 STEP = 0.02  # refining trials sit 2 % either side of the point they aim at
-STEP_FLOOR = 0.005
+WALD_SLACK = 1.5  # profiles are computed once the delta method's widths are this near
 
 
 @dataclass
@@ -531,33 +611,74 @@ class QuantileSearch:
     step: float = STEP
     placement: str = "alternate"
     min_fitted: int = MIN_FITTED
+    min_each: int = MIN_EACH
+    min_wide: int = MIN_FITTED
     calibration: str = "t"
-    _cache: tuple[int, HoldingCurve | None] | None = field(default=None, repr=False)
+    span: float = SPAN
+    reml: bool = False
+    robust: bool = False
+    _cache: dict[str, Any] = field(default_factory=dict, repr=False)
     _refining: int = 0
 
     def tell(self, outcome: Outcome) -> None:
         self.outcomes.append(outcome)
 
-    def curve(self) -> HoldingCurve | None:
-        """The holding curve fitted to the trials near the band (None: none yet)."""
-        if self._cache is not None and self._cache[0] == len(self.outcomes):
-            return self._cache[1]
+    def _prepared(self) -> _Prepared | None:
+        if self._cache.get("prepared", (-1,))[0] != len(self.outcomes):
+            fitted = near_band(self.outcomes, self.window)
+            self._cache["prepared"] = (
+                len(self.outcomes), _prepare(fitted, self.span, self.reml), fitted,
+            )
+        return self._cache["prepared"][1]
+
+    def _fit(self, intervals: bool) -> HoldingCurve | None:
+        key = "full" if intervals else "points"
+        cached = self._cache.get(key)
+        if cached is not None and cached[0] == len(self.outcomes):
+            return cached[1]
         s = self.settings
-        found = fit_curve(
-            near_band(self.outcomes, self.window), self.hold, s.confidence,
-            (s.min_rate, s.max_rate), s.half_width, calibration=self.calibration,
+        prepared = self._prepared()
+        found = _curve(
+            prepared, self._cache["prepared"][2], self.hold, s.confidence,
+            (s.min_rate, s.max_rate), s.half_width, self.calibration, self.robust, intervals,
         )
-        self._cache = (len(self.outcomes), found)
+        self._cache[key] = (len(self.outcomes), found)
         return found
 
-    def done(self, curve: HoldingCurve | None) -> bool:
-        if curve is None or curve.fitted < self.min_fitted:
+    def curve(self) -> HoldingCurve | None:
+        """The holding curve fitted to the trials near the band (None: none yet)."""
+        return self._fit(intervals=True)
+
+    def _may_stop(self, points: HoldingCurve | None) -> bool:
+        """Enough trials near the band, held and broken, for its intervals to be read:
+        with few trials a line through three margins can look precise by chance."""
+        if points is None or points.fitted < self.min_fitted:
             return False
-        target = self.settings.half_width
-        points = (curve.hold,) if curve.steep else (curve.hold, curve.half)
+        if points.hold.rate is None or points.half.rate is None:
+            return False
+        low, high = points.hold.rate * math.exp(-NEAR), points.half.rate * math.exp(NEAR)
+        near = [o for o in self.outcomes if low <= o.rate <= high]
+        held = sum(o.held for o in near)
+        return min(held, len(near) - held) >= self.min_each
+
+    def done(self) -> bool:
+        points = self._fit(intervals=False)
+        if not self._may_stop(points):
+            return False
+        s = self.settings
+        prepared = self._prepared()
+        widths = None if prepared is None else _wald_widths(*prepared, self.hold, s.confidence)
+        if widths is None or widths[0] > WALD_SLACK * math.log1p(s.half_width):
+            return False
+        curve = self.curve()
+        if curve is None:
+            return False
+        if not curve.steep and curve.fitted < self.min_wide:
+            return False
+        points_read = (curve.hold,) if curve.steep else (curve.hold, curve.half)
         return all(
-            p.relative_half_width is not None and p.relative_half_width <= target
-            for p in points
+            p.relative_half_width is not None and p.relative_half_width <= s.half_width
+            for p in points_read
         )
 
     def next_rate(self) -> float | None:
@@ -573,11 +694,13 @@ class QuantileSearch:
             return None if held >= s.max_rate else min(s.max_rate, held * s.factor)
         if held is None:
             return None if broken <= s.min_rate else max(s.min_rate, broken / s.factor)
-        curve = self.curve()
-        if self.done(curve):
+        if self.done():
             return None
+        curve = self._fit(intervals=False)
+        gap = broken / held
         if (
-            curve is None or curve.fitted < 4 or curve.hold.rate is None
+            gap > math.exp(2 * self.step)  # held and broken apart: the bracket first
+            or curve is None or curve.fitted < 4 or curve.hold.rate is None
             or curve.half.rate is None
             or not s.min_rate <= curve.hold.rate <= s.max_rate
             or not s.min_rate <= curve.half.rate <= s.max_rate
@@ -609,7 +732,7 @@ class QuantileSearch:
         inverted the two."""
         low = max((o for o in self.outcomes if o.rate == held), key=lambda o: o.margin)
         high = min((o for o in self.outcomes if o.rate == broken), key=lambda o: o.margin)
-        inside = 1 / SPAN < high.margin and low.margin < SPAN
+        inside = high.margin > 1 / SPAN and low.margin < SPAN
         if held >= broken or high.errors_broke or not inside:
             return math.sqrt(held * broken)
         share = math.log(low.margin) / (math.log(low.margin) - math.log(high.margin))

@@ -2,7 +2,7 @@
 and the stack's CPU per request, over a variant's trials. Pure.
 
 A CPU-bound stack's capacity is its CPU's saturation less a little, so it moves with the
-machine's speed and with the CPU a request costs (docs/capacity.md: 8 % between 5 s
+machine's speed and with the CPU a request costs (docs/validation/capacity.md: 8 % between 5 s
 trials, 11 % between hours on the seed's FastAPI stack). These figures say how much they
 moved during this search, beside the answer, rather than leaving it to be guessed.
 """

@@ -3,7 +3,7 @@
 A trial's answer is absolute (did this rate hold?), so a trial started while the machine
 runs at half its speed answers for that slow moment, not for the stack: on this
 project's 2-CPU VM (`benchmarks/capacity.py steady`, the seed's FastAPI stack, 40 trials
-at 1,450 req/s on fresh starts, docs/capacity.md) the fixed CPU loop probed before each
+at 1,450 req/s on fresh starts, docs/validation/capacity.md) the fixed CPU loop probed before each
 start read 43,000-49,000 units/s, except in dips to 25,000-27,000 that lasted about 45 s;
 4 of the 5 trials started in a dip broke the SLO, against 8 of the other 35. Before each
 start the speed is probed (observe.neighbours.cpu_speed, on the stack's CPU, the stack

@@ -9,6 +9,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from servelab.capacity.curve import HoldingCurve, SharePoint
 from servelab.capacity.machine import MAX_WAIT_S
 from servelab.capacity.search import Estimate, Mixed, SearchSettings
 from servelab.capacity.slo import Slo
@@ -37,6 +38,9 @@ class CapacityPlan:
     connections: int = 1000
     timeout_s: float = 10.0
     fresh_starts: bool = True  # each trial after the first on a fresh start of its stack
+    # The planning figure: the rate held in this share of trials (--hold), with the rate
+    # held in half of them beside it (servelab.capacity.curve).
+    hold: float = 0.9
     machine_wait_s: float = MAX_WAIT_S  # a start waits while the machine runs slow
 
     def check(self) -> None:
@@ -78,6 +82,11 @@ class CapacityPlan:
         if not 0.5 <= self.confidence < 1:
             raise SpecError(
                 f"--confidence must be in [0.5, 1), got {self.confidence:g}", "e.g. 0.9"
+            )
+        if not 0.5 < self.hold < 1:
+            raise SpecError(
+                f"--hold must be a share of trials between 0.5 and 1, got {self.hold:g}",
+                "e.g. --hold 0.9 (the rate held in 9 trials of 10)",
             )
         if self.connections < 1 or not self.timeout_s > 0:
             raise SpecError("--connections and --timeout must be positive", "e.g. 1000 and 10")
@@ -145,6 +154,8 @@ class VariantCapacity:
     mixed: Mixed | None = None  # where held and broken trials overlap
     # A replayed log's search: its rates are speeds, times this traffic (None: req/s).
     traffic: ScheduleSize | None = None
+    # The holding curve fitted to the trials (None: not fitted, or a search without one).
+    curve: HoldingCurve | None = None
 
     def to_dict(self) -> dict[str, Any]:
         e = self.estimate
@@ -167,8 +178,26 @@ class VariantCapacity:
                 "requests": self.traffic.requests, "duration_s": self.traffic.duration_s,
                 "mean_rps": self.traffic.mean_rate, "peak_second_rps": self.traffic.peak_second,
             },
+            "holding_curve": None if self.curve is None else curve_document(self.curve),
             "mixed": None if self.mixed is None else {
                 "low_rps": self.mixed.low, "high_rps": self.mixed.high,
                 "held": self.mixed.held, "trials": self.mixed.trials,
             },
         }
+
+
+def curve_document(curve: HoldingCurve) -> dict[str, Any]:
+    """The holding curve for capacity.json: its two points with their intervals, the band
+    between them, whether it is a sharp edge, and its parameters (P(hold | rate) =
+    Phi((a - b ln rate) / s))."""
+    def point(p: SharePoint) -> dict[str, Any]:
+        return {"share": p.share, "rate": p.rate,
+                "interval": list(p.interval) if p.interval else None}
+
+    return {
+        "hold": point(curve.hold), "half": point(curve.half),
+        "band_ratio": curve.band_ratio,
+        "band_interval": list(curve.band) if curve.band else None,
+        "steep": curve.steep, "trials_fitted": curve.fitted,
+        "a": curve.a, "b": curve.b, "s": curve.s, "confidence": curve.confidence,
+    }

@@ -6,7 +6,7 @@ after every turn (capacity.json).
 
 Each trial after the first runs on a fresh start of its stack (``CapacityPlan.fresh_starts``),
 warmed up for WARM_UP_S: a stack's speed differs from one start to the next (the seed's
-FastAPI stack held 627 req/s on two starts and 772 on a third, docs/capacity.md), and a
+FastAPI stack held 627 req/s on two starts and 772 on a third, docs/validation/capacity.md), and a
 search on one start measures that start's capacity, whose interval need not hold the
 stack's. With a start per trial, the differences between starts are part of the trials'
 own noise, which the search's interval carries. ``--one-start`` measures on one start
@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from servelab.capacity.curve import QuantileSearch
 from servelab.capacity.files import (
     MARKDOWN_FILE,
     TrialLog,
@@ -39,7 +40,6 @@ from servelab.capacity.files import (
 from servelab.capacity.machine import MachineSpeed, StartSpeed
 from servelab.capacity.plan import CapacityPlan, VariantCapacity
 from servelab.capacity.search import (
-    CapacitySearch,
     Estimate,
     Search,
     SearchSettings,
@@ -157,9 +157,11 @@ class VariantSearch:
             (t.rate for t in self.trials if t.trusted and t.errors), default=None
         )
         outcomes = [t.outcome(self.slo) for t in self.trials if t.trusted]
+        curve = getattr(self.search, "curve", None)  # a search on the holding curve
         return VariantCapacity(
             self.spec.name, self.search.estimate(), tuple(self.trials), self.probed,
             self.stopped, first_errors, mixed_band(outcomes), self.traffic,
+            curve() if curve is not None else None,
         )
 
 
@@ -170,7 +172,7 @@ def start_search(
     plan: CapacityPlan,
     resources: ExitStack,
     events: CapacityEvents,
-    make_search: Callable[[SearchSettings], Search] = CapacitySearch,
+    make_search: Callable[[SearchSettings], Search] | None = None,
     machine: MachineSpeed | None = None,
 ) -> VariantSearch:
     """``spec``'s stack started (until ``resources`` closes), warmed up and its throughput
@@ -191,7 +193,8 @@ def start_search(
     traffic = None
     if workload.load.schedule is not None:
         traffic = schedule_size(Path(workload.load.schedule))
-    search = VariantSearch(spec, stack, scratch, make_search(settings), probed, started,
+    searching = make_search or holding_search(plan)
+    search = VariantSearch(spec, stack, scratch, searching(settings), probed, started,
                            plan.slo, machine=machine, start_speed=speed, traffic=traffic)
     resources.callback(lambda: search.started.close())  # whichever start runs at the end
     return search
@@ -204,6 +207,12 @@ def warm_up(spec: StackSpec, plan: CapacityPlan, seconds: float) -> LoadSpec:
         model="closed", concurrency=max(8, 4 * spec.server.workers),
         duration_s=seconds, timeout_s=plan.timeout_s, max_time_s=seconds + 30,
     )
+
+
+def holding_search(plan: CapacityPlan) -> Callable[[SearchSettings], Search]:
+    """The search on the holding curve, for the rate held in ``plan.hold`` of trials
+    (servelab.capacity.curve): the default way to place trials."""
+    return lambda settings: QuantileSearch(settings, hold=plan.hold)
 
 
 def replay_warm_up(schedule: LoadSpec, seconds: float) -> LoadSpec:
@@ -302,7 +311,7 @@ def measure_capacities(
     executor_factory: Callable[[LoadDriver], AbstractContextManager[Any]] | None = None,
     sleep: Callable[[float], None] = time.sleep,
     setup: Mapping[str, Any] | None = None,
-    make_search: Callable[[SearchSettings], Search] = CapacitySearch,
+    make_search: Callable[[SearchSettings], Search] | None = None,
 ) -> list[VariantCapacity]:
     """Every variant's capacity, the baseline's first, each on one start of its stack;
     trials.jsonl, capacity.json and capacity.md in a new directory under the results

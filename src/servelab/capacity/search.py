@@ -2,7 +2,7 @@
 from noisy fixed-rate trials. Pure: it proposes rates and is told outcomes (ask/tell, as
 optuna's samplers are), so simulated systems test it without a server.
 
-Why this design (docs/capacity.md has the figures):
+Why this design (docs/capacity-estimand.md; the figures in docs/validation/capacity.md):
 
 - Each trial gives a *margin*, the SLO's limit over the measured latency (above 1 held,
   below 1 broken), not only pass/fail: RFC 9971's MLRsearch and Waeber et al.'s
@@ -227,9 +227,9 @@ class CapacitySearch:
 class Mixed:
     """Where the trials disagree: from the lowest rate that broke the SLO to the highest
     that held, how many of the trials in that band held. On a stack whose starts either
-    hold easily or collapse at one rate (the seed's FastAPI stack here, docs/capacity.md),
-    the band is wide and its share is the honest answer there: the chance that a start
-    holds such a rate."""
+    hold easily or collapse at one rate (the seed's FastAPI stack here,
+    docs/validation/capacity.md), the band is wide and its share is the honest answer
+    there: the chance that a start holds such a rate."""
 
     low: float
     high: float

@@ -56,6 +56,9 @@ def app_name(ref: str) -> str:
               help="Trials per variant at most.")
 @click.option("--confidence", type=float, default=0.90, show_default=True,
               help="Of the interval.")
+@click.option("--hold", type=float, default=0.9, show_default=True,
+              help="The planning figure: the rate held in this share of trials (0.9: in 9 "
+              "of 10), given with the rate held in half of them (docs/capacity.md).")
 @click.option("--connections", type=int, default=1000, show_default=True,
               help="Connections the driver may open to keep the schedule.")
 @click.option("--one-start", is_flag=True, help="Every trial on one start of the stack "
@@ -90,6 +93,7 @@ def capacity(
     half_width: float,
     max_trials: int,
     confidence: float,
+    hold: float,
     connections: int,
     one_start: bool,
     machine_wait: float,
@@ -123,7 +127,7 @@ def capacity(
         slo=parse_slo(slo), start_rate=start, max_rate=max_rate, min_rate=min_rate,
         trial_s=trial_seconds, half_width=half_width / 100, max_trials=max_trials,
         confidence=confidence, connections=connections, timeout_s=timeout,
-        fresh_starts=not one_start, machine_wait_s=machine_wait,
+        fresh_starts=not one_start, machine_wait_s=machine_wait, hold=hold,
     )
     plan.check()  # before anything starts
     from servelab.registry import scheduling_drivers

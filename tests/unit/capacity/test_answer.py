@@ -88,3 +88,35 @@ def test_without_the_stacks_cpu_nothing_is_said_of_it() -> None:
     assert cpu_line(_answer(None), SLO) is None
     text = markdown([_answer(None)], SLO, 0.90, "here")
     assert "| - |" in text and "What ran out" not in text
+
+
+def _on_curve(steep: bool) -> VariantCapacity:
+    from servelab.capacity.curve import HoldingCurve, SharePoint
+
+    hold = SharePoint(0.9, 1380.0, (1320.0, 1430.0))
+    half = SharePoint(0.5, 1470.0 if not steep else 1395.0,
+                      (1440.0, 1500.0) if not steep else (1370.0, 1420.0))
+    curve = HoldingCurve(
+        a=30.0, b=4.0, s=0.2, confidence=0.9, hold=hold, half=half,
+        band=(1.03, 1.10) if not steep else (1.0, 1.02), steep=steep, fitted=18,
+        span=(1200.0, 1600.0),
+    )
+    estimate = Estimate(1380.0, (1320.0, 1430.0), 1462.0, 1405.0, fitted=18)
+    return VariantCapacity("base", estimate, (TRIAL,), 1900.0, curve=curve)
+
+
+def test_a_wide_band_is_said_as_both_points_never_one_number() -> None:
+    line = variant_line(_on_curve(steep=False), SLO, 0.90)
+    assert "holds 1,380 req/s [1,320, 1,430] (90 %) in 90 % of trials" in line
+    assert "and 1,470 req/s [1,440, 1,500] (90 %) in half of them" in line
+    assert "a band of 7 %" in line and "sharp" not in line
+    table = markdown([_on_curve(steep=False)], SLO, 0.90, "here")
+    assert "| base | 1,380 | [1,320, 1,430] | 1,470 | [1,440, 1,500] | a band of 7 % |" in table
+
+
+def test_a_sharp_edge_is_one_number() -> None:
+    line = variant_line(_on_curve(steep=True), SLO, 0.90)
+    assert "holds 1,380 req/s [1,320, 1,430] (90 %) in 90 % of trials; a sharp edge" in line
+    assert "in half of them at 1,395, within that interval" in line
+    assert "[1,370" not in line  # the half point's own interval is not a second answer
+    assert "| sharp |" in markdown([_on_curve(steep=True)], SLO, 0.90, "here")
