@@ -308,11 +308,31 @@ def capacity_chart(answers: Sequence[VariantCapacity], slo: Slo, confidence: flo
     )
 
 
-def html_page(markdown_text: str, chart: Chart | None) -> str:
-    """capacity.html: the chart inline and capacity.md's text, self-contained."""
+def curve_chart(answers: Sequence[VariantCapacity], slo: Slo) -> Chart | None:
+    """The holding curves (report.holding): each variant's trials held or broken, its
+    fitted curve and two points; None where no variant was searched on a curve."""
+    from servelab.report.holding import HoldingSeries, holding_chart
+
+    curves = [a.curve for a in answers if a.curve is not None]
+    if not curves:
+        return None
+    series = {}
+    for a in answers:
+        outcomes = [(t.rate, t.outcome(slo).held) for t in a.trials if t.trusted]
+        c = a.curve
+        series[a.variant] = HoldingSeries(
+            outcomes, c.points() if c is not None else (),
+            c.hold.rate if c is not None else None, c.half.rate if c is not None else None,
+        )
+    unit = "req/s" if all(a.traffic is None for a in answers) else "x the log's traffic"
+    return holding_chart(series, curves[0].hold.share, unit=unit)
+
+
+def html_page(markdown_text: str, *charts: Chart | None) -> str:
+    """capacity.html: the charts inline and capacity.md's text, self-contained."""
     from servelab.report.html import standalone_page
 
-    figures = [(chart, chart.description)] if chart is not None else []
+    figures = [(chart, chart.description) for chart in charts if chart is not None]
     return standalone_page("servelab capacity", figures, markdown_text)
 
 

@@ -68,15 +68,22 @@ def write_answer_files(
     directory: Path, answers: list[VariantCapacity], plan: CapacityPlan, where: str,
     exports: Mapping[str, Path] | None = None,
 ) -> None:
-    """capacity.md, and with trials the chart (capacity.svg, capacity.png) and
-    capacity.html (the two together, self-contained); ``exports`` (--export-FORMAT):
+    """capacity.md, and with trials the charts (capacity.svg/.png: p99 against the rate;
+    capacity-curve.svg/.png: the holding curves) and capacity.html (all together,
+    self-contained); ``exports`` (--export-FORMAT):
     json the answer (capacity.json), markdown capacity.md, csv every trial."""
     import shutil
 
-    from servelab.capacity.answer import capacity_chart, html_page, markdown, trials_csv
+    from servelab.capacity.answer import (
+        capacity_chart,
+        curve_chart,
+        html_page,
+        markdown,
+        trials_csv,
+    )
     from servelab.report.base import NO_MATPLOTLIB, draw_if_installed
 
-    chart = None
+    chart = curve = None
     text = markdown(answers, plan.slo, plan.confidence, where)
     if any(a.trials for a in answers):
         chart = draw_if_installed(lambda: capacity_chart(answers, plan.slo, plan.confidence))
@@ -85,6 +92,10 @@ def write_answer_files(
         else:
             (directory / "capacity.svg").write_text(chart.svg)
             (directory / "capacity.png").write_bytes(chart.png)
+            curve = curve_chart(answers, plan.slo)
+            if curve is not None:  # the holding curves: capacity-curve.svg, .png
+                (directory / f"{curve.name}.svg").write_text(curve.svg)
+                (directory / f"{curve.name}.png").write_bytes(curve.png)
     (directory / MARKDOWN_FILE).write_text(text)
     exports = exports or {}
     if "markdown" in exports:
@@ -93,4 +104,4 @@ def write_answer_files(
         exports["csv"].write_text(trials_csv(answers))
     if "json" in exports and (directory / ANSWER_FILE).is_file():
         shutil.copyfile(directory / ANSWER_FILE, exports["json"])
-    (directory / "capacity.html").write_text(html_page(text, chart))
+    (directory / "capacity.html").write_text(html_page(text, chart, curve))
