@@ -38,7 +38,7 @@ Python frames that made it. Not split by kind: a sample taken in user space is o
 delivered at the thread's next system call (py-spy stops the thread with a signal), so
 the samples of a loop that makes system calls come out 68-83 % in the kernel for 56-69 %
 measured, and a user/system split would move its user time to functions that make none
-(``benchmarks/why.py planted``; docs/reports.md). Profiles stored before keep the
+(``benchmarks/why.py planted``; docs/validation/why.md). Profiles stored before keep the
 kernel line.
 """
 

@@ -147,7 +147,7 @@ class Comparison:
         Measuring stops on precision, not on significance: a rule that stops as soon as
         an interval clears zero calls identical stacks different 7-9 % of the time at a
         nominal 5 %, and its intervals cover the truth 91 % of the time
-        (docs/statistics.md)."""
+        (docs/validation/aa-planted.md)."""
         if self.verdict == "no difference":
             return True
         bounds = self.interval_pct

@@ -6,7 +6,7 @@ schedule rather than a constant rate: ``vegeta_replay/main.go``, built by
 source's hash (a changed source is never run as an old binary). Why vegeta: oha's
 ``-q`` keeps one rate and cannot vary paths along a schedule; wrk2's pacing is constant
 too; Locust's Python clients send a few thousand requests a second per CPU at best,
-where a replay must keep 5,000 (docs/traffic.md has the measurement).
+where a replay must keep 5,000 (docs/validation/replay.md has the measurement).
 
 Each request's latency is counted from its intended send time (its send lag plus its own
 latency), as oha's ``--latency-correction`` does for a fixed rate: a stack that holds the

@@ -2,7 +2,8 @@
 machine's speed does not move.
 
 On a small shared VM a second of CPU buys 10-16 % more or less work from one second to
-the next (docs/ci.md), so a check of CPU per request needs minutes to see a few percent.
+the next (docs/validation/bisect-history.md), so a check of CPU per request needs minutes
+to see a few percent.
 Counting executed instructions instead (as CodSpeed and iai-callgrind do for code
 benchmarks on CI runners) gives the same figure to a tenth of a percent in a few
 seconds. It sees the app's own work only: the request is served in one process with no

@@ -9,7 +9,7 @@ part of the machine's slow moments with their neighbours, then cost more than th
 gain. A driver kept connected and switched pays ~50 ms per switch instead: the stopped
 driver's requests in flight are still served, and read when it resumes. Counting each
 turn from ``SETTLE_S`` after the switch leaves them out. Measured on this project's VM
-(``benchmarks/spread.py alternate``, docs/statistics.md): two identical warm stacks
+(``benchmarks/spread.py alternate``, docs/validation/spread.md): two identical warm stacks
 read 2.1-2.8 times narrower per minute on a cheap endpoint (sync-small), 1.1-1.5 times
 on async-small, and *wider* on a slow one (sync-big, ~120 requests/s at concurrency 50),
 where draining the requests in flight takes most of a turn: hence ``drains_in_time``.

@@ -16,7 +16,7 @@ workers each, 1 s slices in turns) served 27-64 % fewer requests/s, their CPU pe
 request grew by 2-45 %, and no answer was clear within quick's budget (one session
 against three without --profile; sampling after each window, three sessions' answers
 lay inside the unprofiled sessions' intervals as often as those did in each other's:
-benchmarks/why.py; docs/reports.md).
+benchmarks/why.py; docs/validation/why.md).
 
 py-spy pauses each process for every sample (its default). Not pausing
 (``--nonblocking``) cost less: on this project's 2-CPU VM a CPU-bound Python loop did

@@ -18,7 +18,7 @@ from servelab.results.profiles import folded_text
 
 PROFILES_OUT_DIR = "profiles"
 SPEEDSCOPE_FILE = "speedscope.json"
-# What profiling costs, measured (benchmarks/why.py; docs/reports.md has the figures).
+# What profiling costs, measured (benchmarks/why.py; docs/validation/why.md has the figures).
 OVERHEAD = (
     "Every figure of this report is measured without py-spy: it samples the stack in a "
     "window of its own right after each measured one (the same start, the same load), "
