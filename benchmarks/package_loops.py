@@ -2,9 +2,9 @@
 
 Counted as ``tests/unit/test_layout.py`` counts them (``package_loops``): a package of
 ``src/servelab`` (or a module at its top level) is a node, every module counted in its
-package, and an import of another package is an edge, inside a function or at module
-level; imports under ``if TYPE_CHECKING:`` never run and are left out. An edge is on a
-loop when the package it imports leads back. Static, deterministic: one count is the
+package, and an import of another package is an edge, inside a function, at module
+level or under ``if TYPE_CHECKING:`` (the module's annotations stand on it). An edge is
+on a loop when the package it imports leads back. Static, deterministic: one count is the
 figure. Reads the commit's ``src/servelab`` through ``git archive`` into a temporary
 directory (removed after), so nothing is checked out.
 

@@ -80,7 +80,8 @@ from servelab.config.load import Workload
 from servelab.host.cpus import default_cpu_plan, parse_cpu_list
 from servelab.load.oha import REQUESTS_DB, OhaDriver
 from servelab.measuring import host_executor
-from servelab.measuring.executor import HostExecutor, Window
+from servelab.measuring.executor import Window
+from servelab.measuring.host import HostExecutor
 from servelab.observe.neighbours import cpu_speed
 from servelab.studies import StudyOptions
 from servelab.studies.seeds import quick

@@ -168,10 +168,10 @@ def front_copy(away: bool) -> dict[str, Any]:
 
     import servelab
     from servelab.analysis.explain import explain_all
-    from servelab.measuring import executor
+    from servelab.measuring import host
     from servelab.report.why import run_profiles
 
-    executor.FRONT_AWAY = away
+    host.FRONT_AWAY = away
     with tempfile.TemporaryDirectory(prefix="servelab-why-front-") as where:
         spec = Path(where) / "why.toml"
         spec.write_text(planted_spin_toml(

@@ -32,7 +32,7 @@ from rich.console import Console
 from servelab.config.database import DatabaseSpec
 from servelab.config.experiment import Experiment
 from servelab.config.load import Workload
-from servelab.config.run import RunOptions, UserApp
+from servelab.config.run import RunOptions, UserApp, UserRequest
 from servelab.config.stack import AppSpec, StackSpec
 from servelab.errors import SpecError
 from servelab.host.cpus import CpuPlan, make_cpu_plan
@@ -118,7 +118,7 @@ def prepare(
     from servelab.apps.interpreter import app_pythons, with_app_pythons
     from servelab.host.extras import require_extra
     from servelab.prepare.replay import REPLAY_WORKLOAD, with_replay_schedules
-    from servelab.prepare.user_app import DJANGO_REFS, UserRequest, database_spec, with_user_app
+    from servelab.prepare.user_app import DJANGO_REFS, database_spec, with_user_app
 
     stages = run_option_stages(experiment, how_to_run)
     try:

@@ -3,26 +3,25 @@
 
 The tables of app servers, fronts and load drivers live here, on the floor below the
 model (``servelab.config`` names their kinds and defaults), so that servers/, fronts/ and
-load/ hold plug-ins only. Adding a plug-in is one module and one line in its table."""
+load/ hold plug-ins only. Adding a plug-in is one module and one line in its table.
+
+What a table hands out is typed as what it is, something imported by its name (``Any``):
+the bases it would name (``AppServer`` in servers/base.py, ``Front`` in fronts/base.py,
+``LoadDriver`` in load/base.py) stand above the model and ask their tables back. A caller
+above the plug-ins names the base where it wants the check (``server: AppServer =
+get_server(kind)``)."""
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping
 from functools import cache
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any
 
 from servelab.errors import SpecError
 
-if TYPE_CHECKING:
-    from servelab.fronts.base import Front
-    from servelab.load.base import LoadDriver
-    from servelab.servers.base import AppServer
 
-T = TypeVar("T")
-
-
-class Registry(Generic[T]):
+class Registry:
     def __init__(self, what: str, entries: dict[str, str]) -> None:
         self.what = what  # names the plug-in in messages: "load driver"
         self.entries = dict(entries)
@@ -32,7 +31,7 @@ class Registry(Generic[T]):
         """In registration order; the first is the default."""
         return tuple(self.entries)
 
-    def cls(self, name: str) -> type[T]:
+    def cls(self, name: str) -> type[Any]:
         """The class registered as ``name``; SpecError naming the choices if none is."""
         if name not in self.entries:
             raise SpecError(
@@ -40,11 +39,11 @@ class Registry(Generic[T]):
             )
         return imported(self.entries[name])
 
-    def get(self, name: str) -> T:
+    def get(self, name: str) -> Any:
         """The one shared instance of ``name`` (plug-ins without state)."""
         return _instance(self.entries[name]) if name in self.entries else self.cls(name)()
 
-    def where(self, test: Callable[[T], object]) -> tuple[str, ...]:
+    def where(self, test: Callable[[Any], object]) -> tuple[str, ...]:
         """The names whose shared instance passes ``test``, in registration order."""
         return tuple(name for name in self.names if test(self.get(name)))
 
@@ -63,7 +62,7 @@ def _instance(target: str) -> Any:
 
 # -- app servers (servers/) ----------------------------------------------------------------
 
-SERVERS: Registry[AppServer] = Registry(
+SERVERS = Registry(
     "app server",
     {
         "gunicorn": "servelab.servers.gunicorn:Gunicorn",
@@ -86,7 +85,7 @@ def standalone_servers() -> tuple[str, ...]:
 
 # -- fronts (fronts/) ----------------------------------------------------------------------
 
-FRONTS: Registry[Front] = Registry(
+FRONTS = Registry(
     "front",
     {
         "none": "servelab.fronts.none:NoFront",
@@ -104,7 +103,7 @@ get_front = FRONTS.get
 
 # -- load drivers (load/) ------------------------------------------------------------------
 
-DRIVERS: Registry[LoadDriver] = Registry(
+DRIVERS = Registry(
     "load driver",
     {
         "oha": "servelab.load.oha:OhaDriver",
@@ -120,7 +119,7 @@ DEFAULT_DRIVER = DRIVER_NAMES[0]
 REPLAY_DRIVER = "vegeta"
 
 
-def get_driver(name: str, options: Mapping[str, Any] | None = None) -> LoadDriver:
+def get_driver(name: str, options: Mapping[str, Any] | None = None) -> Any:
     """A new driver of ``name`` (drivers keep state) with its own ``options`` (an
     experiment's ``driver_options``, checked there); SpecError naming the choices for an
     unknown one."""

@@ -187,7 +187,7 @@ class ExperimentSession:
 
     def run(self) -> ResultStore:
         experiment = self.experiment
-        driver = get_driver(experiment.driver, experiment.driver_options)
+        driver: LoadDriver = get_driver(experiment.driver, experiment.driver_options)
         for workload in experiment.workloads:  # before anything starts or is stored
             check_driver_can(driver, workload.request, workload.load, workload.name)
         driver.executable()

@@ -1,7 +1,8 @@
 """The house's rules. A server's, front's or driver's name appears in its own module, its
 registry's table (``servelab/registry.py``) and the studies that choose it; everything
 else asks the registries. Imports look down the floors, module by module and package by
-package, function-level imports counted: no package loop.
+package, imports inside functions and for the type checker counted: no package loop, and
+no circle of files inside a package. No module is over 500 lines.
 
 The exceptions are the same word in another vocabulary (a gunicorn worker class named
 uvicorn, the uwsgi protocol). The export asks the modules too (``Front.deploy``,
@@ -10,10 +11,12 @@ uvicorn, the uwsgi protocol). The export asks the modules too (``Front.deploy``,
 from __future__ import annotations
 
 import ast
+import functools
 import itertools
 import os
 import subprocess
 import sys
+from collections.abc import Collection
 from pathlib import Path
 
 import servelab
@@ -88,15 +91,20 @@ def test_few_modules_at_the_top_level() -> None:
 # -- floors: no import loops between packages ----------------------------------------------
 #
 # A package (or a module at servelab's top level) is a floor of this graph, every module in
-# it counted, none set apart; an import of another package, at module level or inside a
-# function, is an edge. Imports only look down (the model -> the plug-ins -> preparation ->
-# analysis -> measuring -> output -> commands -> the CLI), so no two packages may import
-# each other, directly or through others; a new loop fails naming its places.
-# ``package_loops`` counts them (``benchmarks/package_loops.py`` at any commit): 13 packages
-# on loops at first; 7 until each package stood on one floor of FLOORS below; 8, counted
-# with the plug-ins' registries in their packages (config imported fronts/registry.py,
-# fronts/ and servers/ imported each other for Apache and mod_wsgi); none since their
-# tables moved to servelab/registry.py and the front asks the server it hosts by name.
+# it counted, none set apart; an import of another package, at module level, inside a
+# function or for the type checker only (under ``if TYPE_CHECKING:``), is an edge. Imports
+# only look down (the model -> the plug-ins -> preparation -> analysis -> measuring ->
+# output -> commands -> the CLI), so no two packages may import each other, directly or
+# through others; a new loop fails naming its places.
+# ``package_loops`` counts them (``benchmarks/package_loops.py`` at any commit). Without
+# the imports for the type checker: 13 packages on loops at first; 7 until each package
+# stood on one floor of FLOORS below; 8, counted with the plug-ins' registries in their
+# packages (config imported fronts/registry.py, fronts/ and servers/ imported each other
+# for Apache and mod_wsgi); none since their tables moved to servelab/registry.py and the
+# front asks the server it hosts by name. With them, 12 (registry.py named the
+# plug-ins' bases for its tables' types, config/run.py prepare's request and database
+# values); none since the tables hand out what they import by name, and those values
+# stand in config.
 FLOOR_RULE = (
     "imports only look down (docs/contributing.md, 'Layout'): a package that imports another "
     "may not be imported by it, directly or through other packages; move the shared part to "
@@ -115,35 +123,30 @@ def _module(path: Path, src: Path = SRC) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-TYPE_CHECKING = {"TYPE_CHECKING", "typing.TYPE_CHECKING"}
+@functools.cache
+def _modules(src: Path) -> frozenset[str]:
+    """Every module of the servelab package at ``src``, packages by their name."""
+    return frozenset(_module(path, src) for path in src.rglob("*.py"))
 
 
 def _imported(path: Path, src: Path = SRC) -> list[tuple[str, int]]:
-    """Every servelab module ``path`` imports (anywhere in it), with the line; imports for
-    the type checker only (under ``if TYPE_CHECKING:``) never run and are left out."""
+    """Every servelab module ``path`` imports (anywhere in it: inside functions, and under
+    ``if TYPE_CHECKING:`` too, whose names the module's annotations stand on), with the
+    line. ``from package import name`` imports the module ``package.name`` when there is
+    one, else the package."""
     me = _module(path, src)
     package = me if path.name == "__init__.py" else me.rpartition(".")[0]
     found = []
-    tree = ast.parse(path.read_text())
-    type_only = {
-        id(inner)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.If) and ast.unparse(node.test) in TYPE_CHECKING
-        for statement in node.body
-        for inner in ast.walk(statement)
-    }
-    for node in ast.walk(tree):
-        if id(node) in type_only:
-            continue
+    for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             found += [(alias.name, node.lineno) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             base = package.split(".")[: len(package.split(".")) - node.level + 1]
             module = ".".join([*base, node.module] if node.level else [node.module or ""])
             module = module.rstrip(".")
-            # ``from servelab import api``: the module api, when there is one.
             found += [
-                (f"{module}.{alias.name}" if module == "servelab" else module, node.lineno)
+                (f"{module}.{alias.name}" if f"{module}.{alias.name}" in _modules(src)
+                 else module, node.lineno)
                 for alias in node.names
             ]
     return [(m, line) for m, line in found if m.startswith("servelab.")]
@@ -268,6 +271,19 @@ def test_a_package_loop_fails_naming_its_places(tmp_path: Path) -> None:
     ]
 
 
+def test_an_import_for_the_type_checker_closes_a_loop_too(tmp_path: Path) -> None:
+    """A name imported under ``if TYPE_CHECKING:`` never runs, but the module's annotations
+    stand on it: a table below the plug-ins that names their base for its type climbs."""
+    src = _tree(tmp_path, {
+        "registry.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+        "    from servelab.fronts.base import Front\n",
+        "fronts/__init__.py": "",
+        "fronts/base.py": "from servelab.registry import FRONTS\n",
+    })
+    assert package_loops(src) == (["fronts", "registry"], [("fronts", "registry"),
+                                                          ("registry", "fronts")])
+
+
 def test_plug_ins_ask_each_other_by_name() -> None:
     """No server, front or driver module imports another plug-in package: a front that
     runs its server (Apache, mod_wsgi) gets what the server says from the launcher
@@ -281,10 +297,141 @@ def test_the_floor_graph_sees_imports_inside_functions() -> None:
     edges = floor_edges()
     # prepare/user_app.py imports launch only inside its functions (the preflight).
     assert any(w.startswith("prepare/user_app.py:") for w in edges[("prepare", "launch")])
-    # config/run.py's import of prepare.user_app is for the type checker only: no edge.
+    # The user's request and database values stand in config, below prepare.
     assert ("config", "prepare") not in edges
     # ``from servelab import api`` is an import of the module api.
     assert ("cli", "api") in edges
+
+
+# -- inside a package: no circle of files ------------------------------------------------
+#
+# The files of one package (one directory) import each other one way only, counted as the
+# floors are (inside functions and for the type checker too): a circle is closed by a value
+# or a function defined a file too high; move it to the file below, or to one both import.
+# Five at first: analysis's validity.py took VariantAnalysis from analyze.py; check's and
+# studies' modules took the package's values from its __init__.py, which imports them;
+# config's experiment.py reads its file through building.py; report's formats.py named
+# its writers' types from exports.py and files.py.
+CIRCLE_RULE = (
+    "the files of a package import each other one way only (docs/contributing.md, "
+    "'Layout'): move what closes the circle to the file below, or to a file both import"
+)
+# (file, file) of a circle left on purpose: why.
+CIRCLES_LEFT = {
+    ("config/building.py", "config/experiment.py"): (
+        "Experiment.from_toml (the library's) builds with build_experiment, which builds an "
+        "Experiment and which cli/capacity.py imports from building.py: it moves beside "
+        "Experiment (the shapes' helpers staying below) once that import can move with it"
+    ),
+}
+
+
+def file_edges(src: Path = SRC) -> dict[tuple[str, str], list[str]]:
+    """(file, file of the same package it imports) -> where ("report/files.py:26", ...)."""
+    files = {_module(path, src): path for path in src.rglob("*.py")}
+    edges: dict[tuple[str, str], list[str]] = {}
+    for path in sorted(src.rglob("*.py")):
+        mine = path.relative_to(src).as_posix()
+        for module, line in _imported(path, src):
+            there = files.get(module)
+            if there is None or there == path or there.parent != path.parent:
+                continue
+            places = edges.setdefault((mine, there.relative_to(src).as_posix()), [])
+            if f"{mine}:{line}" not in places:
+                places.append(f"{mine}:{line}")
+    return edges
+
+
+def file_circles(src: Path = SRC) -> list[tuple[str, ...]]:
+    """The circles of files inside one package: each the files that import one another
+    (through others of the package), sorted."""
+    graph: dict[str, set[str]] = {}
+    for a, b in file_edges(src):
+        graph.setdefault(a, set()).add(b)
+    reach = {file: set(_reach(graph, file)) for file in graph}
+    circles = {
+        tuple(sorted(other for other in reach[file] if file in reach.get(other, ())))
+        for file in graph
+    }
+    return sorted(circle for circle in circles if len(circle) > 1)
+
+
+def circle_problems(src: Path = SRC, left: Collection[tuple[str, ...]] = ()) -> list[str]:
+    """One line per circle of files (but those ``left``): its files, then each import on
+    it with its places and the way back."""
+    edges = file_edges(src)
+    problems = []
+    for circle in file_circles(src):
+        if circle not in left:
+            on = {(a, b): w for (a, b), w in edges.items() if {a, b} <= set(circle)}
+            problems.append(f"{', '.join(circle)}: " + "; ".join(loop_problems(on)))
+    return problems
+
+
+def test_no_circle_of_files_inside_a_package() -> None:
+    left = {tuple(sorted(pair)) for pair in CIRCLES_LEFT}
+    problems = circle_problems(SRC, left)
+    assert not problems, f"a circle of files; the rule: {CIRCLE_RULE}\n" + "\n".join(problems)
+    assert left <= set(file_circles()), "a circle no longer there: remove it from CIRCLES_LEFT"
+
+
+def test_a_circle_of_files_fails_naming_them(tmp_path: Path) -> None:
+    """Closed by an import for the type checker only, as report's formats.py named its
+    writers' types; ``from package import module`` is an import of that module."""
+    src = _tree(tmp_path, {
+        "report/__init__.py": "",
+        "report/formats.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+        "    from servelab.report.files import FileWriter\n",
+        "report/files.py": "from servelab.report import formats\n",
+        "report/html.py": "from servelab.report.formats import OUTPUT_FORMATS\n",
+    })
+    assert circle_problems(src) == [
+        "report/files.py, report/formats.py: report/files.py imports report/formats.py "
+        "(report/files.py:1), and report/formats.py leads back to report/files.py: "
+        "report/formats.py (report/formats.py:3) -> report/files.py; report/formats.py "
+        "imports report/files.py (report/formats.py:3), and report/files.py leads back to "
+        "report/formats.py: report/files.py (report/files.py:1) -> report/formats.py"
+    ]
+
+
+# -- no module over 500 lines --------------------------------------------------------------
+#
+# A module that long holds parts with different reasons to change: split it where they
+# part (the executor's contract, the machine's executor and its switched passes; Locust's
+# options and its driver; the runner and a run's record; the race's rounds and its
+# recommendation), not by its line count.
+MOST_LINES = 500
+# (file): why it is longer for now.
+LONG_LEFT = {
+    "capacity/curve.py": (
+        "the holding curve's fit, being written in capacity/ apart from the split of the "
+        "others: split once it settles"
+    ),
+}
+
+
+def long_modules(src: Path = SRC) -> dict[str, int]:
+    """Module -> its lines, for those over MOST_LINES."""
+    lines = {
+        path.relative_to(src).as_posix(): len(path.read_text().splitlines())
+        for path in src.rglob("*.py")
+    }
+    return {rel: n for rel, n in sorted(lines.items()) if n > MOST_LINES}
+
+
+def test_no_module_is_over_500_lines() -> None:
+    found = long_modules()
+    over = {rel: n for rel, n in found.items() if rel not in LONG_LEFT}
+    assert not over, (
+        f"over {MOST_LINES} lines, {over}: split where the parts have different reasons to "
+        "change"
+    )
+    assert LONG_LEFT.keys() <= found.keys(), "no longer long: remove it from LONG_LEFT"
+
+
+def test_a_long_module_is_named(tmp_path: Path) -> None:
+    src = _tree(tmp_path, {"measuring/executor.py": "x = 1\n" * 501, "api.py": "x = 1\n"})
+    assert long_modules(src) == {"measuring/executor.py": 501}
 
 
 # -- floors in order: every import looks down ------------------------------------------------

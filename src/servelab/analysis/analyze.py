@@ -4,7 +4,8 @@ baseline, and warnings — all as frozen data that every report renders alike.
 The parts live beside it, one concern each: ``metrics`` (the figures and their
 summaries), ``comparisons`` (the test each design allows), ``checks`` (the warnings);
 this module puts them together into the result (``analyze``), says which comparisons
-are clear (``clarity``) and writes them out machine-readable (``comparisons_document``).
+are clear (``clarity``) and which one a threshold is judged by (``threshold_comparison``),
+and writes them out machine-readable (``comparisons_document``).
 
 Pure: no I/O. Warnings are values with a hint (hyperfine's idea), never prints.
 """
@@ -26,7 +27,12 @@ from servelab.analysis.metrics import (
 )
 from servelab.analysis.nested import starts_needed
 from servelab.analysis.stats import NOT_JUDGED, Comparison
-from servelab.analysis.validity import as_measured, not_judged_because, replay_not_kept
+from servelab.analysis.validity import (
+    as_measured,
+    judged_metric,
+    not_judged_because,
+    replay_not_kept,
+)
 from servelab.analysis.warnings import ResultWarning
 from servelab.config.experiment import Experiment
 from servelab.config.load import Workload
@@ -72,6 +78,15 @@ class WorkloadAnalysis:
 
     variants: tuple[VariantAnalysis, ...]
     compared: Mapping[str, Mapping[str, Comparison]]  # variant -> metric -> comparison
+
+
+def threshold_comparison(
+    experiment: Experiment, variant: VariantAnalysis, metric: str
+) -> Comparison | None:
+    """The comparison a threshold on ``metric`` is judged by (``judged_metric``)."""
+    workload = next(w for w in experiment.workloads if w.name == variant.workload)
+    key = judged_metric(experiment, workload, metric)
+    return None if key is None else variant.comparisons.get(key)
 
 
 def analyze_workload(

@@ -19,16 +19,11 @@ Pure: decided from the experiment's design and the workload's load model.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from servelab.config.experiment import Experiment
 from servelab.config.load import Workload
 from servelab.host.cpus import parse_cpu_list
 from servelab.results.records import RunRecord
-
-if TYPE_CHECKING:
-    from servelab.analysis.analyze import VariantAnalysis
-    from servelab.analysis.stats import Comparison
 
 # Side by side, requests per CPU second of a stack is what it serves with a CPU to
 # itself only when, alone, it keeps its CPUs busy: below this share of them (probed
@@ -129,15 +124,6 @@ def judged_metric(experiment: Experiment, workload: Workload, metric: str) -> st
     if experiment.side_by_side and metric in SHARE_METRICS:
         return "rps_per_cpu"
     return None
-
-
-def threshold_comparison(
-    experiment: Experiment, variant: VariantAnalysis, metric: str
-) -> Comparison | None:
-    """The comparison a threshold on ``metric`` is judged by (``judged_metric``)."""
-    workload = next(w for w in experiment.workloads if w.name == variant.workload)
-    key = judged_metric(experiment, workload, metric)
-    return None if key is None else variant.comparisons.get(key)
 
 
 def latency_judged(experiment: Experiment) -> bool:

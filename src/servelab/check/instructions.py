@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from servelab.analysis.stats import Comparison, compare
 from servelab.analysis.thresholds import Threshold, exit_code, judge, overall
 from servelab.apps import ResolvedApp
-from servelab.check import (
+from servelab.check.base import (
     BASELINE,
     CANDIDATE,
     CheckOutcome,

@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from servelab.analysis.thresholds import Judgement
-from servelab.check import CheckOutcome
+from servelab.check.base import CheckOutcome
 
 HEADLINES = {
     "held": "✅ passed: no threshold crossed",

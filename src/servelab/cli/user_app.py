@@ -10,11 +10,12 @@ from typing import Any
 
 import click
 
+from servelab.config.database import Database
 from servelab.config.load import RequestSpec
-from servelab.config.run import UserApp
+from servelab.config.run import UserApp, UserRequest
 from servelab.config.stack import AppSpec
 from servelab.errors import SpecError
-from servelab.prepare.user_app import Database, UserRequest, request_spec
+from servelab.prepare.user_app import request_spec
 
 _app_options = [
     click.option(

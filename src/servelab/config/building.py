@@ -158,8 +158,8 @@ def build_experiment(
         data["slices"] = default_slices(data)
     if data.get("switching") is None:
         # Switched passes by default wherever passes are: about two times narrower
-        # intervals on the cheap endpoints in quick, as right (docs/statistics.md,
-        # "Switched passes"); where they do not apply (side by side, a driver that cannot,
+        # intervals on the cheap endpoints in quick, as right (docs/validation/spread.md,
+        # "Switched passes, built"); where they do not apply (side by side, a driver that cannot,
         # a slow stack) nothing changes. Runs in one piece have none (and keep the hash
         # they had before switching existed).
         slices = data["slices"]  # a wrong type is the model's to refuse

@@ -10,6 +10,8 @@ from servelab.config.base import (
     Model,
 )
 
+# The databases the Django reference app runs on (--database).
+Database = Literal["sqlite", "postgresql"]
 MAX_DB_DELAY_MS = 10_000.0
 DbDelay = Annotated[float, Field(ge=0, le=MAX_DB_DELAY_MS)]
 
@@ -24,7 +26,7 @@ class DatabaseSpec(Model):
     ``toxiproxy`` (a TCP proxy); ``auto`` takes netem where the kernel has it.
     """
 
-    kind: Literal["sqlite", "postgresql"]
+    kind: Database
     latency_ms: DbDelay = 0.0
     jitter_ms: DbDelay = 0.0
     link: Literal["auto", "netem", "toxiproxy"] = "auto"

@@ -1,21 +1,19 @@
 """How to run an experiment (``RunOptions``) and the user's own app, request and database
-(``UserApp``): two values, built once (by the command line or a Python caller) and handed
-to ``servelab.api.run``, which applies both to the experiment in one step
-(``servelab.api.prepare``)."""
+(``UserApp``, its request options ``UserRequest``): two values, built once (by the command
+line or a Python caller) and handed to ``servelab.api.run``, which applies both to the
+experiment in one step (``servelab.api.prepare``)."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from servelab.config.load import ReplaySpec
+from servelab.config.database import Database
+from servelab.config.load import ReplaySpec, header_problem, path_problem
 from servelab.config.stack import AppSpec
 from servelab.errors import SpecError
-
-if TYPE_CHECKING:
-    from servelab.prepare.user_app import Database, UserRequest
 
 DEFAULT_RESULTS_DIR = Path("servelab-results")
 LOOPBACK = "127.0.0.1"
@@ -70,6 +68,67 @@ class RunOptions:
     profile: bool = False
     # nginx logs every request's client address; each run counts them (--access-log).
     access_log: bool = False
+
+
+@dataclass(frozen=True)
+class UserRequest:
+    """The request options given on the command line; None keeps the default."""
+
+    method: str | None = None
+    path: str | None = None
+    headers: tuple[str, ...] = ()  # "Name: value" as typed
+    body_file: Path | None = None
+    expect_status: int | None = None
+
+    @property
+    def given(self) -> bool:
+        return any(
+            v not in (None, ())
+            for v in (self.method, self.path, self.headers, self.body_file, self.expect_status)
+        )
+
+    def overrides(self) -> dict[str, Any]:
+        """The RequestSpec fields these options set (validated later by the spec)."""
+        fields: dict[str, Any] = {}
+        if self.method is not None:
+            fields["method"] = self.method.upper()
+        if self.path is not None:
+            problem = path_problem(self.path)
+            if problem:
+                raise SpecError(f"invalid --path: {problem}", "e.g. --path '/api/items?page=2'")
+            fields["path"] = self.path
+            fields["mix"] = ()  # one path given replaces a file's request mix
+        if self.expect_status is not None:
+            fields["expect_status"] = self.expect_status
+        headers: dict[str, str] = {}
+        for text in self.headers:
+            name, sep, value = text.partition(":")
+            if not sep or not name.strip():
+                raise SpecError(
+                    f"invalid --header {text!r}", "write it as 'Name: value', e.g. 'X-Token: abc'"
+                )
+            problem = header_problem(name.strip(), value.strip())
+            if problem:
+                raise SpecError(
+                    f"invalid --header {text!r}: {problem}",
+                    "give one header per --header, 'Name: value' on one line",
+                )
+            if name.strip().lower() == "content-type":
+                fields["content_type"] = value.strip()
+            else:
+                headers[name.strip()] = value.strip()
+        if headers:
+            fields["headers"] = headers
+        if self.body_file is not None:
+            try:
+                fields["body"] = self.body_file.read_text()
+            except (OSError, UnicodeDecodeError) as exc:
+                why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+                raise SpecError(
+                    f"cannot read --body-file {self.body_file}: {why}",
+                    "give a readable UTF-8 text file",
+                ) from None
+        return fields
 
 
 @dataclass(frozen=True)

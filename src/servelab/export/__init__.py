@@ -20,6 +20,7 @@ from servelab.export.layout import DeployLayout, app_places, check_listen, check
 from servelab.registry import get_server
 from servelab.report.base import ReportInput
 from servelab.results.outdir import staged_output
+from servelab.servers.base import AppServer
 
 __all__ = ["BEST", "DeployLayout", "ExportOutcome", "export_result"]
 
@@ -54,7 +55,7 @@ def export_result(
     with staged_output(out_dir, force=force) as staging:
         for file_name, text in deploy.files.items():
             (staging / file_name).write_text(text)
-        server = get_server(deploy.stack.server.kind)
+        server: AppServer = get_server(deploy.stack.server.kind)
         probe = report.experiment.workloads[0].request
         if probe.mix:  # the first path of a request mix
             probe = probe.model_copy(update={"path": probe.mix[0].path, "mix": ()})

@@ -35,7 +35,7 @@ from servelab.config.stack import StackSpec
 from servelab.errors import SpecError
 from servelab.export.choose import Choice
 from servelab.export.layout import DeployLayout, check_name
-from servelab.fronts.base import FrontDeploy, FrontTarget
+from servelab.fronts.base import Front, FrontDeploy, FrontTarget
 from servelab.prepare.checks import describe_stack
 from servelab.registry import FRONTS, SERVERS, get_front, get_server
 from servelab.report.base import (
@@ -68,7 +68,7 @@ class Adjustment:
 def consistent_stack(stack: StackSpec) -> tuple[StackSpec, list[Adjustment]]:
     """``stack`` with its timeouts made consistent for production, and what changed."""
     server, proxy = stack.server, stack.proxy
-    front = get_front(proxy.kind)
+    front: Front = get_front(proxy.kind)
     adjustments: list[Adjustment] = []
     if get_server(server.kind).ends_slow_requests and server.timeout_s >= proxy.timeout_s:
         new = server.timeout_s + 5
@@ -303,7 +303,7 @@ def _server_deploy(
     stack: StackSpec, layout: DeployLayout, unix: bool, source: str
 ) -> ServerDeploy:
     """The app server's part: its config files, command line and notes (from its module)."""
-    front = get_front(stack.proxy.kind)
+    front: Front = get_front(stack.proxy.kind)
     target = DeployTarget(
         app=_app_target(stack),
         name=layout.name,

@@ -68,7 +68,7 @@ def stage(export_dir: Path, layout: DeployLayout, root: Path, *, for_boot: bool)
     exported users are kept when they exist on this machine, so that the front's check
     checks them.
     """
-    front = get_front(layout.front)
+    front: Front = get_front(layout.front)
     moved = {path: root / key for key, path in layout.machine_paths().items()}
     for path in moved.values():
         path.mkdir(parents=True, exist_ok=True)

@@ -109,8 +109,8 @@ def _launch(
 ) -> Iterator[RunningStack]:
     netns = placement.namespace
     app = resolve_app(spec.app)
-    server = get_server(spec.server.kind)
-    front = get_front(spec.proxy.kind)
+    server: AppServer = get_server(spec.server.kind)
+    front: Front = get_front(spec.proxy.kind)
     server.check_app(spec.server, app)
     check_app_servers([spec])  # installed in the app's Python (asked once per Python)
     workdir = _make_workdir()

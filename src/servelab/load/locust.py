@@ -47,23 +47,22 @@ What servelab runs, for one run against ``http://HOST:PORT``::
   short run (``check_workers_stayed``); a master that waits in vain names the machines
   missing since the last run (``workers_missing``).
 
-Reading Locust's output: ``locust_output.py``.
+Its settings (``LocustOptions``) and built-in scenarios: ``locust_options.py``; reading
+Locust's output: ``locust_output.py``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import json
 import re
 import shutil
 import sys
 from collections.abc import Mapping
-from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any, ClassVar
+from typing import Any, ClassVar
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import ValidationError
 
 from servelab.config.base import Model
 from servelab.config.load import LoadSpec, RequestSpec
@@ -71,6 +70,13 @@ from servelab.errors import LoadDriverError, MissingToolError, SpecError
 from servelab.host.doctor import Check
 from servelab.host.procs import free_port
 from servelab.load.base import LoadDriver, program_output
+from servelab.load.locust_options import (
+    DEFAULT_SCENARIO,
+    DEFAULT_USERS,
+    SCENARIOS,
+    LocustOptions,
+    scenario_path,
+)
 from servelab.load.locust_output import (
     HOOKS,
     check_scenario_ran,
@@ -97,54 +103,10 @@ from servelab.results.records import (
 PROGRAM = "locust"
 INSTALL_FIX = "pip install 'servelab[locust]' into servelab's environment (needed only for " \
     "--driver locust)"
-# Built-in scenarios, by the name --locustfile takes.
-SCENARIOS = {"request": "servelab_request.py", "django": "servelab_django.py"}
-DEFAULT_SCENARIO = "request"
-DEFAULT_USERS = {"request": ("FastRequestUser",), "django": ()}
 STARTED_MARKER = '{"servelab_started"'
 CPU_WARNING = "CPU usage above"
 GAVE_UP = "Gave up waiting for workers"
-DEFAULT_MASTER_PORT = 5557  # Locust's own default: plain `locust --worker` finds it
 SPAWN_S = 0.1  # every user is started within this long
-
-class LocustOptions(Model):
-    """The driver's own settings (``--locustfile``, ``--locust-processes``...), stored
-    with the experiment as its ``driver_options``."""
-
-    # A path, or a built-in scenario's name (SCENARIOS); None: "request".
-    locustfile: str | None = None
-    # User classes to run (Locust's positional arguments); empty: every class in the file,
-    # or the built-in scenario's default.
-    users: tuple[str, ...] = ()
-    processes: Annotated[int, Field(ge=1, le=64)] = 1
-    # Workers on other machines the master waits for (0: none, a single Locust or
-    # --processes), and how long.
-    expect_workers: Annotated[int, Field(ge=0, le=1000)] = 0
-    workers_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 60.0
-    # Where the master listens for workers on other machines (the --listen address).
-    master_bind: str = "127.0.0.1"
-    master_port: Annotated[int, Field(ge=1, le=65535)] = DEFAULT_MASTER_PORT
-
-    @field_validator("master_bind")
-    @classmethod
-    def _ip(cls, value: str) -> str:
-        ipaddress.ip_address(value)
-        return value
-
-    @property
-    def scenario(self) -> str:
-        """The built-in scenario's name, or "" for the user's own file."""
-        name = self.locustfile or DEFAULT_SCENARIO
-        return name if name in SCENARIOS else ""
-
-
-def scenario_path(name: str) -> Path:
-    """A built-in scenario (or the hooks) as a file Locust can open."""
-    resource = resources.files("servelab.load.locustfiles").joinpath(name)
-    if isinstance(resource, Path):
-        return resource
-    with resources.as_file(resource) as path:  # zipped install: a temporary copy
-        return Path(path)
 
 
 class LocustDriver(LoadDriver):

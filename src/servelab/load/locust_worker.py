@@ -33,7 +33,9 @@ from pathlib import Path
 
 from servelab.errors import LoadDriverError, SpecError
 from servelab.host.procs import JANITOR
-from servelab.load.locust import HOOKS, LocustDriver, scenario_path
+from servelab.load.locust import LocustDriver
+from servelab.load.locust_options import scenario_path
+from servelab.load.locust_output import HOOKS
 
 MACHINE_ENV = "SERVELAB_WORKER_MACHINE"  # read by the hooks (servelab_hooks.py)
 FAST_EXIT_S = 10.0

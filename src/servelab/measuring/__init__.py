@@ -15,7 +15,7 @@ from servelab.fronts.base import LOOPBACK
 from servelab.host.cgroups import cpu_group, joined
 from servelab.host.cpus import CpuPlan, plan_side_by_side
 from servelab.load.base import LoadDriver
-from servelab.measuring.executor import Groups, HostExecutor, beside_the_driver
+from servelab.measuring.host import Groups, HostExecutor, beside_the_driver
 from servelab.measuring.plan import Launch, plan_launches, run_key
 from servelab.measuring.runner import Runner, RunnerEvents, RunSink
 from servelab.registry import get_driver
@@ -48,7 +48,7 @@ def fits_side_by_side(stacks: Sequence[StackSpec], cpu_plan: CpuPlan) -> bool:
     side by side. Sharing CPUs, the stacks' switches and caches add a cost to every request
     that no stack alone pays: on this project's 2-CPU VM side by side read the cheap
     endpoints' differences about half the size each stack alone serves
-    (docs/statistics.md)."""
+    (docs/validation/quick.md)."""
     side = plan_side_by_side(cpu_plan, len(stacks), side_by_side_stack_size(stacks))
     return side.own_stack_cpus
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from servelab.config.experiment import Experiment
 from servelab.config.stack import StackSpec
 from servelab.errors import SpecError
+from servelab.fronts.base import Front
 from servelab.measuring.plan import rounds_alive_at_once
 from servelab.registry import get_front
 
@@ -196,7 +197,7 @@ def open_files_problem(experiment: Experiment, open_files: int | None) -> Proble
     need = _files_needed(stack, concurrency)
     if need <= open_files:
         return None
-    front = get_front(stack.proxy.kind)
+    front: Front = get_front(stack.proxy.kind)
     holder = (
         f"{concurrency:,} connections from the driver, and as many from {front.title} to the "
         f"app, need about {need:,} open files in {front.title}"

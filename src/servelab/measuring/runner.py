@@ -1,4 +1,5 @@
-"""Runs an experiment's plan: launch, warm up, measure, store. No maths, no output.
+"""Runs an experiment's plan: launch, warm up, measure, store (each run's record put
+together from its windows by ``slices.run_record``). No maths, no output.
 
 Two strategies share one :class:`Runner`:
 
@@ -41,14 +42,7 @@ from servelab.measuring.plan import (
     warmup_load,
     warmup_settled,
 )
-from servelab.measuring.slices import (
-    merge_loads,
-    merge_observed,
-    merge_usage,
-    slice_figures,
-    slice_loads,
-    weighted_share,
-)
+from servelab.measuring.slices import merge_usage, run_record, slice_loads
 from servelab.measuring.stopping import NextRound, Outlook, PrecisionRule, RoundsSoFar, SloStop
 from servelab.measuring.switching import SETTLE_S, SWITCH_S, drains_in_time, turn_orders
 from servelab.observe.profile import merge_profiles
@@ -219,53 +213,6 @@ class Runner(Generic[LiveStack]):
                 break
         return True
 
-    def _result(
-        self,
-        launch: Launch,
-        workload: Workload,
-        windows: Sequence[Window],
-        warmup_rps: Sequence[tuple[int, float]],
-        speed: float | None,
-        passes: Sequence[int] = (),
-        together: bool | None = None,
-        solo_share: float | None = None,
-        switched: bool | None = None,
-    ) -> RunRecord:
-        """The run's record from its one window, or from its slices merged."""
-        durations = [w.load.duration_s for w in windows]
-        cpu_plan = self.executor.cpu_plan
-        figures = tuple(  # a run in one piece keeps no slices
-            slice_figures(w.load, w.usage, number, w.started)
-            for w, number in zip(windows, passes, strict=True)
-        ) if passes else ()
-        return RunRecord(
-            experiment=self.experiment.name,
-            variant=launch.stack.name,
-            workload=workload.name,
-            repetition=launch.repetition,
-            started_at=windows[0].started,
-            load=merge_loads(
-                [w.load for w in windows], [x for w in windows for x in w.latencies_ms],
-                [x for w in windows for x in w.latency_weights]
-                if any(w.latency_weights for w in windows) else (),
-            ),
-            processes=merge_usage([w.usage for w in windows]),
-            stack_cpus=windows[0].stack_cpus or cpu_plan.stack,
-            stack_cpu_quota=cpu_plan.stack_quota,
-            driver_cpus=windows[0].driver_cpus or cpu_plan.driver,
-            warmup_requests=sum(n for n, _ in warmup_rps),
-            warmup_rps=tuple(rps for _, rps in warmup_rps),
-            cpu_priority=self.executor.favoured,
-            neighbour_cpu_share=weighted_share([w.neighbour_share for w in windows], durations),
-            cpu_speed=speed,
-            slices=len(windows),
-            slice_figures=figures,
-            together=together,
-            solo_cpu_share=solo_share,
-            switched=switched,
-            **merge_observed([w.observed for w in windows], durations),
-        )
-
     # -- sequential ----------------------------------------------------------------
     def _sequential(self) -> None:
         for launch in plan_launches(self.experiment, self.only_rounds):
@@ -289,7 +236,11 @@ class Runner(Generic[LiveStack]):
                 self.events.on_measure(launch, workload)
                 warmup_rps = self._warm_up(stack, workload, scratch)
                 window = self.executor.measure(stack, workload, workload.load, scratch)
-                self._keep(self._result(launch, workload, [window], warmup_rps, speed), [window])
+                record = run_record(
+                    self.experiment, self.executor.cpu_plan, self.executor.favoured, launch,
+                    workload, [window], warmup_rps, speed,
+                )
+                self._keep(record, [window])
                 if self.slo_stop.stops(self.all_runs, launch):
                     break  # a ramp past its breaking point: higher rates are not tried
 
@@ -368,13 +319,12 @@ class Runner(Generic[LiveStack]):
                 in_block = len({run.launch.repetition for run in members})
                 rounds.add_workload(workload.name, passes * in_block, self.clock() - began)
                 for run in members:
-                    self._keep(
-                        self._result(
-                            run.launch, workload, run.windows, run.warmup_rps, run.speed,
-                            run.passes, run.together, run.solo_share, run.switched,
-                        ),
-                        run.windows,
+                    record = run_record(
+                        self.experiment, self.executor.cpu_plan, self.executor.favoured,
+                        run.launch, workload, run.windows, run.warmup_rps, run.speed,
+                        run.passes, run.together, run.solo_share, run.switched,
                     )
+                    self._keep(record, run.windows)
 
     def _may_switch(self, workload: Workload, members: list[_LiveRun[LiveStack]]) -> bool:
         """Whether this workload's passes in turns could be switched (before the rates

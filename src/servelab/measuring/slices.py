@@ -14,7 +14,8 @@ A merged run is exact where the slices allow it: counts and durations add up,
 CPU seconds per process add up, peak memory is the highest peak, and the
 latency figures are computed from every answered request's latency (the
 driver keeps them per slice; see ``OhaDriver.latencies_ms``) with the
-nearest-rank percentile.
+nearest-rank percentile. ``run_record`` puts a run's record together, from its one
+window or from its slices merged.
 """
 
 from __future__ import annotations
@@ -22,13 +23,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from servelab.config.load import LoadSpec
+from servelab.config.experiment import Experiment
+from servelab.config.load import LoadSpec, Workload
+from servelab.host.cpus import CpuPlan
+from servelab.measuring.executor import Window
+from servelab.measuring.plan import Launch
 from servelab.results.records import (
     ListenQueue,
     LoadMachine,
     LoadMeasurement,
     NamedRequests,
     ProcessUsage,
+    RunRecord,
     SliceFigures,
     percentile,
     weighted_percentile,
@@ -258,3 +264,53 @@ def weighted_share(shares: Sequence[float | None], durations_s: Sequence[float])
     if not known or total <= 0:
         return None
     return sum(s * d for s, d in known) / total
+
+
+def run_record(
+    experiment: Experiment,
+    cpu_plan: CpuPlan,
+    favoured: bool,
+    launch: Launch,
+    workload: Workload,
+    windows: Sequence[Window],
+    warmup_rps: Sequence[tuple[int, float]],
+    speed: float | None,
+    passes: Sequence[int] = (),
+    together: bool | None = None,
+    solo_share: float | None = None,
+    switched: bool | None = None,
+) -> RunRecord:
+    """The run's record from its one window, or from its slices merged (``cpu_plan`` and
+    ``favoured``: the executor's)."""
+    durations = [w.load.duration_s for w in windows]
+    figures = tuple(  # a run in one piece keeps no slices
+        slice_figures(w.load, w.usage, number, w.started)
+        for w, number in zip(windows, passes, strict=True)
+    ) if passes else ()
+    return RunRecord(
+        experiment=experiment.name,
+        variant=launch.stack.name,
+        workload=workload.name,
+        repetition=launch.repetition,
+        started_at=windows[0].started,
+        load=merge_loads(
+            [w.load for w in windows], [x for w in windows for x in w.latencies_ms],
+            [x for w in windows for x in w.latency_weights]
+            if any(w.latency_weights for w in windows) else (),
+        ),
+        processes=merge_usage([w.usage for w in windows]),
+        stack_cpus=windows[0].stack_cpus or cpu_plan.stack,
+        stack_cpu_quota=cpu_plan.stack_quota,
+        driver_cpus=windows[0].driver_cpus or cpu_plan.driver,
+        warmup_requests=sum(n for n, _ in warmup_rps),
+        warmup_rps=tuple(rps for _, rps in warmup_rps),
+        cpu_priority=favoured,
+        neighbour_cpu_share=weighted_share([w.neighbour_share for w in windows], durations),
+        cpu_speed=speed,
+        slices=len(windows),
+        slice_figures=figures,
+        together=together,
+        solo_cpu_share=solo_share,
+        switched=switched,
+        **merge_observed([w.observed for w in windows], durations),
+    )

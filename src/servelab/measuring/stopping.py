@@ -10,14 +10,20 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from servelab.analysis.analyze import Clarity, ExperimentAnalysis, analyze, clarity
+from servelab.analysis.analyze import (
+    Clarity,
+    ExperimentAnalysis,
+    analyze,
+    clarity,
+    threshold_comparison,
+)
 from servelab.analysis.comparisons import slice_design
 from servelab.analysis.metrics import answer_metric
 from servelab.analysis.nested import starts_needed, variance_components
 from servelab.analysis.so_far import AnalysisSoFar
 from servelab.analysis.stats import EARLY_LEVEL
 from servelab.analysis.thresholds import distance_to_decide, judge, parse_threshold
-from servelab.analysis.validity import as_measured, threshold_comparison
+from servelab.analysis.validity import as_measured
 from servelab.config.experiment import Experiment
 from servelab.config.load import SloSpec
 from servelab.measuring.plan import Launch

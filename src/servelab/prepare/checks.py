@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
@@ -23,6 +24,10 @@ from servelab.registry import (
     get_server,
 )
 
+if TYPE_CHECKING:  # the plug-ins' bases, for their lookups' types (asked by name)
+    from servelab.fronts.base import Front
+    from servelab.servers.base import AppServer
+
 
 def slicing_drivers() -> str:
     """The drivers that can measure in slices, as "the oha driver"."""
@@ -38,7 +43,7 @@ def check_server(server: ServerSpec) -> None:
 def check_proxy(proxy: ProxySpec) -> None:
     """ValueError for what ``proxy``'s front cannot do: a unix socket without a front,
     a protocol it does not speak, another front's knobs."""
-    front = get_front(proxy.kind)
+    front: Front = get_front(proxy.kind)
     if front.role is None and proxy.transport == "unix":
         raise ValueError(
             "transport 'unix' needs a proxy in front (load drivers speak TCP); "
@@ -56,7 +61,7 @@ def check_proxy(proxy: ProxySpec) -> None:
 
 def check_pairing(stack: StackSpec) -> None:
     """ValueError when ``stack``'s server and front do not go together."""
-    server = get_server(stack.server.kind)
+    server: AppServer = get_server(stack.server.kind)
     if server.inside_front is not None:
         if stack.proxy.kind != server.inside_front:
             raise ValueError(
@@ -190,7 +195,7 @@ def blame_earlier(stages: Sequence[Stage]) -> None:
 def describe_stack(stack: StackSpec) -> str:
     """One line: what serves, what fronts it, how they talk."""
     s, p = stack.server, stack.proxy
-    server_impl = get_server(s.kind)
+    server_impl: AppServer = get_server(s.kind)
     server = server_impl.describe(s)
     if s.max_requests:
         jitter = f"+0..{s.max_requests_jitter}" if s.max_requests_jitter else ""

@@ -18,20 +18,23 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from servelab.apps import ResolvedApp, resolve_app
 from servelab.config.building import describe_validation_error
-from servelab.config.database import DatabaseSpec
+from servelab.config.database import Database, DatabaseSpec
 from servelab.config.experiment import Experiment
-from servelab.config.load import RequestSpec, Workload, header_problem, path_problem
+from servelab.config.load import RequestSpec, Workload
+from servelab.config.run import UserRequest
 from servelab.config.stack import AppSpec, StackSpec
 from servelab.errors import SpecError, StackStartError
 from servelab.registry import get_server
+
+if TYPE_CHECKING:
+    from servelab.servers.base import AppServer
 
 # Studies whose question is about the stack, not about the seed app, so they
 # can be asked of any app. The failure-mode studies need the built-in sleepy app.
@@ -55,68 +58,6 @@ DJANGO_REFS = frozenset(
     }
 )
 DJANGO_DEFAULT_PATH = "/books/"
-Database = Literal["sqlite", "postgresql"]
-
-
-@dataclass(frozen=True)
-class UserRequest:
-    """The request options given on the command line; None keeps the default."""
-
-    method: str | None = None
-    path: str | None = None
-    headers: tuple[str, ...] = ()  # "Name: value" as typed
-    body_file: Path | None = None
-    expect_status: int | None = None
-
-    @property
-    def given(self) -> bool:
-        return any(
-            v not in (None, ())
-            for v in (self.method, self.path, self.headers, self.body_file, self.expect_status)
-        )
-
-    def overrides(self) -> dict[str, Any]:
-        """The RequestSpec fields these options set (validated later by the spec)."""
-        fields: dict[str, Any] = {}
-        if self.method is not None:
-            fields["method"] = self.method.upper()
-        if self.path is not None:
-            problem = path_problem(self.path)
-            if problem:
-                raise SpecError(f"invalid --path: {problem}", "e.g. --path '/api/items?page=2'")
-            fields["path"] = self.path
-            fields["mix"] = ()  # one path given replaces a file's request mix
-        if self.expect_status is not None:
-            fields["expect_status"] = self.expect_status
-        headers: dict[str, str] = {}
-        for text in self.headers:
-            name, sep, value = text.partition(":")
-            if not sep or not name.strip():
-                raise SpecError(
-                    f"invalid --header {text!r}", "write it as 'Name: value', e.g. 'X-Token: abc'"
-                )
-            problem = header_problem(name.strip(), value.strip())
-            if problem:
-                raise SpecError(
-                    f"invalid --header {text!r}: {problem}",
-                    "give one header per --header, 'Name: value' on one line",
-                )
-            if name.strip().lower() == "content-type":
-                fields["content_type"] = value.strip()
-            else:
-                headers[name.strip()] = value.strip()
-        if headers:
-            fields["headers"] = headers
-        if self.body_file is not None:
-            try:
-                fields["body"] = self.body_file.read_text()
-            except (OSError, UnicodeDecodeError) as exc:
-                why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-                raise SpecError(
-                    f"cannot read --body-file {self.body_file}: {why}",
-                    "give a readable UTF-8 text file",
-                ) from None
-        return fields
 
 
 def request_spec(base: RequestSpec, request: UserRequest) -> RequestSpec:
@@ -147,7 +88,7 @@ def check_study_accepts_app(study: str, endpoints_given: bool) -> None:
 def fit_stack(stack: StackSpec, app_spec: AppSpec, app: ResolvedApp) -> tuple[StackSpec, str]:
     """``stack`` serving ``app_spec``, its server's settings fitted to the app (e.g.
     gunicorn's worker class). Returns the stack and a note ('' when nothing changed)."""
-    server = get_server(stack.server.kind)
+    server: AppServer = get_server(stack.server.kind)
     if app.interface not in server.interfaces:
         raise SpecError(
             f"variant {stack.name} runs {server.kind}, which serves "

@@ -204,6 +204,13 @@ class Renderer(Protocol[Output_co]):
     def __call__(self, sections: Sequence[Section]) -> Output_co: ...
 
 
+# What each output format has (report/formats.py names each one's functions): the files
+# it writes into a report directory (report/files.py), returning their paths, and the text
+# of its --export-FORMAT file, rewritten after every run (report/exports.py).
+FileWriter = Callable[[ReportInput, Sequence[Section], Path], list[Path]]
+ExportRenderer = Callable[[ReportInput], str]
+
+
 # ---------------------------------------------------------------------------
 # What the markdown and HTML reports both show, computed once, formatted alike.
 

@@ -13,15 +13,12 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 from servelab.report.base import ReportInput
 from servelab.report.formats import output_format
 from servelab.results.outdir import check_writable_path
-
-# Renders the text of one --export-FORMAT file (report/formats.py names each one's).
-ExportRenderer = Callable[[ReportInput], str]
 
 
 def json_text(report: ReportInput) -> str:

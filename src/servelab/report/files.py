@@ -8,7 +8,7 @@ them were written, and a non-empty target is refused unless ``force`` is given.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from servelab.report.base import (
@@ -18,6 +18,7 @@ from servelab.report.base import (
     RUNS_CSV_FILE,
     RUNS_JSON_FILE,
     SCREENSHOT_FILE,
+    FileWriter,
     Renderer,
     ReportInput,
     Section,
@@ -29,9 +30,6 @@ from servelab.report.markdown import render_markdown
 from servelab.report.sections import ChartsSection, report_sections
 from servelab.report.why import write_profile_files
 from servelab.results.outdir import staged_output
-
-# Writes one format's files of a report into a directory; returns their paths.
-FileWriter = Callable[[ReportInput, Sequence[Section], Path], list[Path]]
 
 
 def text_file(name: str, render: Renderer[str]) -> FileWriter:

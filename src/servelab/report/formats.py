@@ -16,8 +16,7 @@ from servelab.errors import SpecError
 from servelab.registry import imported
 
 if TYPE_CHECKING:
-    from servelab.report.exports import ExportRenderer
-    from servelab.report.files import FileWriter
+    from servelab.report.base import ExportRenderer, FileWriter
 
 
 @dataclass(frozen=True)

@@ -100,8 +100,8 @@ def names_table(experiment: Experiment, runs: Sequence[RunRecord]) -> Table | No
                 r.workload, r.variant, r.request, str(r.runs), f"{r.requests:,}",
                 f"{r.failures:,}",
                 ", ".join(f"{k}: {n:,}" for k, n in sorted(r.failures_by_kind.items())) or "-",
-                f"{r.rps:,.1f}", f"{r.mean_ms:.2f}", _ms(r.p50_ms, r.whole_ms), _ms(r.p99_ms, r.whole_ms),
-                f"{r.max_ms:.1f}",
+                f"{r.rps:,.1f}", f"{r.mean_ms:.2f}", _ms(r.p50_ms, r.whole_ms),
+                _ms(r.p99_ms, r.whole_ms), f"{r.max_ms:.1f}",
             )
             for r in rows
         ),

@@ -32,7 +32,7 @@ from servelab.errors import SpecError
 from servelab.host.netns import check_somaxconn
 from servelab.measuring.ramp import RampPlan, ramp_experiment
 from servelab.prepare.building import experiment_from_dict
-from servelab.studies import Study, StudyOptions
+from servelab.studies.base import Study, StudyOptions
 from servelab.studies.seeds import SEED_ITEM_BODY, SEED_SERVER
 
 # The seed's experiment: vegeta -rate=200 -duration=1s -timeout=500s, 2 s per request.

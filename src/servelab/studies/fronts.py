@@ -24,7 +24,7 @@ from typing import Any
 from servelab.config.experiment import Experiment
 from servelab.errors import SpecError
 from servelab.prepare.building import experiment_from_dict
-from servelab.studies import Study, StudyOptions
+from servelab.studies.base import Study, StudyOptions
 
 # The seed's two ab runs: (name, requests, concurrency).
 SEED_AB_RUNS = (("ab-c20", 1000, 20), ("ab-c500", 3000, 500))

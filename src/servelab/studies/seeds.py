@@ -21,7 +21,7 @@ from servelab.config.stack import StackSpec
 from servelab.errors import SpecError
 from servelab.prepare.building import experiment_from_dict
 from servelab.registry import DEFAULT_DRIVER, capabilities
-from servelab.studies import Study, StudyOptions
+from servelab.studies.base import Study, StudyOptions
 
 SEED_ITEM_BODY = json.dumps({"name": "string", "description": "string", "price": 0, "tax": 0})
 
@@ -207,7 +207,7 @@ def gunicorn_vs_uvicorn(options: StudyOptions) -> Experiment:
 # stacks afresh and measures them at the same moments of the machine, 2 passes of 3 s per
 # endpoint. Else in turns: every round's stacks alive at once, each driven alone for 1 s
 # slices in rotation, 2 passes (sharing one CPU, side by side read the cheap requests'
-# differences about half their size: docs/statistics.md). Rounds are added until every
+# differences about half their size: docs/validation/quick.md). Rounds are added until every
 # requests/s comparison is within ±5 % or clear of zero, within a budget that keeps the
 # whole study under 3 minutes.
 QUICK_STOPPING = {"precision_pct": 5.0, "budget_s": 160.0}

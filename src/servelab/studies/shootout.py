@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from servelab.config.experiment import Experiment
-from servelab.studies import Study, StudyOptions
+from servelab.studies.base import Study, StudyOptions
 from servelab.studies.seeds import (
     SEED_PROXY,
     SEED_SERVER,

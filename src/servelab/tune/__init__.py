@@ -37,13 +37,11 @@ from servelab.tune.objective import Objective
 from servelab.tune.race import (
     RaceSettings,
     RaceState,
-    Recommendation,
-    finalists,
     first_screen,
     foreseen_seconds_per_start,
     race_state,
-    recommend,
 )
+from servelab.tune.recommendation import Recommendation, finalists, recommend
 from servelab.tune.report import (
     TUNE_CHART,
     race_chart,

@@ -11,7 +11,8 @@ from typing import Any
 
 from servelab.results.records import RunRecord
 from servelab.tune.objective import Objective
-from servelab.tune.race import RaceSettings, RaceState, Recommendation, Standing
+from servelab.tune.race import RaceSettings, RaceState, Standing
+from servelab.tune.recommendation import Recommendation
 
 TUNE_JSON = "tune.json"
 TUNE_MARKDOWN = "tune.md"

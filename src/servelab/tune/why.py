@@ -2,7 +2,7 @@
 
 The race measures without py-spy: profiling makes every start take longer, and the
 race's rounds must stay comparable. Once the race is over (a winner, a tie, the rounds
-or the budget spent; not after Ctrl-C), its finalists (``race.finalists``) get
+or the budget spent; not after Ctrl-C), its finalists (``recommendation.finalists``) get
 ``PROFILED_STARTS`` fresh starts each, interleaved as the race's rounds are, every
 measured window followed by a py-spy window of its own as ``study --profile`` does.
 Those starts are stored after the race's (the repetitions from the first one with a

@@ -5,13 +5,8 @@ from __future__ import annotations
 import pytest
 from support import FakeExecutor, ListSink
 
-from servelab.analysis.analyze import analyze
-from servelab.analysis.validity import (
-    judged_metric,
-    latency_judged,
-    not_judged_because,
-    threshold_comparison,
-)
+from servelab.analysis.analyze import analyze, threshold_comparison
+from servelab.analysis.validity import judged_metric, latency_judged, not_judged_because
 from servelab.measuring import Runner
 from servelab.prepare.building import experiment_from_dict
 

@@ -8,8 +8,8 @@ import io
 import json
 import math
 import random
-from pathlib import Path
 from dataclasses import replace
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest

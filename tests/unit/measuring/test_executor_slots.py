@@ -11,8 +11,8 @@ from support import fake_load
 
 from servelab.config.load import LoadSpec
 from servelab.host.cpus import default_cpu_plan, plan_side_by_side
-from servelab.measuring import executor as executor_module
-from servelab.measuring.executor import Groups, HostExecutor
+from servelab.measuring import host as host_module
+from servelab.measuring.host import Groups, HostExecutor
 from servelab.results.records import ProcessUsage
 
 
@@ -46,10 +46,10 @@ def test_each_live_stack_gets_its_slot_and_its_driver_cpus(monkeypatch, tmp_path
         driven.append(cpus)
         return fake_load()
 
-    monkeypatch.setattr(executor_module, "launch_stack", launch_stack)
-    monkeypatch.setattr(executor_module, "run_load", run_load)
-    monkeypatch.setattr(executor_module, "ProcessSampler", Nothing)
-    monkeypatch.setattr(executor_module, "RunObserver", Nothing)
+    monkeypatch.setattr(host_module, "launch_stack", launch_stack)
+    monkeypatch.setattr(host_module, "run_load", run_load)
+    monkeypatch.setattr(host_module, "ProcessSampler", Nothing)
+    monkeypatch.setattr(host_module, "RunObserver", Nothing)
     plan = default_cpu_plan(frozenset(range(16)))  # stack CPUs 0-11, driver 12-15
     side = plan_side_by_side(plan, stacks=3, stack_size=2)
     driver = SimpleNamespace(keep_latencies=False)
@@ -76,7 +76,7 @@ def test_on_two_cpus_every_stack_shares_the_plan(monkeypatch):
         launched.append(cpus)
         yield SimpleNamespace()
 
-    monkeypatch.setattr(executor_module, "launch_stack", launch_stack)
+    monkeypatch.setattr(host_module, "launch_stack", launch_stack)
     plan = default_cpu_plan(frozenset({0, 1}))
     side = plan_side_by_side(plan, stacks=3, stack_size=2)
     executor = HostExecutor(SimpleNamespace(), plan, Groups(None, None), side=side)
@@ -125,11 +125,11 @@ def test_profile_windows_come_after_the_measured_ones(monkeypatch, tmp_path):
         said.append(f"load {url} {load.duration_s} x{load.concurrency}")
         return fake_load(requests=500)
 
-    monkeypatch.setattr(executor_module, "run_load", run_load)
-    monkeypatch.setattr(executor_module, "ProcessSampler", Watched)
-    monkeypatch.setattr(executor_module, "RunObserver", Nothing)
-    monkeypatch.setattr(executor_module, "NeighbourMeter", Meter)
-    monkeypatch.setattr(executor_module, "StackProfiler", Profiler)
+    monkeypatch.setattr(host_module, "run_load", run_load)
+    monkeypatch.setattr(host_module, "ProcessSampler", Watched)
+    monkeypatch.setattr(host_module, "RunObserver", Nothing)
+    monkeypatch.setattr(host_module, "NeighbourMeter", Meter)
+    monkeypatch.setattr(host_module, "StackProfiler", Profiler)
     driver = SimpleNamespace(keep_latencies=False)
     executor = HostExecutor(driver, default_cpu_plan(frozenset({0, 1})), Groups(None, None),
                             profiler="py-spy")

@@ -13,7 +13,7 @@ from support import FakeExecutor, ListSink
 from servelab.config.load import LoadSpec
 from servelab.config.stack import StackSpec
 from servelab.measuring import Runner, RunnerEvents
-from servelab.measuring.executor import uncrowded_concurrency
+from servelab.measuring.host import uncrowded_concurrency
 from servelab.observe.profile import WindowProfile
 from servelab.prepare.building import experiment_from_dict
 from servelab.results.profiles import read_profiles, write_profile

@@ -8,10 +8,10 @@ import pytest
 
 from servelab.apps import ResolvedApp
 from servelab.config.load import RequestSpec
+from servelab.config.run import UserRequest
 from servelab.config.stack import AppSpec, StackSpec
 from servelab.errors import SpecError
 from servelab.prepare.user_app import (
-    UserRequest,
     check_study_accepts_app,
     fit_stack,
     request_spec,

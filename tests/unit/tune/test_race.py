@@ -16,13 +16,8 @@ from servelab.measuring import Runner
 from servelab.results.records import ProcessUsage
 from servelab.tune import TuneProgress, TuneSpec
 from servelab.tune.objective import MIB, Objective
-from servelab.tune.race import (
-    RaceSettings,
-    first_screen,
-    foreseen_seconds_per_start,
-    race_state,
-    recommend,
-)
+from servelab.tune.race import RaceSettings, first_screen, foreseen_seconds_per_start, race_state
+from servelab.tune.recommendation import recommend
 from servelab.tune.report import TUNE_JSON, TUNE_MARKDOWN, recommended_in, undecided_in
 from servelab.tune.space import SubGrid
 
