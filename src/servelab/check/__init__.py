@@ -85,7 +85,7 @@ def check_experiment(
 ) -> Experiment:
     """Both versions on one stack, side by side or in turns, with the thresholds as
     stopping rule: its shapes checked here, its plug-ins' rules once, by ``api.prepare``."""
-    from servelab.config.building import build_experiment
+    from servelab.config.experiment import build_experiment
 
     request = check_request(check)
     baseline, candidate = check_stacks(check, baseline_dir)

@@ -113,7 +113,7 @@ def capacity(
     headroom): its speed is searched instead of a rate (--start and --max-rate are
     speeds then)."""
     from servelab.capacity import CapacityPlan, capacity_experiment, capacity_of_file, parse_slo
-    from servelab.config.building import build_experiment
+    from servelab.config.experiment import build_experiment
     from servelab.measuring.ramp import stack_dict
 
     given = [flag for name, flag in NOT_FOR_CAPACITY.items() if getattr(run, name)]

@@ -1,31 +1,66 @@
-"""The shapes of experiment dictionaries and files: merging overrides, grids, dotted keys,
-the slices chosen by default, pydantic's errors as one line, and an experiment built from
-them with its shapes checked (``build_experiment``, ``read_experiment_file``: what
-``Experiment.from_toml`` does). Checking it against the plug-ins it names is the floor
-above: servelab.prepare.building."""
+"""The shapes of experiment dictionaries and files, below the experiment that is built
+from them (``config.experiment``: ``build_experiment``, ``read_experiment_file``): merging
+overrides, grids, dotted keys, how loads are sliced and the slices chosen by default,
+pydantic's errors as one line. Checking an experiment against the plug-ins it names is the
+floor above: servelab.prepare.building."""
 
 from __future__ import annotations
 
 import itertools
-import tomllib
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from servelab.config.experiment import (
-    MIN_SLICE_S,
-    SIDE_BY_SIDE_SLICE_S,
-    Experiment,
-    auto_slices,
-)
-from servelab.config.load import Workload
+from servelab.config.load import LoadSpec, Workload
 from servelab.errors import SpecError
 
 # The drivers' names, and what each declares it can do (read through the registry):
 # whether an experiment is measured in slices unless it says.
 from servelab.registry import DEFAULT_DRIVER, DRIVER_NAMES, capabilities
+
+# A slice shorter than this would be mostly the driver's connection set-up.
+MIN_SLICE_S = 1.0
+
+
+def slicing_problem(load: LoadSpec, slices: int) -> str | None:
+    """Why ``load`` cannot be cut into ``slices`` (None when it can)."""
+    if slices == 1:
+        return None
+    if load.model != "closed":
+        return f"a {load.model}-model load keeps its own schedule; slices cut it"
+    if load.duration_s is not None and load.duration_s / slices < MIN_SLICE_S:
+        return (
+            f"{load.duration_s:g} s in {slices} slices is under {MIN_SLICE_S:g} s each "
+            "(mostly the driver's connection set-up)"
+        )
+    if load.requests is not None and load.requests < slices * load.concurrency:
+        return f"{load.requests} requests in {slices} slices leave under one per connection"
+    return None
+
+
+# Slice length servelab aims for when it chooses the slices itself (see the README's
+# "Measuring in slices"): long enough that the driver's connection set-up is a small
+# part of it, short enough that several passes fit in a quick study.
+SLICE_TARGET_S = 1.0
+# Side by side, longer slices: the stacks see the same moments of the machine whatever
+# the length, and a longer slice averages the stacks' own fast noise.
+SIDE_BY_SIDE_SLICE_S = 3.0
+MAX_AUTO_SLICES = 10
+
+
+def auto_slices(load: LoadSpec, target_s: float = SLICE_TARGET_S) -> int:
+    """The slices a load is cut into by default: about ``target_s`` each (or at least 20
+    requests per connection for a request count), 1 where slicing does not apply."""
+    if load.model != "closed":
+        return 1
+    if load.duration_s is not None:
+        wanted = int(load.duration_s // target_s)
+    else:
+        assert load.requests is not None
+        wanted = load.requests // (20 * load.concurrency)
+    return max(1, min(MAX_AUTO_SLICES, wanted))
+
 
 
 def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
@@ -115,87 +150,3 @@ def default_slices(data: dict[str, Any]) -> int:
             for load in loads
         )
     return min(auto_slices(load) for load in loads)
-
-
-def build_experiment(
-    data: dict[str, Any], *, source: str = "experiment", whole_variants: bool = False
-) -> Experiment:
-    """A raw experiment dict (as read from TOML) as an Experiment, its shapes checked
-    (SpecError naming ``source`` and the value); what the plug-ins say of it is asked
-    above, by servelab.prepare.building.experiment_from_dict.
-
-    ``variants`` entries are overrides merged onto the baseline (with
-    ``whole_variants``, whole stacks taken as they are: a knob of the baseline's server
-    must not leak into a variant with another server); ``grid`` maps dotted knob names
-    to lists of values and adds one variant per combination.
-    """
-    data = dict(data)
-    baseline = data.get("baseline", {})
-    if not isinstance(baseline, dict):
-        raise SpecError(f"{source}: 'baseline' must be a table", "write [baseline] with its knobs")
-    baseline = {"name": "baseline", **baseline}
-    variants = []
-    overrides = data.pop("variants", []) or []
-    if not isinstance(overrides, list):
-        raise SpecError(
-            f"{source}: 'variants' must be an array of tables", "write each as [[variants]]"
-        )
-    for index, override in enumerate(overrides):
-        if not isinstance(override, dict):
-            raise SpecError(f"{source}: variant {index + 1} must be a table", "use [[variants]]")
-        if "name" not in override:
-            raise SpecError(f"{source}: variant {index + 1} has no name", "add name = '...'")
-        variants.append(dict(override) if whole_variants else deep_merge(baseline, override))
-    grid = data.pop("grid", None) or {}
-    if not isinstance(grid, dict):
-        raise SpecError(
-            f"{source}: 'grid' must be a table", "e.g. [grid] 'server.workers' = [1, 2]"
-        )
-    variants.extend(expand_grid(baseline, grid))
-    data["baseline"] = baseline
-    data["variants"] = variants
-    if data.get("slices") is None:
-        data["slices"] = default_slices(data)
-    if data.get("switching") is None:
-        # Switched passes by default wherever passes are: about two times narrower
-        # intervals on the cheap endpoints in quick, as right (docs/validation/spread.md,
-        # "Switched passes, built"); where they do not apply (side by side, a driver that cannot,
-        # a slow stack) nothing changes. Runs in one piece have none (and keep the hash
-        # they had before switching existed).
-        slices = data["slices"]  # a wrong type is the model's to refuse
-        data["switching"] = isinstance(slices, int) and slices > 1
-    return validated(data, source, "correct that value")
-
-
-def validated(data: dict[str, Any], source: str, fix: str) -> Experiment:
-    """The experiment ``data`` describes, its shapes checked; a bad value is one line
-    naming ``source`` (where the value came from) and ``fix``."""
-    try:
-        return Experiment.model_validate(data)
-    except ValidationError as exc:
-        raise SpecError(f"{source}: {describe_validation_error(exc)}", fix) from None
-
-
-def read_experiment_file(path: Path) -> Experiment:
-    """The experiment file at ``path`` (its name, unless it gives one, the file's stem),
-    its shapes checked: SpecError for a file that cannot be read or a bad value."""
-    try:
-        raw = tomllib.loads(path.read_bytes().decode("utf-8"))
-    except FileNotFoundError:
-        raise SpecError(f"experiment file {path} does not exist", "check the path") from None
-    except IsADirectoryError:
-        raise SpecError(f"{path} is a directory", "give the experiment's TOML file") from None
-    except OSError as exc:
-        raise SpecError(
-            f"cannot read {path}: {exc.strerror}", "check the file's permissions"
-        ) from None
-    except UnicodeDecodeError as exc:
-        raise SpecError(
-            f"{path} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset "
-            f"{exc.start})",
-            "save the file as UTF-8 (TOML files are UTF-8)",
-        ) from None
-    except tomllib.TOMLDecodeError as exc:
-        raise SpecError(f"{path} is not valid TOML: {exc}", "fix the TOML syntax") from None
-    raw.setdefault("name", path.stem)
-    return build_experiment(raw, source=str(path))

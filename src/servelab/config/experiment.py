@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import tomllib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field, PrivateAttr, field_validator, model_validator
+from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from servelab.config.base import (
     Model,
@@ -14,14 +15,22 @@ from servelab.config.base import (
     PositiveFloat,
     PositiveInt,
 )
+from servelab.config.building import (
+    deep_merge,
+    default_slices,
+    describe_validation_error,
+    expand_grid,
+    slicing_problem,
+)
 from servelab.config.database import DatabaseSpec
-from servelab.config.load import LoadSpec, SloSpec, WarmupSpec, Workload
+from servelab.config.load import SloSpec, WarmupSpec, Workload
 from servelab.config.stack import (
     StackSpec,
 )
 from servelab.config.thresholds import COUNTED, parse_threshold
 
 # The driver's names only; what it can do is asked in servelab.prepare.checks.
+from servelab.errors import SpecError
 from servelab.registry import DEFAULT_DRIVER, DRIVER_NAMES
 
 # The registry's names as a Literal for pydantic; mypy sees str (as config.stack's kinds).
@@ -29,49 +38,6 @@ if TYPE_CHECKING:
     DriverName = str
 else:
     DriverName = Literal[DRIVER_NAMES]
-
-# A slice shorter than this would be mostly the driver's connection set-up.
-MIN_SLICE_S = 1.0
-
-
-def slicing_problem(load: LoadSpec, slices: int) -> str | None:
-    """Why ``load`` cannot be cut into ``slices`` (None when it can)."""
-    if slices == 1:
-        return None
-    if load.model != "closed":
-        return f"a {load.model}-model load keeps its own schedule; slices cut it"
-    if load.duration_s is not None and load.duration_s / slices < MIN_SLICE_S:
-        return (
-            f"{load.duration_s:g} s in {slices} slices is under {MIN_SLICE_S:g} s each "
-            "(mostly the driver's connection set-up)"
-        )
-    if load.requests is not None and load.requests < slices * load.concurrency:
-        return f"{load.requests} requests in {slices} slices leave under one per connection"
-    return None
-
-
-# Slice length servelab aims for when it chooses the slices itself (see the README's
-# "Measuring in slices"): long enough that the driver's connection set-up is a small
-# part of it, short enough that several passes fit in a quick study.
-SLICE_TARGET_S = 1.0
-# Side by side, longer slices: the stacks see the same moments of the machine whatever
-# the length, and a longer slice averages the stacks' own fast noise.
-SIDE_BY_SIDE_SLICE_S = 3.0
-MAX_AUTO_SLICES = 10
-
-
-def auto_slices(load: LoadSpec, target_s: float = SLICE_TARGET_S) -> int:
-    """The slices a load is cut into by default: about ``target_s`` each (or at least 20
-    requests per connection for a request count), 1 where slicing does not apply."""
-    if load.model != "closed":
-        return 1
-    if load.duration_s is not None:
-        wanted = int(load.duration_s // target_s)
-    else:
-        assert load.requests is not None
-        wanted = load.requests // (20 * load.concurrency)
-    return max(1, min(MAX_AUTO_SLICES, wanted))
-
 
 class StoppingSpec(Model):
     """Measure until every comparison is clear, or the budget is spent (sliced runs only).
@@ -179,8 +145,6 @@ class Experiment(Model):
         servelab.prepare: ``servelab.load_experiment(path)`` checks both at load, and
         ``servelab.run``/``measure`` check whatever they are given once, before anything
         starts, with the same one line."""
-        from servelab.config.building import read_experiment_file  # builds on this module
-
         experiment = read_experiment_file(Path(path))
         experiment._read_from = str(Path(path))
         return experiment
@@ -213,3 +177,85 @@ class Experiment(Model):
         return (self.baseline, *self.variants)
 
 
+def build_experiment(
+    data: dict[str, Any], *, source: str = "experiment", whole_variants: bool = False
+) -> Experiment:
+    """A raw experiment dict (as read from TOML) as an Experiment, its shapes checked
+    (SpecError naming ``source`` and the value); what the plug-ins say of it is asked
+    above, by servelab.prepare.building.experiment_from_dict.
+
+    ``variants`` entries are overrides merged onto the baseline (with
+    ``whole_variants``, whole stacks taken as they are: a knob of the baseline's server
+    must not leak into a variant with another server); ``grid`` maps dotted knob names
+    to lists of values and adds one variant per combination.
+    """
+    data = dict(data)
+    baseline = data.get("baseline", {})
+    if not isinstance(baseline, dict):
+        raise SpecError(f"{source}: 'baseline' must be a table", "write [baseline] with its knobs")
+    baseline = {"name": "baseline", **baseline}
+    variants = []
+    overrides = data.pop("variants", []) or []
+    if not isinstance(overrides, list):
+        raise SpecError(
+            f"{source}: 'variants' must be an array of tables", "write each as [[variants]]"
+        )
+    for index, override in enumerate(overrides):
+        if not isinstance(override, dict):
+            raise SpecError(f"{source}: variant {index + 1} must be a table", "use [[variants]]")
+        if "name" not in override:
+            raise SpecError(f"{source}: variant {index + 1} has no name", "add name = '...'")
+        variants.append(dict(override) if whole_variants else deep_merge(baseline, override))
+    grid = data.pop("grid", None) or {}
+    if not isinstance(grid, dict):
+        raise SpecError(
+            f"{source}: 'grid' must be a table", "e.g. [grid] 'server.workers' = [1, 2]"
+        )
+    variants.extend(expand_grid(baseline, grid))
+    data["baseline"] = baseline
+    data["variants"] = variants
+    if data.get("slices") is None:
+        data["slices"] = default_slices(data)
+    if data.get("switching") is None:
+        # Switched passes by default wherever passes are: about two times narrower
+        # intervals on the cheap endpoints in quick, as right (docs/validation/spread.md,
+        # "Switched passes, built"); where they do not apply (side by side, a driver that cannot,
+        # a slow stack) nothing changes. Runs in one piece have none (and keep the hash
+        # they had before switching existed).
+        slices = data["slices"]  # a wrong type is the model's to refuse
+        data["switching"] = isinstance(slices, int) and slices > 1
+    return validated(data, source, "correct that value")
+
+
+def validated(data: dict[str, Any], source: str, fix: str) -> Experiment:
+    """The experiment ``data`` describes, its shapes checked; a bad value is one line
+    naming ``source`` (where the value came from) and ``fix``."""
+    try:
+        return Experiment.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(f"{source}: {describe_validation_error(exc)}", fix) from None
+
+
+def read_experiment_file(path: Path) -> Experiment:
+    """The experiment file at ``path`` (its name, unless it gives one, the file's stem),
+    its shapes checked: SpecError for a file that cannot be read or a bad value."""
+    try:
+        raw = tomllib.loads(path.read_bytes().decode("utf-8"))
+    except FileNotFoundError:
+        raise SpecError(f"experiment file {path} does not exist", "check the path") from None
+    except IsADirectoryError:
+        raise SpecError(f"{path} is a directory", "give the experiment's TOML file") from None
+    except OSError as exc:
+        raise SpecError(
+            f"cannot read {path}: {exc.strerror}", "check the file's permissions"
+        ) from None
+    except UnicodeDecodeError as exc:
+        raise SpecError(
+            f"{path} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset "
+            f"{exc.start})",
+            "save the file as UTF-8 (TOML files are UTF-8)",
+        ) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"{path} is not valid TOML: {exc}", "fix the TOML syntax") from None
+    raw.setdefault("name", path.stem)
+    return build_experiment(raw, source=str(path))

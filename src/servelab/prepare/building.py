@@ -7,8 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from servelab.config.building import build_experiment
-from servelab.config.experiment import Experiment
+from servelab.config.experiment import Experiment, build_experiment
 from servelab.prepare.checks import checked
 
 
@@ -16,7 +15,7 @@ def experiment_from_dict(
     data: dict[str, Any], *, source: str = "experiment", whole_variants: bool = False
 ) -> Experiment:
     """A raw experiment dict (as read from TOML) as an Experiment, its shapes checked
-    (``config.building.build_experiment``: variants merged onto the baseline, the grid
+    (``config.experiment.build_experiment``: variants merged onto the baseline, the grid
     expanded, the slices chosen), then checked against the plug-ins it names; SpecError
     ('source: where: what') for the first problem."""
     experiment = build_experiment(data, source=source, whole_variants=whole_variants)

@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from servelab.config.building import default_slices, validated
-from servelab.config.experiment import Experiment, StoppingSpec
+from servelab.config.building import default_slices
+from servelab.config.experiment import Experiment, StoppingSpec, validated
 from servelab.config.run import RunOptions
 from servelab.errors import SpecError
 from servelab.prepare.checks import DEFAULT_FIX, Stage, blame_earlier, checked_stages

@@ -21,8 +21,7 @@ from typing import Any
 from rich.console import Console
 
 from servelab.analysis.so_far import AnalysisSoFar
-from servelab.config.building import build_experiment
-from servelab.config.experiment import Experiment
+from servelab.config.experiment import Experiment, build_experiment
 from servelab.config.load import RequestSpec
 from servelab.config.run import LOOPBACK, RunOptions, UserApp
 from servelab.host.cpus import CpuPlan

@@ -8,7 +8,7 @@ import random
 import pytest
 from support import fake_load
 
-from servelab.config.experiment import slicing_problem
+from servelab.config.building import slicing_problem
 from servelab.config.load import LoadSpec
 from servelab.config.stack import StackSpec
 from servelab.errors import SpecError
