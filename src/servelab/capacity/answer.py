@@ -71,7 +71,7 @@ def curve_words(answer: VariantCapacity, confidence: float) -> str | None:
             f"{said}; a sharp edge: held in half of them at {amount(curve.half.rate)}, "
             "within that interval"
         )
-    band = curve.band_ratio
+    band = curve.ratio
     width = f", a band of {100 * (band - 1):.0f} %" if band is not None else ""
     return (
         f"{said}, and {point_words(curve.half, amount, unit, confidence)} in half of them: "
@@ -159,7 +159,7 @@ def markdown(
         half, half_interval, edge = "-", "-", "-"
         if a.curve is not None:
             half, half_interval = amount(a.curve.half.rate), span(a.curve.half.interval)
-            band = a.curve.band_ratio
+            band = a.curve.ratio
             edge = "sharp" if a.curve.steep else (
                 f"a band of {100 * (band - 1):.0f} %" if band is not None else "-"
             )

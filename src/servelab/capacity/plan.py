@@ -196,7 +196,7 @@ def curve_document(curve: HoldingCurve) -> dict[str, Any]:
 
     return {
         "hold": point(curve.hold), "half": point(curve.half),
-        "band_ratio": curve.band_ratio,
+        "band_ratio": curve.ratio,
         "band_interval": list(curve.band) if curve.band else None,
         "steep": curve.steep, "trials_fitted": curve.fitted,
         "a": curve.a, "b": curve.b, "s": curve.s, "confidence": curve.confidence,

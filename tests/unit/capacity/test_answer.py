@@ -99,7 +99,7 @@ def _on_curve(steep: bool) -> VariantCapacity:
     curve = HoldingCurve(
         a=30.0, b=4.0, s=0.2, confidence=0.9, hold=hold, half=half,
         band=(1.03, 1.10) if not steep else (1.0, 1.02), steep=steep, fitted=18,
-        span=(1200.0, 1600.0),
+        rates=(1200.0, 1600.0),
     )
     estimate = Estimate(1380.0, (1320.0, 1430.0), 1462.0, 1405.0, fitted=18)
     return VariantCapacity("base", estimate, (TRIAL,), 1900.0, curve=curve)
