@@ -33,7 +33,7 @@ class CapacityPlan:
     min_rate: float = 1.0
     trial_s: float = 5.0
     half_width: float = 0.05
-    max_trials: int = 20
+    max_trials: int = 24  # a wide band takes them all: about 4 minutes of 5 s trials
     confidence: float = 0.90
     connections: int = 1000
     timeout_s: float = 10.0

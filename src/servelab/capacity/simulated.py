@@ -67,14 +67,17 @@ class SimulatedStack:
 
 
 def simulate(
-    stack: SimulatedStack, limit_ms: float, settings: SearchSettings, seed: int
+    stack: SimulatedStack, limit_ms: float, settings: SearchSettings, seed: int,
+    make_search: Callable[[SearchSettings], Search] = CapacitySearch,
 ) -> tuple[Estimate, int]:
     """One search on ``stack``: its estimate and the trials it took."""
     rng = random.Random(seed)
-    search = CapacitySearch(settings)
+    search = make_search(settings)
+    trials = 0
     while (rate := search.next_rate()) is not None:
         search.tell(stack.trial(rate, limit_ms, rng))
-    return search.estimate(), len(search.outcomes)
+        trials += 1
+    return search.estimate(), trials
 
 
 _NORMAL = NormalDist()

@@ -52,7 +52,7 @@ def app_name(ref: str) -> str:
               help="Each trial's schedule, at its fixed rate.")
 @click.option("--half-width", type=float, default=5.0, show_default=True,
               help="Stop once the interval is within +- this many % of the capacity.")
-@click.option("--max-trials", type=int, default=20, show_default=True,
+@click.option("--max-trials", type=int, default=24, show_default=True,
               help="Trials per variant at most.")
 @click.option("--confidence", type=float, default=0.90, show_default=True,
               help="Of the interval.")
