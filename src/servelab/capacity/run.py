@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from servelab.capacity.curve import QuantileSearch
 from servelab.capacity.files import (
     MARKDOWN_FILE,
     TrialLog,
@@ -39,6 +38,7 @@ from servelab.capacity.files import (
 )
 from servelab.capacity.machine import MachineSpeed, StartSpeed
 from servelab.capacity.plan import CapacityPlan, VariantCapacity
+from servelab.capacity.quantile import QuantileSearch
 from servelab.capacity.search import (
     Estimate,
     Search,

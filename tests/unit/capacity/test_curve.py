@@ -19,7 +19,8 @@ import time
 
 import pytest
 
-from servelab.capacity.curve import HoldingCurve, QuantileSearch, fit_curve
+from servelab.capacity.curve import HoldingCurve, fit_curve
+from servelab.capacity.quantile import QuantileSearch
 from servelab.capacity.search import Estimate, Outcome, Search, SearchSettings
 from servelab.capacity.simulated import MarginCurve, SimulatedStack, run_search, simulate
 

@@ -21,7 +21,8 @@ import time
 
 import pytest
 
-from servelab.capacity.curve import HoldingCurve, QuantileSearch
+from servelab.capacity.curve import HoldingCurve
+from servelab.capacity.quantile import QuantileSearch
 from servelab.capacity.search import SearchSettings
 from servelab.capacity.simulated import SimulatedStack, run_search
 
