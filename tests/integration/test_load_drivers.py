@@ -25,7 +25,7 @@ pytestmark = pytest.mark.integration
 DRIVERS = ("oha", "ab", "wrk")
 # Registered drivers with integration tests of their own (Locust starts workers and a
 # master, and is driven through studies there).
-TESTED_ELSEWHERE = {"locust": "test_locust.py"}
+TESTED_ELSEWHERE = {"locust": "test_locust.py", "vegeta": "test_replay.py"}
 READY_WITHIN_S = 10.0
 # The status_counts key each driver uses for a 200 answer.
 OK_KEY = {"oha": "200", "ab": "2xx", "wrk": "2xx/3xx"}

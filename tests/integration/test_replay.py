@@ -48,6 +48,9 @@ def shares(log: Path) -> dict[str, float]:
     return {r.route: r.share for r in summary.routes}
 
 
+# The sender's lag is what it asserts: on a CPU shared with other tests' drivers it lagged
+# 555 ms at p99 (CI, three tests at once); it needs the machine to itself.
+@pytest.mark.alone
 def test_a_replay_keeps_its_logs_schedule_and_mix(tmp_path: Path) -> None:
     synthetic = tmp_path / "synthetic.log"
     made = run_cli("traffic", "--make-log", str(synthetic), "--app", "django",

@@ -38,6 +38,7 @@ from servelab.traffic.routes import route_of
 from servelab.traffic.schedule import read_schedule_file
 
 SOURCE_DIR = Path(__file__).parent / "vegeta_replay"
+SOURCE_FILES = ("main.go", "go.mod", "go.sum")  # hashed in this order, as setup.sh does
 SENT_FILE = "sent.tsv"
 ERROR_KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("timeout", ("timeout", "deadline exceeded")),
@@ -50,7 +51,7 @@ def source_digest() -> str:
     """The first 12 hex digits of the sender's source's SHA-256 (main.go, go.mod, go.sum),
     as scripts/setup.sh names the binary it builds."""
     digest = hashlib.sha256()
-    for name in ("main.go", "go.mod", "go.sum"):
+    for name in SOURCE_FILES:
         digest.update((SOURCE_DIR / name).read_bytes())
     return digest.hexdigest()[:12]
 
@@ -65,6 +66,11 @@ class VegetaDriver(LoadDriver):
     capabilities = frozenset({"request_count", "replay"})
 
     def executable(self) -> str:
+        if not all((SOURCE_DIR / name).is_file() for name in SOURCE_FILES):
+            raise MissingToolError(
+                "the replay sender's source is not in this install",
+                "install servelab from its checkout and run `scripts/setup.sh --with replay`",
+            )
         path = sender_path()
         if not os.access(path, os.X_OK):
             raise MissingToolError(
@@ -77,6 +83,10 @@ class VegetaDriver(LoadDriver):
         return f"replay-sender {source_digest()} (vegeta v12.13.0)"
 
     def doctor_checks(self) -> list[Check]:
+        if not all((SOURCE_DIR / name).is_file() for name in SOURCE_FILES):
+            return [Check(self.name, "warn", "the replay sender's source is not in this "
+                          "install: servelab cannot replay access logs",
+                          "install servelab from its checkout (scripts/setup.sh --with replay)")]
         built = os.access(sender_path(), os.X_OK)
         return [Check(
             self.name, "ok" if built else "warn",
