@@ -75,7 +75,7 @@ from servelab.capacity.search import (
     crossing,
 )
 from servelab.capacity.simulated import SimulatedStack
-from servelab.config.run import RunOptions
+from servelab.config.run import RunOptions, UserApp
 from servelab.measuring.ramp import stack_dict
 from servelab.prepare.building import experiment_from_dict
 from servelab.studies.seeds import SEED_ITEM_BODY
@@ -374,15 +374,18 @@ def _experiment(stack: str):
                                 source="benchmark")
 
 
-def _measure(stack: str, out: Path, **measuring) -> tuple[object, float]:
+def measure_search(
+    stack: str, out: Path, user: UserApp = UserApp(), **measuring  # noqa: B008 (frozen)
+) -> tuple[object, float]:
     """One search (a fresh start of the stack) under the machine lock: its answer and
-    its wall time (from taking the lock)."""
+    its wall time (from taking the lock). ``user``: the user's app in place of the
+    stack's (`capacity --app`)."""
     plan = measuring.pop("plan", CapacityPlan(slo=SLO))
     with open(LOCK, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         began = time.monotonic()
         [answer] = api.capacity(
-            _experiment(stack), plan, RunOptions(results_dir=out),
+            _experiment(stack), plan, RunOptions(results_dir=out), user,
             console=Console(file=io.StringIO()), out=Console(file=io.StringIO()), **measuring,
         )
         return answer, time.monotonic() - began
@@ -425,7 +428,7 @@ def real(stack: str, searches: int, passes: int, n_rates: int, baselines: int, o
          sweep: tuple[float, float] = (0.85, 1.10), interleave: bool = False,
          repeat: int = 0) -> None:
     print(f"stack {stack}, SLO {SLO}; results under {out}")
-    first, seconds = _measure(stack, out)
+    first, seconds = measure_search(stack, out)
     centre = first.estimate.rate
     print(f"first search: {centre:,.1f} {first.estimate.interval} in {len(first.trials)} "
           f"trials, {seconds:.0f} s")
@@ -436,7 +439,7 @@ def real(stack: str, searches: int, passes: int, n_rates: int, baselines: int, o
     for k in range(passes):
         order = rates[:]
         random.Random(k).shuffle(order)
-        answer, seconds = _measure(
+        answer, seconds = measure_search(
             stack, out, plan=CapacityPlan(slo=SLO, max_trials=200),
             make_search=lambda s, order=order: FixedRates(s, order),
         )
@@ -445,7 +448,7 @@ def real(stack: str, searches: int, passes: int, n_rates: int, baselines: int, o
         # The searches spread between the passes, so that the truth and the searches
         # meet the same hours of a machine whose speed drifts.
         for _ in range(searches // passes + (k < searches % passes) if interleave else 0):
-            between.append(_measure(stack, out))
+            between.append(measure_search(stack, out))
             e = between[-1][0].estimate
             print(f"  capacity search: {e.rate} {e.interval} {len(between[-1][0].trials)} "
                   f"trials {between[-1][1]:.0f} s", flush=True)
@@ -481,8 +484,10 @@ def real(stack: str, searches: int, passes: int, n_rates: int, baselines: int, o
             walls = [seconds for _, seconds in between]
             n = 0
         for _ in range(n):
-            answer, seconds = _measure(stack, out, **({"make_search": make} if make else {}),
-                                       **({"plan": plan} if plan else {}))
+            answer, seconds = measure_search(
+                stack, out, **({"make_search": make} if make else {}),
+                **({"plan": plan} if plan else {}),
+            )
             results.append((answer.estimate, len(answer.trials)))
             walls.append(seconds)
             e = answer.estimate
@@ -516,7 +521,7 @@ def steady(stack: str, rate: float, trials: int, out: Path, one_start: bool = Fa
     (the number of runs of held / broken in trial order against its expectation)."""
     from scipy import stats
 
-    answer, seconds = _measure(
+    answer, seconds = measure_search(
         stack, out, plan=CapacityPlan(slo=SLO, max_trials=trials + 1,
                                       fresh_starts=not one_start),
         make_search=lambda s: FixedRates(s, [rate] * trials),

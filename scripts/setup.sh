@@ -16,7 +16,7 @@
 #   postgres  PostgreSQL (servelab runs its own instances) and the Django reference app
 #   toxiproxy a slow link in front of PostgreSQL (--db-latency), built once with go
 #   replay    the sender that replays access logs (vegeta's attacker paced by the log),
-#             built once with go (Go 1.22 or newer) from src/servelab/load/vegeta_replay
+#             built once with go (Go 1.22 or newer; an older Go fetches go1.22.12 from the Go proxy) from src/servelab/load/vegeta_replay
 #   chromium  opens the HTML report headless (screenshot, browser test)
 #   test      pytest, ruff, mypy, hypothesis, build, mkdocs, Locust, py-spy, git (the test command)
 #
@@ -28,6 +28,7 @@ cd "$(dirname "$0")/.."
 
 OHA_VERSION="${OHA_VERSION:-1.16.0}"
 TOXIPROXY_VERSION="${TOXIPROXY_VERSION:-v2.12.0}"
+GO_TOOLCHAIN="${GO_TOOLCHAIN:-go1.22.12}"  # fetched where the machine's Go is older than 1.22
 CACHE="${SERVELAB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/servelab}"
 ACL_RECORD="$CACHE/www-data-acl.txt"
 ALL_PARTS="servers,apache,postgres,toxiproxy,replay,chromium,test"
@@ -168,6 +169,24 @@ find_go() {
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends golang-go >/dev/null
     GO="$(command -v go)"
+  fi
+  # The replay sender's go.mod needs Go 1.22; Debian 12's golang-go is 1.19, which knows
+  # no toolchain downloads. Then Go's own release is taken from the Go module proxy, as
+  # GOTOOLCHAIN would (golang.org/toolchain, about 70 MB, once), into the cache.
+  minor="$("$GO" env GOVERSION | sed -nE 's/^go1\.([0-9]+).*/\1/p')"
+  if [ -z "$minor" ] || [ "$minor" -lt 22 ]; then
+    arch="$(uname -m | sed -e 's/x86_64/amd64/' -e 's/aarch64/arm64/')"
+    dist="$CACHE/go/toolchain-$GO_TOOLCHAIN"
+    if [ ! -x "$dist/bin/go" ]; then
+      say "$("$GO" env GOVERSION) is older than 1.22: fetching $GO_TOOLCHAIN from proxy.golang.org into $dist (once)"
+      mkdir -p "$CACHE/go"
+      .venv/bin/python -c 'import sys, urllib.request; urllib.request.urlretrieve(*sys.argv[1:])' \
+        "https://proxy.golang.org/golang.org/toolchain/@v/v0.0.1-$GO_TOOLCHAIN.linux-$arch.zip" "$dist.zip"
+      rm -rf "$dist.tmp" && .venv/bin/python -m zipfile -e "$dist.zip" "$dist.tmp"
+      chmod -R a+x "$dist.tmp"/golang.org/toolchain@*/bin "$dist.tmp"/golang.org/toolchain@*/pkg/tool
+      mv "$dist.tmp"/golang.org/toolchain@* "$dist" && rm -rf "$dist.tmp" "$dist.zip"
+    fi
+    GO="$dist/bin/go"
   fi
 }
 TOXIPROXY="$CACHE/go/bin/toxiproxy-server-$TOXIPROXY_VERSION"

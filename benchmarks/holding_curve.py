@@ -1,0 +1,163 @@
+"""Issue "Capacity of a stack that runs out of CPU": on a real stack, do the holding
+curve's intervals (`servelab capacity`'s default search) hold the rate held in 90 % and
+in 50 % of trials, how wide are they, how long does a search take, and how far does the
+truth move within the hour? Prints figures; asserts nothing.
+
+    .venv/bin/python benchmarks/holding_curve.py --stack sleepy|fastapi [--searches 10]
+        [--sweep-passes 5] [--sweep-rates 12] [--out DIR]
+    .venv/bin/python benchmarks/holding_curve.py --stack app --app app:app \
+        --app-dir DIR --python DIR/.venv/bin/python --path '/data/items.json'
+
+1. A first search places the sweep: --sweep-rates rates evenly spaced in log from 0.8 x
+   its 90 % point to 1.2 x its 50 % point.
+2. The truth: --sweep-passes passes over those rates, each pass in a shuffled order, each
+   trial on a fresh start (capacity's default); the holding curve fitted to all the
+   sweep's trials (servelab.capacity.curve.fit_curve), its 90 % and 50 % points.
+3. --searches searches, spread between the sweep's passes so that they and the truth meet
+   the same hours of a machine whose speed drifts: how often each point's 90 % interval
+   holds the truth's, the half-widths, the trials, the wall time (from taking the lock).
+4. The drift: the curve fitted to the first two passes against the last two.
+
+Stacks (stack on CPU 0, driver on CPU 1, servelab's default plan; each measurement holds
+/tmp/servelab-cpu.lock): "sleepy" (10 ms a request, gunicorn sync x2, nginx, unix socket:
+a sharp edge); "fastapi" (the seed's app on uvicorn x2, POST /async/items/: out of CPU);
+"app": the user's own app as `servelab capacity --app` runs it (e.g. a third-party app in
+its own virtualenv). SLO p99 < 100 ms, errors < 0.1 %.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from capacity import LOCK, SLO, FixedRates, measure_search
+
+from servelab.capacity import CapacityPlan
+from servelab.capacity.curve import HoldingCurve, SharePoint, fit_curve
+from servelab.capacity.search import Outcome
+from servelab.config.run import UserApp, UserRequest
+from servelab.config.stack import AppSpec
+
+
+def _sweep_rates(first: HoldingCurve | None, estimate: float, count: int) -> list[float]:
+    low = 0.8 * (first.hold.rate if first else estimate)
+    high = 1.2 * (first.half.rate if first else estimate)
+    if first is not None and first.half.rate / first.hold.rate < 1.1:
+        low, high = 0.85 * first.hold.rate, 1.15 * first.half.rate  # a sharp edge
+    step = math.log(high / low) / (count - 1)
+    return [round(low * math.exp(i * step), 1) for i in range(count)]
+
+
+def _covers(point: SharePoint | None, truth: float) -> bool:
+    return bool(point and point.interval and point.interval[0] <= truth <= point.interval[1])
+
+
+def _range(values: list[float], fmt: str = "{:.1f}") -> str:
+    if not values:
+        return "none"
+    return (f"median {fmt.format(statistics.median(values))} "
+            f"[{fmt.format(min(values))}, {fmt.format(max(values))}]")
+
+
+def _point(name: str, point: SharePoint) -> str:
+    interval = "unbounded" if point.interval is None else (
+        f"[{point.interval[0]:,.1f}, {point.interval[1]:,.1f}]")
+    return f"{name} {point.rate:,.1f} {interval}"
+
+
+def _curve_line(curve: HoldingCurve | None) -> str:
+    if curve is None:
+        return "no curve"
+    return (f"{_point('90 %', curve.hold)}, {_point('50 %', curve.half)}, band x"
+            f"{curve.ratio:.3f}{' (steep)' if curve.steep else ''}, {curve.fitted} trials")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--stack", choices=["sleepy", "fastapi", "app"], required=True)
+    parser.add_argument("--app", help="--stack app: the app's import path")
+    parser.add_argument("--app-dir", type=Path)
+    parser.add_argument("--python", type=Path, help="the app's interpreter")
+    parser.add_argument("--path", default="/", help="--stack app: the request's path")
+    parser.add_argument("--searches", type=int, default=10)
+    parser.add_argument("--sweep-passes", type=int, default=5)
+    parser.add_argument("--sweep-rates", type=int, default=12)
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    if args.stack == "app" and not args.app:
+        parser.error("--stack app needs --app")
+    user = UserApp()
+    if args.stack == "app":
+        user = UserApp(app=AppSpec(ref=args.app, app_dir=args.app_dir, python=args.python),
+                       request=UserRequest(path=args.path))
+    stack = "sleepy" if args.stack == "app" else args.stack  # the app replaces sleepy's
+    out = args.out or Path(tempfile.mkdtemp(prefix="holding-curve-"))
+    began = time.monotonic()
+    print(f"stack {args.stack} {args.app or ''}, SLO {SLO}; lock {LOCK}; results under {out}")
+
+    def search() -> tuple[object, float]:
+        return measure_search(stack, out, user=user)
+
+    first, seconds = search()
+    print(f"first search: {_curve_line(first.curve)}; {len(first.trials)} trials, "
+          f"{seconds:.0f} s", flush=True)
+    rates = _sweep_rates(first.curve, first.estimate.rate, args.sweep_rates)
+    print("sweep rates: " + ", ".join(f"{r:g}" for r in rates))
+    passes: list[list[Outcome]] = []
+    searches: list[tuple[object, float]] = []
+    for k in range(args.sweep_passes):
+        order = rates[:]
+        random.Random(k).shuffle(order)
+        answer, seconds = measure_search(
+            stack, out, user=user, plan=CapacityPlan(slo=SLO, max_trials=200),
+            make_search=lambda s, order=order: FixedRates(s, order),
+        )
+        passes.append([t.outcome(SLO) for t in answer.trials if t.trusted])
+        held = sum(o.held for o in passes[-1])
+        print(f"sweep pass {k + 1}/{args.sweep_passes}: {len(answer.trials)} trials, "
+              f"held {held}, {seconds:.0f} s", flush=True)
+        share, extra = divmod(args.searches, args.sweep_passes)
+        for _ in range(share + (k < extra)):
+            searches.append(search())
+            answer, seconds = searches[-1]
+            print(f"  search {len(searches)}: {_curve_line(answer.curve)}; "
+                  f"{len(answer.trials)} trials, {seconds:.0f} s", flush=True)
+    every = [o for p in passes for o in p]
+    truth = fit_curve(every)
+    print(f"truth (the sweep, {len(every)} trials): {_curve_line(truth)}")
+    for rate in rates:
+        at = [o for o in every if o.rate == rate]
+        print(f"  {rate:g} req/s: held {sum(o.held for o in at)} of {len(at)}, log margins "
+              + " ".join("err" if o.errors_broke else f"{math.log(o.margin):+.2f}" for o in at))
+    if len(passes) >= 4:
+        early, late = fit_curve(passes[0] + passes[1]), fit_curve(passes[-2] + passes[-1])
+        print(f"drift: passes 1-2 {_curve_line(early)}")
+        print(f"       passes {len(passes) - 1}-{len(passes)} {_curve_line(late)}")
+        if early and late:
+            print(f"       the 90 % point moved {late.hold.rate / early.hold.rate - 1:+.1%}, "
+                  f"the 50 % point {late.half.rate / early.half.rate - 1:+.1%}")
+    if truth is None:
+        print("no truth: the sweep's trials did not give a curve")
+        return
+    curves = [answer.curve for answer, _ in searches]
+    for name, share, true in (("90 %", "hold", truth.hold.rate), ("50 %", "half", truth.half.rate)):
+        points = [getattr(c, share) if c else None for c in curves]
+        with_interval = [p for p in points if p and p.interval]
+        held = sum(_covers(p, true) for p in points)
+        print(f"{name} point: truth {true:,.1f}; an interval in {len(with_interval)} of "
+              f"{len(searches)}, holding the truth in {held} of {len(searches)}; estimates "
+              + _range([p.rate for p in points if p])
+              + "; half-width % " + _range([100 * p.relative_half_width for p in with_interval]))
+    print(f"steep said in {sum(bool(c and c.steep) for c in curves)} of {len(searches)}; "
+          f"trials {_range([len(a.trials) for a, _ in searches], '{:.0f}')}; wall s "
+          + _range([s for _, s in searches], "{:.0f}"))
+    print(f"benchmark wall {time.monotonic() - began:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
