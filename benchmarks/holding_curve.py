@@ -7,6 +7,10 @@ truth move within the hour? Prints figures; asserts nothing.
         [--sweep-passes 5] [--sweep-rates 12] [--out DIR]
     .venv/bin/python benchmarks/holding_curve.py --stack app --app app:app \
         --app-dir DIR --python DIR/.venv/bin/python --path '/data/items.json'
+    .venv/bin/python benchmarks/holding_curve.py --stack sleepy --replay LOG
+
+With --replay LOG the headroom is searched (`capacity --replay`): the rates are speeds,
+times the log's traffic.
 
 1. A first search places the sweep: --sweep-rates rates evenly spaced in log from 0.8 x
    its 90 % point to 1.2 x its 50 % point.
@@ -33,6 +37,7 @@ import random
 import statistics
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from capacity import LOCK, SLO, FixedRates, measure_search
@@ -40,6 +45,7 @@ from capacity import LOCK, SLO, FixedRates, measure_search
 from servelab.capacity import CapacityPlan
 from servelab.capacity.curve import HoldingCurve, SharePoint, fit_curve
 from servelab.capacity.search import Outcome
+from servelab.config.load import ReplaySpec
 from servelab.config.run import UserApp, UserRequest
 from servelab.config.stack import AppSpec
 
@@ -84,6 +90,7 @@ def main() -> None:
     parser.add_argument("--app-dir", type=Path)
     parser.add_argument("--python", type=Path, help="the app's interpreter")
     parser.add_argument("--path", default="/", help="--stack app: the request's path")
+    parser.add_argument("--replay", type=Path, help="an access log: search its speed")
     parser.add_argument("--searches", type=int, default=10)
     parser.add_argument("--sweep-passes", type=int, default=5)
     parser.add_argument("--sweep-rates", type=int, default=12)
@@ -95,10 +102,13 @@ def main() -> None:
     if args.stack == "app":
         user = UserApp(app=AppSpec(ref=args.app, app_dir=args.app_dir, python=args.python),
                        request=UserRequest(path=args.path))
+    if args.replay:
+        user = replace(user, replay=ReplaySpec(log=(str(args.replay),)))
     stack = "sleepy" if args.stack == "app" else args.stack  # the app replaces sleepy's
     out = args.out or Path(tempfile.mkdtemp(prefix="holding-curve-"))
     began = time.monotonic()
-    print(f"stack {args.stack} {args.app or ''}, SLO {SLO}; lock {LOCK}; results under {out}")
+    print(f"stack {args.stack} {args.app or ''} {args.replay or ''}, SLO {SLO}; "
+          f"lock {LOCK}; results under {out}")
 
     def search() -> tuple[object, float]:
         return measure_search(stack, out, user=user)

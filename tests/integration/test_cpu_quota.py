@@ -3,6 +3,7 @@ favoured) stack group, the load driver not, and every group gone afterwards."""
 
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -77,3 +78,21 @@ def test_servelab_joins_the_driver_group_for_the_block_and_goes_back():
         assert group.path.name in Path("/proc/self/cgroup").read_text()
     assert Path("/proc/self/cgroup").read_text() == before
     assert not group.path.exists()
+
+
+@needs_cgroups
+def test_a_process_left_in_a_group_is_killed_and_the_group_removed():
+    # Its owner gave up on it (a driver slow to exit after Ctrl-C on a busy machine, CI
+    # stop 51): the group must not outlive servelab, nor the process.
+    from servelab.host.cgroups import remove_cgroup
+
+    with cpu_group(favoured=True) as group:
+        assert group is not None
+        left = subprocess.Popen(group.wrap(["sleep", "60"]))
+        deadline = time.monotonic() + 5
+        while left.pid not in members(group.path) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert left.pid in members(group.path)
+        remove_cgroup(group.path, timeout_s=0.2)
+        assert not group.path.exists()
+        assert left.wait(timeout=5) == -9

@@ -36,14 +36,14 @@ def _experiment(
 
 @pytest.fixture(scope="module")
 def profiled(tmp_path_factory: pytest.TempPathFactory) -> ReportInput:
-    """The planted experiment with --profile, 4 starts of each variant: the base, "spin"
+    """The planted experiment with --profile, 3 starts of each variant: the base, "spin"
     (the compute kind) and "syscalls" (the kind that spends half its time in system
     calls), measured once for the tests that read it."""
     if py_spy() is None:
         pytest.skip("py-spy is not installed (the profile extra)")
     where = tmp_path_factory.mktemp("profiled")
     return servelab.measure(
-        _experiment(where, 4, also=("syscalls",)),
+        _experiment(where, 3, also=("syscalls",)),
         servelab.RunOptions(results_dir=where / "r", profile=True),
         console=Console(file=io.StringIO()),
     )
@@ -63,7 +63,7 @@ def test_the_planted_function_is_the_top_contributor(
     result = profiled
     assert all(r.profile is not None and r.profile.samples > 0 for r in result.runs)
     profiles = run_profiles(result)
-    assert len(profiles) == 12
+    assert len(profiles) == 9
     for profile in profiles:  # the stacks add up to the stack's measured CPU per request
         assert sum(profile.stacks.values()) == pytest.approx(profile.total, rel=1e-6)
     explanation = _explained(result, "spin")
@@ -114,7 +114,7 @@ def test_the_parts_add_up_to_the_stack_cpu_of_the_measured_window(
     assert "measured without py-spy" in ABOUT
     profiles = run_profiles(profiled)
     runs = {(r.variant, r.repetition): r for r in profiled.runs}
-    assert len(profiles) == len(runs) == 12
+    assert len(profiles) == len(runs) == 9
     for profile in profiles:
         run = runs[(profile.variant, profile.repetition)]
         assert sum(profile.parts.values()) == pytest.approx(

@@ -91,7 +91,7 @@ def test_the_headroom_of_a_replayed_log_is_within_what_the_stack_can_serve(
     assert made.returncode == 0, made.stderr
     done = run_cli(
         "capacity", "--sleep", "0.01", "--workers", "1", "--replay", str(log),
-        "--slo", "p99<200ms,errors<1%", "--max-trials", "9", "--one-start",
+        "--slo", "p99<200ms,errors<1%", "--max-trials", "7", "--one-start",
         "--machine-wait", "0", "--results", str(tmp_path / "r"),
     )
     assert done.returncode == 0, done.stdout + done.stderr

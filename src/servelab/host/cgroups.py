@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import signal
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -65,6 +66,8 @@ class CpuGroup:
 
     def prune(self) -> None:
         """Remove the child groups (their processes were stopped by their owners)."""
+        if not self.path.is_dir():
+            return
         for child in sorted((c for c in self.path.iterdir() if c.is_dir()), reverse=True):
             remove_cgroup(child)
             JANITOR.forget("cgroup", child)
@@ -172,8 +175,14 @@ def _own_cgroup(group: CpuGroup) -> Path:
 
 
 def remove_cgroup(path: Path, timeout_s: float = 5.0) -> None:
-    """rmdir a cgroup once its processes are gone (they were stopped by their owners)."""
+    """rmdir a cgroup once its processes are gone (they were stopped by their owners).
+
+    Only processes servelab started join its groups: one still there after
+    ``timeout_s`` (a driver slow to exit after Ctrl-C on a busy machine) is killed, and
+    servelab itself, if it is there, moves to the parent group, rather than leaving the
+    group behind."""
     deadline = time.monotonic() + timeout_s
+    cleared = False
     while True:
         try:
             path.rmdir()
@@ -182,5 +191,22 @@ def remove_cgroup(path: Path, timeout_s: float = 5.0) -> None:
             return
         except OSError:
             if time.monotonic() > deadline:
-                raise
+                if cleared:
+                    raise
+                _clear(path)
+                cleared, deadline = True, time.monotonic() + 2.0
             time.sleep(0.05)
+
+
+def _clear(path: Path) -> None:
+    """Empty the group ``path``: this process to the parent group, any other killed."""
+    try:
+        members = [int(pid) for pid in (path / "cgroup.procs").read_text().split()]
+    except OSError:
+        return
+    for pid in members:
+        with contextlib.suppress(OSError):
+            if pid == os.getpid():
+                (path.parent / "cgroup.procs").write_text(str(pid))
+            else:
+                os.kill(pid, signal.SIGKILL)
