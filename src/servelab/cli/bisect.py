@@ -8,7 +8,6 @@ from typing import Literal
 
 import click
 
-from servelab import api
 from servelab.analysis.thresholds import DEFAULT_THRESHOLDS, METRIC_NAMES
 from servelab.cli.check import check_outputs, measure_quietly
 from servelab.cli.how_to_run import run_options
@@ -86,6 +85,7 @@ def bisect(
 
     Exit codes: 0 no change (the bad end is not slower), 1 the first slower commit (or
     change) found, 10 unresolved (a step stayed unknown), 2 bad input."""
+    from servelab import api
     from servelab.check import CheckOutcome, CheckSpec, measuring_options
     from servelab.history.bisect import Step
     from servelab.history.outputs import junit_xml, outcome_json, short, summary_markdown

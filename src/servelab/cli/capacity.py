@@ -10,7 +10,6 @@ from typing import Any
 
 import click
 
-from servelab import api
 from servelab.cli.how_to_run import run_options
 from servelab.cli.options import console, out
 from servelab.cli.replay import replay_options
@@ -112,6 +111,7 @@ def capacity(
     request. With --replay LOG, how many times the log's traffic each holds (the
     headroom): its speed is searched instead of a rate (--start and --max-rate are
     speeds then)."""
+    from servelab import api
     from servelab.capacity import CapacityPlan, capacity_experiment, capacity_of_file, parse_slo
     from servelab.config.experiment import build_experiment
     from servelab.measuring.ramp import stack_dict

@@ -6,12 +6,11 @@ import io
 import os
 import sys
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import click
 from rich.console import Console
 
-from servelab import api
 from servelab.analysis.thresholds import DEFAULT_THRESHOLDS, EXIT_INCONCLUSIVE, METRIC_NAMES
 from servelab.cli.how_to_run import run_options
 from servelab.cli.options import console, out
@@ -22,6 +21,9 @@ from servelab.config.run import RunOptions, UserApp
 from servelab.config.stack import AppSpec
 from servelab.config.thresholds import REPLAY_THRESHOLDS
 from servelab.errors import SpecError
+
+if TYPE_CHECKING:
+    from servelab import api
 from servelab.registry import DEFAULT_SERVER, SERVER_KINDS
 
 
@@ -110,6 +112,8 @@ def check(
                         "leave them out")
     options = measuring_options(spec, run)
 
+    from servelab import api
+
     outcome = run_check(
         spec, options, say=api.saying(console),
         measure=measure_quietly, startup_timeout_s=user.startup_timeout_s,
@@ -138,4 +142,6 @@ def check_outputs(*options: tuple[str, Path | None]) -> str | None:
 def measure_quietly(ready: api.Prepared) -> Path:
     """A prepared check measured, its progress on stderr; stdout carries only the
     command's own table. Its result directory."""
+    from servelab import api
+
     return api.run_prepared(ready, console=console, out=Console(file=io.StringIO())).path

@@ -9,7 +9,6 @@ from typing import Any
 
 import click
 
-from servelab import api
 from servelab.cli.how_to_run import run_options
 from servelab.cli.options import (
     complete_study,
@@ -111,6 +110,8 @@ def study(
         warmup_requests=warmup,
         **failure_study_options(**options),
     )
+    from servelab import api
+
     check_options_apply(get_study(name), study_options)
     experiment, run = api.build_study(get_study(name), study_options, run)
     user = replace(user, replace_workloads=True, replay=replay)
@@ -125,6 +126,8 @@ def study(
 def run(file: Path, user: UserApp, replay: ReplaySpec | None, run: RunOptions) -> None:
     """Run the experiment described in the TOML file FILE; --app and the request
     options replace the file's app and requests, --replay its workloads."""
+    from servelab import api
+
     api.run(load_experiment(file), run, replace(user, replay=replay), console=console, out=out)
 
 
@@ -212,6 +215,8 @@ def ramp(
     )
     if stack["somaxconn"] is not None:
         check_somaxconn(stack["somaxconn"])
+    from servelab import api
+
     experiment = build_ramp(
         RampOptions(
             plan=plan,
