@@ -15,10 +15,12 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from servelab.config.stack import AppSpec
 from servelab.errors import SpecError
+
+if TYPE_CHECKING:  # an app server's worker imports this package: no pydantic for it
+    from servelab.config.stack import AppSpec
 
 Interface = Literal["asgi", "wsgi"]
 
