@@ -160,22 +160,6 @@ def test_a_wrong_status_stops_before_measuring(app_dir: Path, tmp_path: Path) ->
     assert not (tmp_path / "out").exists()
 
 
-def test_app_options_are_refused_where_they_do_not_apply(app_dir: Path, tmp_path: Path) -> None:
-    code, _, stderr = servelab("study", "backlog", "--app", "mine.wsgi:app")
-    assert code == 2 and "cannot serve --app" in stderr
-    code, _, stderr = servelab("study", "quick", "--path", "/x")
-    assert code == 2 and "need --app" in stderr
-    code, _, stderr = servelab(
-        "study", "quick", "--app", "mine.wsgi:app", "--app-dir", str(app_dir),
-        "--header", "no-colon",
-    )
-    assert code == 2 and "invalid --header" in stderr
-    code, _, stderr = servelab("study", "quick", "--app", "django", "--resume")
-    assert code == 2 and "--resume cannot continue" in stderr
-    code, _, stderr = servelab("study", "quick", "--database", "sqlite")
-    assert code == 2 and "need --app" in stderr
-
-
 MIX_APP = """
 import os
 
