@@ -9,7 +9,11 @@ truth move within the hour? Prints figures; asserts nothing.
         --app-dir DIR --python DIR/.venv/bin/python --path '/data/items.json'
     .venv/bin/python benchmarks/holding_curve.py --stack sleepy --replay LOG
 
-With --replay LOG the headroom is searched (`capacity --replay`): the rates are speeds,
+    .venv/bin/python benchmarks/holding_curve.py --stack fastapi --from-results DIR
+
+--from-results: the same summary from the --out directory of a run stopped early (its
+searches' wall times then from their trials' own times). With --replay LOG the headroom
+is searched (`capacity --replay`): the rates are speeds,
 times the log's traffic.
 
 1. A first search places the sweep: --sweep-rates rates evenly spaced in log from 0.8 x
@@ -32,12 +36,14 @@ its own virtualenv). SLO p99 < 100 ms, errors < 0.1 %.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import random
 import statistics
 import tempfile
 import time
 from dataclasses import replace
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from capacity import LOCK, SLO, FixedRates, measure_search
@@ -45,6 +51,7 @@ from capacity import LOCK, SLO, FixedRates, measure_search
 from servelab.capacity import CapacityPlan
 from servelab.capacity.curve import HoldingCurve, SharePoint, fit_curve
 from servelab.capacity.search import Outcome
+from servelab.capacity.trials import Trial
 from servelab.config.load import ReplaySpec
 from servelab.config.run import UserApp, UserRequest
 from servelab.config.stack import AppSpec
@@ -95,7 +102,12 @@ def main() -> None:
     parser.add_argument("--sweep-passes", type=int, default=5)
     parser.add_argument("--sweep-rates", type=int, default=12)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--from-results", type=Path, metavar="DIR",
+                        help="summarise a run stopped early from its --out directory")
     args = parser.parse_args()
+    if args.from_results:
+        from_results(args.from_results)
+        return
     if args.stack == "app" and not args.app:
         parser.error("--stack app needs --app")
     user = UserApp()
@@ -137,6 +149,16 @@ def main() -> None:
             answer, seconds = searches[-1]
             print(f"  search {len(searches)}: {_curve_line(answer.curve)}; "
                   f"{len(answer.trials)} trials, {seconds:.0f} s", flush=True)
+    summarise(rates, passes, [(answer.curve, len(answer.trials), seconds)
+                              for answer, seconds in searches])
+    print(f"benchmark wall {time.monotonic() - began:.0f} s")
+
+
+def summarise(
+    rates: list[float], passes: list[list[Outcome]],
+    searches: list[tuple[HoldingCurve | None, int, float]],
+) -> None:
+    """The truth from the sweep's passes, its drift, and the searches against it."""
     every = [o for p in passes for o in p]
     truth = fit_curve(every)
     print(f"truth (the sweep, {len(every)} trials): {_curve_line(truth)}")
@@ -144,17 +166,19 @@ def main() -> None:
         at = [o for o in every if o.rate == rate]
         print(f"  {rate:g} req/s: held {sum(o.held for o in at)} of {len(at)}, log margins "
               + " ".join("err" if o.errors_broke else f"{math.log(o.margin):+.2f}" for o in at))
-    if len(passes) >= 4:
-        early, late = fit_curve(passes[0] + passes[1]), fit_curve(passes[-2] + passes[-1])
-        print(f"drift: passes 1-2 {_curve_line(early)}")
-        print(f"       passes {len(passes) - 1}-{len(passes)} {_curve_line(late)}")
+    if len(passes) >= 2:  # the first half of the passes against the last half
+        k = len(passes) // 2
+        early = fit_curve([o for p in passes[:k] for o in p])
+        late = fit_curve([o for p in passes[-k:] for o in p])
+        print(f"drift: passes 1-{k} {_curve_line(early)}")
+        print(f"       passes {len(passes) - k + 1}-{len(passes)} {_curve_line(late)}")
         if early and late:
             print(f"       the 90 % point moved {late.hold.rate / early.hold.rate - 1:+.1%}, "
                   f"the 50 % point {late.half.rate / early.half.rate - 1:+.1%}")
     if truth is None:
         print("no truth: the sweep's trials did not give a curve")
         return
-    curves = [answer.curve for answer, _ in searches]
+    curves = [curve for curve, _, _ in searches]
     for name, share, true in (("90 %", "hold", truth.hold.rate), ("50 %", "half", truth.half.rate)):
         points = [getattr(c, share) if c else None for c in curves]
         with_interval = [p for p in points if p and p.interval]
@@ -164,9 +188,54 @@ def main() -> None:
               + _range([p.rate for p in points if p])
               + "; half-width % " + _range([100 * p.relative_half_width for p in with_interval]))
     print(f"steep said in {sum(bool(c and c.steep) for c in curves)} of {len(searches)}; "
-          f"trials {_range([len(a.trials) for a, _ in searches], '{:.0f}')}; wall s "
-          + _range([s for _, s in searches], "{:.0f}"))
-    print(f"benchmark wall {time.monotonic() - began:.0f} s")
+          f"trials {_range([n for _, n, _ in searches], '{:.0f}')}; wall s "
+          + _range([s for _, _, s in searches], "{:.0f}"))
+
+
+
+def _read(directory: Path) -> tuple[list[Trial], dict]:
+    trials = [Trial.from_dict(json.loads(line))
+              for line in (directory / "trials.jsonl").read_text().splitlines()]
+    [variant] = json.loads((directory / "capacity.json").read_text())["variants"]
+    return trials, variant
+
+
+def _curve_of(document: dict | None, trials: list[Trial]) -> HoldingCurve | None:
+    if document is None:
+        return None
+
+    def point(d: dict) -> SharePoint:
+        return SharePoint(d["share"], d["rate"], tuple(d["interval"]) if d["interval"] else None)
+
+    band = document["band_interval"]
+    return HoldingCurve(
+        document["a"], document["b"], document["s"], document["confidence"],
+        point(document["hold"]), point(document["half"]), tuple(band) if band else None,
+        document["steep"], document["trials_fitted"],
+        (min(t.rate for t in trials), max(t.rate for t in trials)),
+    )
+
+
+def from_results(out: Path) -> None:
+    """The summary of a run from its directories (in the order made): the first search,
+    then sweep passes (every trial at one of the sweep's rates) and searches. A search's
+    wall time here is from its first trial's start to its last trial's end."""
+    directories = sorted(d for d in out.iterdir() if (d / "capacity.json").is_file())
+    sweep = {t.rate for t in _read(directories[1])[0]}
+    rates = sorted(sweep)
+    passes, searches = [], []
+    for directory in directories[1:]:
+        trials, variant = _read(directory)
+        if {t.rate for t in trials} == sweep and len(trials) == len(sweep):
+            passes.append([t.outcome(SLO) for t in trials if t.trusted])
+            continue
+        began = datetime.fromisoformat(trials[0].started)
+        ended = datetime.fromisoformat(trials[-1].started) + timedelta(seconds=trials[-1].seconds)
+        searches.append((_curve_of(variant["holding_curve"], trials), len(trials),
+                         (ended - began).total_seconds()))
+    print(f"from {out}: {len(passes)} sweep passes, {len(searches)} searches (the first "
+          f"search, {directories[0].name}, placed the sweep)")
+    summarise(rates, passes, searches)
 
 
 if __name__ == "__main__":
