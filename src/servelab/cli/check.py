@@ -21,10 +21,10 @@ from servelab.config.run import RunOptions, UserApp
 from servelab.config.stack import AppSpec
 from servelab.config.thresholds import REPLAY_THRESHOLDS
 from servelab.errors import SpecError
+from servelab.registry import DEFAULT_SERVER, SERVER_KINDS
 
 if TYPE_CHECKING:
     from servelab import api
-from servelab.registry import DEFAULT_SERVER, SERVER_KINDS
 
 
 @click.command()
