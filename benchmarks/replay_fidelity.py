@@ -5,6 +5,8 @@ once (on the other CPU), so that what is measured is the sender, not a stack tha
 keep up.
 
     .venv/bin/python benchmarks/replay_fidelity.py --rates 1000,5000 --runs 5 --seconds 20
+    .venv/bin/python benchmarks/replay_fidelity.py --driver locust --locust-processes 2 \
+        --driver-cpu 1 --rates 300,1000 --runs 3 --seconds 10
 
 Each run replays a synthetic log (servelab.traffic.synthetic, the sleepy app's shop paths,
 no daily curve and no bursts: a steady Poisson stream at the rate, stamped in whole
@@ -30,7 +32,8 @@ from pathlib import Path
 
 from servelab.config.load import LoadSpec, RequestSpec
 from servelab.host.procs import free_port
-from servelab.load.base import run_load
+from servelab.load.base import LoadDriver, run_load
+from servelab.load.locust import LocustDriver
 from servelab.load.vegeta import VegetaDriver
 from servelab.traffic.formats import log_format
 from servelab.traffic.reading import read_log
@@ -82,7 +85,10 @@ def static_nginx(cpu: int, workdir: Path) -> Iterator[int]:
             process.wait()
 
 
-def one_run(rate: float, seconds: float, seed: int, port: int, cpu: int, workdir: Path) -> dict:
+def one_run(
+    rate: float, seconds: float, seed: int, port: int, cpu: str, workdir: Path,
+    driver: LoadDriver,
+) -> dict:
     log = workdir / f"log-{rate:g}-{seed}.log"
     write_synthetic_log(log, "sleepy", seconds, rate, seed=seed, bursts=False, daily="off")
     # The shop's one POST route gets a body, so that every logged request goes out.
@@ -93,11 +99,12 @@ def one_run(rate: float, seconds: float, seed: int, port: int, cpu: int, workdir
     schedule.write(path)
     load = LoadSpec(
         model="replay", schedule=str(path), requests=len(schedule.requests),
-        concurrency=1000, timeout_s=10.0, max_time_s=schedule.duration_s + 60,
+        concurrency=1000 if isinstance(driver, VegetaDriver) else 100, timeout_s=10.0,
+        max_time_s=schedule.duration_s + 60,
     )
     scratch = workdir / f"run-{rate:g}-{seed}"
-    measured = run_load(VegetaDriver(), f"http://127.0.0.1:{port}/", RequestSpec(), load,
-                        scratch, cpus=str(cpu))
+    measured = run_load(driver, f"http://127.0.0.1:{port}/", RequestSpec(), load,
+                        scratch, cpus=cpu)
     replay = measured.replay
     assert replay is not None
     return {
@@ -118,17 +125,25 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--target-cpu", type=int, default=0)
-    parser.add_argument("--driver-cpu", type=int, default=1)
+    parser.add_argument("--driver-cpu", default="1", help="CPUs of the sender (taskset list)")
+    parser.add_argument("--driver", choices=("vegeta", "locust"), default="vegeta",
+                        help="servelab's replay sender, or Locust's ReplayUser")
+    parser.add_argument("--locust-processes", type=int, default=1,
+                        help="with --driver locust: worker processes sharing the log")
     parser.add_argument("--out", type=Path, help="also write every run as JSON lines here")
     args = parser.parse_args()
     rates = [float(r) for r in args.rates.split(",")]
+    driver: LoadDriver = VegetaDriver() if args.driver == "vegeta" else LocustDriver(
+        options={"processes": args.locust_processes}
+    )
     rows: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="servelab-replay-bench-") as tmp:
         workdir = Path(tmp)
         with static_nginx(args.target_cpu, workdir) as port:
             for seed in range(args.runs):
                 for rate in rates:
-                    row = one_run(rate, args.seconds, seed, port, args.driver_cpu, workdir)
+                    row = one_run(rate, args.seconds, seed, port, args.driver_cpu, workdir,
+                                  driver)
                     rows.append(row)
                     print(json.dumps({k: round(v, 4) if isinstance(v, float) else v
                                       for k, v in row.items()}), flush=True)
@@ -136,7 +151,9 @@ def main() -> None:
                         with args.out.open("a") as f:
                             f.write(json.dumps(row) + "\n")
     print(f"\nreplay fidelity: {args.runs} runs of {args.seconds:g} s per rate, target nginx "
-          f"on CPU {args.target_cpu}, sender on CPU {args.driver_cpu}")
+          f"on CPU {args.target_cpu}, sender ({args.driver}"
+          + (f", {args.locust_processes} processes" if args.driver == "locust" else "")
+          + f") on CPU {args.driver_cpu}")
     for rate in rates:
         mine = [r for r in rows if r["rate"] == rate]
         def spread(key: str, rows: list[dict] = mine) -> str:

@@ -76,7 +76,7 @@ def kind_of(message: str, kinds: Sequence[tuple[str, Sequence[str]]]) -> str:
 def needed_capabilities(request: RequestSpec, load: LoadSpec) -> set[str]:
     """The capabilities ``request`` and ``load`` need of a driver."""
     needed = set()
-    if load.duration_s is None:
+    if load.duration_s is None and load.model != "replay":  # a replay: its schedule's
         needed.add("request_count")
     if load.model == "open":
         needed.add("open_model")

@@ -54,7 +54,6 @@ Locust's output: ``locust_output.py``.
 from __future__ import annotations
 
 import contextlib
-import json
 import re
 import shutil
 import sys
@@ -75,9 +74,12 @@ from servelab.load.locust_options import (
     DEFAULT_USERS,
     SCENARIOS,
     LocustOptions,
+    replay_arguments,
+    request_json,
     scenario_path,
 )
 from servelab.load.locust_output import (
+    ERROR_KINDS,
     HOOKS,
     check_scenario_ran,
     cpu_bound_machines,
@@ -91,6 +93,11 @@ from servelab.load.locust_output import (
     split_output,
     waiting_machines,
     workers_text,
+)
+from servelab.load.replay_figures import (
+    LATENCIES_FILE,
+    replay_latencies_ms,
+    replay_measurements,
 )
 from servelab.results.records import (
     CPU_BOUND_MACHINES_DETAIL,
@@ -111,7 +118,7 @@ SPAWN_S = 0.1  # every user is started within this long
 
 class LocustDriver(LoadDriver):
     name = "locust"
-    capabilities = frozenset({"open_model", "request_mix", "latencies"})
+    capabilities = frozenset({"open_model", "request_mix", "latencies", "replay"})
     options_model: ClassVar[type[Model]] = LocustOptions
 
     def __init__(
@@ -163,6 +170,9 @@ class LocustDriver(LoadDriver):
 
     # -- what it can do -----------------------------------------------------------------
     def unsupported(self, request: RequestSpec, load: LoadSpec) -> str | None:
+        if load.model == "replay":
+            return None if self.scheduled else "a replay is sent by the built-in scenario " \
+                "(its ReplayUser), not a locustfile's own"
         if load.duration_s is None:
             return "Locust runs for a duration and cannot stop after a request count; set " \
                 "duration_s (-d)"
@@ -272,11 +282,14 @@ class LocustDriver(LoadDriver):
     def command(
         self, url: str, request: RequestSpec, load: LoadSpec, body_path: Path | None, workdir: Path
     ) -> list[str]:
-        if load.duration_s is None:
+        replay = load.model == "replay"
+        if load.duration_s is None and not replay:
             raise LoadDriverError("Locust needs a duration", "set duration_s in the load (-d)")
         opts = self.options
         host = url.removesuffix(request.path) if request.path != "/" else url.rstrip("/")
-        users = load.concurrency
+        # A replay's share goes to every worker process: each needs a User at least.
+        users = max(load.concurrency, opts.expect_workers, opts.processes) if replay \
+            else load.concurrency
         argv = [
             self.executable(),
             "-f", f"{self._file()},{scenario_path(HOOKS)}",
@@ -289,7 +302,9 @@ class LocustDriver(LoadDriver):
             "--exit-code-on-error", "0",
             "--loglevel", "WARNING",
             "--stop-timeout", f"{min(load.timeout_s, 10.0):g}",
-            "--servelab-run-time", f"{load.duration_s:g}",
+            # A replay: its run time, its schedule (ReplayUser instead of the scenario's).
+            *(replay_arguments(load, workdir) if replay
+              else ["--servelab-run-time", f"{load.duration_s:g}"]),
             "--servelab-report",
         ]  # fmt: skip
         if load.model == "open":  # the built-in scenario keeps a schedule (see above)
@@ -311,7 +326,8 @@ class LocustDriver(LoadDriver):
                 "--master-bind-host", "127.0.0.1", "--master-bind-port", port,
                 "--master-port", port,
             ]  # fmt: skip
-        argv += list(opts.users or DEFAULT_USERS.get(opts.scenario, ()))
+        users_run = opts.users or DEFAULT_USERS.get(opts.scenario, ())
+        argv += ["ReplayUser"] if replay else list(users_run)
         return argv
 
     # -- reading its output ---------------------------------------------------------------
@@ -463,29 +479,17 @@ class LocustDriver(LoadDriver):
             "with --resume to keep the runs measured; or raise --expect-workers-timeout",
         )
 
+    def extra_measurements(self, workdir: Path, load: LoadSpec) -> dict[str, Any]:
+        """A replay's figures come from its requests, as the master wrote them down."""
+        return replay_measurements(workdir, load, ERROR_KINDS) if load.model == "replay" else {}
+
     def latencies_ms(self, workdir: Path) -> list[float]:
         """Every request's response time of the last run, at the resolution Locust keeps
-        (its histograms), from the output ``run_load`` saved in ``workdir``."""
+        (its histograms), from the output ``run_load`` saved in ``workdir``; a replay's,
+        each from its intended time, as measured."""
+        if (workdir / LATENCIES_FILE).is_file():
+            return replay_latencies_ms(workdir)
         with contextlib.suppress(OSError, ValueError, KeyError):
             entries, _ = split_output((workdir / f"{self.name}.out").read_text())
             return expand(merged_histogram(entries))
         return []
-
-
-def request_json(request: RequestSpec, load: LoadSpec) -> str:
-    """The workload's request for the built-in scenario (``--servelab-request``)."""
-    return json.dumps(
-        {
-            "method": request.method,
-            "path": request.path,
-            "headers": request.headers,
-            "body": request.body,
-            "content_type": request.content_type,
-            "mix": [[m.path, m.weight] for m in request.mix],
-            "expect_status": request.expect_status,
-            "keepalive": load.keepalive,
-            "timeout_s": load.timeout_s,
-        },
-        separators=(",", ":"),
-    )
-

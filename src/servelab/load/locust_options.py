@@ -5,6 +5,7 @@ name (``locustfiles/``). The driver that runs them: ``locust.py``."""
 from __future__ import annotations
 
 import ipaddress
+import json
 from importlib import resources
 from pathlib import Path
 from typing import Annotated
@@ -12,6 +13,7 @@ from typing import Annotated
 from pydantic import Field, field_validator
 
 from servelab.config.base import Model
+from servelab.config.load import LoadSpec, RequestSpec
 
 # Built-in scenarios, by the name --locustfile takes.
 SCENARIOS = {"request": "servelab_request.py", "django": "servelab_django.py"}
@@ -58,3 +60,45 @@ def scenario_path(name: str) -> Path:
         return resource
     with resources.as_file(resource) as path:  # zipped install: a temporary copy
         return Path(path)
+
+
+def request_json(request: RequestSpec, load: LoadSpec) -> str:
+    """The workload's request for the built-in scenario (``--servelab-request``)."""
+    return json.dumps(
+        {
+            "method": request.method,
+            "path": request.path,
+            "headers": request.headers,
+            "body": request.body,
+            "content_type": request.content_type,
+            "mix": [[m.path, m.weight] for m in request.mix],
+            "expect_status": request.expect_status,
+            "keepalive": load.keepalive,
+            "timeout_s": load.timeout_s,
+        },
+        separators=(",", ":"),
+    )
+
+
+# After the replay's last due request, how long its run goes on (Users still sending
+# late requests; those in flight at the stop are then waited for, --stop-timeout).
+REPLAY_TAIL_S = 1.0
+
+
+def replay_arguments(load: LoadSpec, workdir: Path) -> list[str]:
+    """The built-in scenario's replay (``locustfiles/replay_user.py``): the schedule
+    servelab wrote, its speed, the part of it sent (a warm-up's first seconds), where the
+    master writes each request down, and the run's length: the schedule's at its speed."""
+    assert load.schedule is not None  # LoadSpec's check for the replay model
+    from servelab.load.replay_figures import SENT_FILE
+    from servelab.traffic.schedule import schedule_size
+
+    seconds = schedule_size(Path(load.schedule)).duration_s / load.speed
+    if load.duration_s is not None:
+        seconds = min(seconds, load.duration_s)
+    return [
+        "--servelab-run-time", f"{seconds + REPLAY_TAIL_S:g}",
+        "--servelab-replay", load.schedule, "--servelab-replay-speed", repr(float(load.speed)),
+        "--servelab-replay-until", f"{load.duration_s or 0:g}",
+        "--servelab-replay-sent", str(workdir / SENT_FILE),
+    ]

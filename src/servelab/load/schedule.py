@@ -43,3 +43,63 @@ def send_rate(sent: list[float] | tuple[float, float, float]) -> float:
     give it). 0 for fewer than two."""
     count, first, last = sent
     return (count - 1) / (last - first) if count >= 2 and last > first else 0.0
+
+
+def count_send(sent: list[float], at: float) -> None:
+    """Count a send at ``at`` in a process's ``[requests, first send, last send]``."""
+    if not sent[0]:
+        sent[1] = at
+    sent[0] += 1
+    sent[2] = at
+
+
+# A replayed request as Locust's master hands it to a process: its number in the
+# schedule, when it is due (microseconds at speed 1), method, target, body number
+# (-1: none), route.
+ShareEntry = tuple[int, int, str, str, int, str]
+
+
+def read_share_entries(path: str, speed: float, until_s: float = 0.0) -> list[ShareEntry]:
+    """A written schedule's requests (``traffic.schedule.Schedule.write``), those due
+    before ``until_s`` at ``speed`` (0: all), with their routes."""
+    from servelab.traffic.routes import route_of
+
+    entries: list[ShareEntry] = []
+    with open(path) as f:
+        for seq, line in enumerate(f):
+            micros, method, target, body = line.rstrip("\n").split("\t")
+            if until_s > 0 and int(micros) / 1e6 / speed >= until_s:
+                break
+            entries.append((seq, int(micros), method, target, int(body),
+                            route_of(target.partition("?")[0])))
+    return entries
+
+
+def split_shares(entries: list[ShareEntry], processes: int) -> list[list[ShareEntry]]:
+    """The schedule dealt to ``processes`` senders in turn (request i to process i mod
+    N): each share keeps the whole log's shape at 1/N of its rate, bursts included."""
+    return [entries[i::processes] for i in range(processes)]
+
+
+@dataclass
+class ReplayShare:
+    """One process's share of a replayed schedule, its requests taken in order by the
+    process's Users: each free User takes the next and waits for its time, as vegeta's
+    workers take hits. The share's clock starts at its first claim (a worker on another
+    machine starts when its Users do)."""
+
+    entries: list[ShareEntry]
+    bodies: list[dict[str, str]]
+    speed: float = 1.0
+    next_index: int = 0
+    started_at: float | None = None
+
+    def claim(self, now: float) -> tuple[ShareEntry, float] | None:
+        """The next request and the time it is due (None: the share is done)."""
+        if self.next_index >= len(self.entries):
+            return None
+        if self.started_at is None:
+            self.started_at = now
+        entry = self.entries[self.next_index]
+        self.next_index += 1
+        return entry, self.started_at + entry[1] / 1e6 / self.speed

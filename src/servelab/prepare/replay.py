@@ -1,6 +1,7 @@
 """Replay workloads made ready: each log read once, its schedule built and written beside
 the results, and the workload's load set to the replay model, sent by the replay driver
-(``registry.REPLAY_DRIVER``)."""
+(``registry.REPLAY_DRIVER``), or by Locust's processes where the experiment names Locust
+(``--driver locust``: its workers on this machine or on others share the log)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from servelab.traffic.schedule import (
 
 SCHEDULES_DIR = "schedules"
 REPLAY_WORKLOAD = "replay"  # the workload --replay puts in place of an experiment's
+LOCUST = "locust"
 # Beyond the schedule's own length: the last requests' answers (their timeout) and the
 # sender's start.
 END_MARGIN_S = 30.0
@@ -62,6 +64,8 @@ def with_replay_schedules(
         )
         say(replay_note(workload.name, workload.replay, schedule))
         workloads.append(replayed(workload, workload.replay, schedule, path))
+    if experiment.driver == LOCUST:  # its workers split the log (--expect-workers...)
+        return experiment.model_copy(update={"workloads": tuple(workloads)})
     return experiment.model_copy(
         update={"workloads": tuple(workloads), "driver": REPLAY_DRIVER, "driver_options": {}}
     )

@@ -9,6 +9,8 @@ from servelab.config.load import LoadSpec, RequestSpec, WeightedPath
 from servelab.errors import LoadDriverError, SpecError
 from servelab.load.locust import LocustDriver
 from servelab.load.locust_output import error_kind, failure_key, import_error, split_output
+from servelab.traffic.records import LogRecord
+from servelab.traffic.schedule import build_schedule
 
 from .common import FIXTURES, GET, POST, URL, WORK, read
 
@@ -338,3 +340,58 @@ def test_the_workers_a_run_starts_with_are_said_while_it_runs():
 def test_no_machines_without_workers_on_other_machines():
     m = locust(processes=2).parse(remote_report(), "", LoadSpec(duration_s=1))
     assert m.machines == ()
+
+
+def replay_load(tmp_path, **changes) -> LoadSpec:
+    t0 = 1_800_000_000.0
+    # Stamped to the quarter second: kept as logged (whole seconds are spread).
+    records = [LogRecord(t0 + at + 0.25, "GET", f"/items/{at}", 200) for at in range(4)]
+    path = tmp_path / "s.tsv"
+    build_schedule(records).write(path)
+    fields = {"model": "replay", "schedule": str(path), "requests": 4, "concurrency": 2,
+              **changes}
+    return LoadSpec.model_validate(fields)
+
+
+def test_command_replay_splits_the_log_over_the_workers_each_with_a_user(tmp_path):
+    load = replay_load(tmp_path, speed=2.0)
+    argv = locust(expect_workers=3).command(URL, GET, load, None, tmp_path)
+    assert argv[-1] == "ReplayUser"  # the built-in scenario's replaying User, alone
+    assert argv[argv.index("-u") + 1] == "3"  # a User for each worker process at least
+    assert argv[argv.index("--servelab-replay") + 1] == load.schedule
+    assert argv[argv.index("--servelab-replay-speed") + 1] == "2.0"
+    assert argv[argv.index("--servelab-replay-until") + 1] == "0"
+    assert argv[argv.index("--servelab-replay-sent") + 1] == str(tmp_path / "sent.tsv")
+    # The log's 3 s (first request to last) at speed 2, and the tail for late requests.
+    assert argv[argv.index("--servelab-run-time") + 1] == "2.5"
+    assert "--servelab-schedule-rate" not in argv
+    warm = locust().command(URL, GET, replay_load(tmp_path, requests=None, duration_s=0.5),
+                            None, tmp_path)
+    assert warm[warm.index("--servelab-replay-until") + 1] == "0.5"
+    assert warm[warm.index("--servelab-run-time") + 1] == "1.5"
+    assert warm[warm.index("-u") + 1] == "2"
+
+
+def test_a_replay_is_the_built_in_scenarios_not_a_locustfiles(tmp_path):
+    load = replay_load(tmp_path)
+    assert locust().unsupported(GET, load) is None
+    assert "ReplayUser" in locust(locustfile="/x.py").unsupported(GET, load)
+
+
+def test_a_replays_figures_come_from_the_requests_the_master_wrote_down(tmp_path):
+    load = replay_load(tmp_path)
+    # Locust's clients' errors, sorted by Locust's table: a refused connection.
+    (tmp_path / "sent.tsv").write_text(
+        "0\t100\t1000\t200\t2\tGET\t/items/0\t\n"
+        "1\t1000100\t2000\t200\t2\tGET\t/items/1\t\n"
+        "2\t2030000\t3000\t0\t0\tGET\t/items/2\tConnectionRefusedError(111, 'Connection "
+        "refused')\n"
+        "3\t3000100\t4000\t200\t2\tGET\t/items/3\t\n"
+    )
+    figures = locust().extra_measurements(tmp_path, load)
+    assert figures["requests_total"] == 4
+    assert figures["connection_errors"] == {"connect": 1}
+    assert figures["replay"].scheduled == 4 and figures["replay"].sent == 4
+    # The second went out on time: 2 ms from its intended time.
+    assert sorted(locust().latencies_ms(tmp_path)) == pytest.approx([1.1, 2.1, 4.1])
+    assert locust().extra_measurements(tmp_path, LoadSpec(duration_s=1)) == {}

@@ -10,6 +10,9 @@ content_type, mix, expect_status, keepalive, timeout_s), which Locust also forwa
 its workers. An answer other than the expected status is a failure named
 ``status N, expected M``.
 
+A replayed access log is sent by ``ReplayUser`` (``replay_user.py``), imported here so
+that every worker running this scenario serves replays too.
+
 Two User classes send the same request: ``FastRequestUser`` (FastHttpUser,
 geventhttpclient: servelab's default, several times cheaper per request) and
 ``RequestUser`` (HttpUser, python-requests), chosen by servelab on the command line.
@@ -41,7 +44,10 @@ from locust.argument_parser import LocustArgumentParser
 from locust.env import Environment
 from locust.runners import STATE_RUNNING, STATE_SPAWNING
 
-from servelab.load.schedule import Schedule
+from servelab.load.locustfiles.replay_user import ReplayUser
+from servelab.load.schedule import Schedule, count_send
+
+__all__ = ["FastRequestUser", "ReplayUser", "RequestUser"]  # ReplayUser: a replayed log
 
 
 @events.init_command_line_parser.add_listener
@@ -65,13 +71,6 @@ def _schedule(length_s: float) -> Schedule:
         schedule = Schedule(random.SystemRandom().random(), length_s)
         _process.update(pid=os.getpid(), schedule=schedule)
     return _process["schedule"]
-
-
-def _count_send(at: float) -> None:
-    if not sent_so_far[0]:
-        sent_so_far[1] = at
-    sent_so_far[0] += 1
-    sent_so_far[2] = at
 
 
 @events.init.add_listener
@@ -148,7 +147,7 @@ class _Sends:
                 return
             if self.environment.runner.state not in SENDING:  # type: ignore[union-attr]
                 return  # the run is ending: no new requests (those in flight are answered)
-            _count_send(time.perf_counter())
+            count_send(sent_so_far, time.perf_counter())
         r = self._servelab
         paths = r["paths"]
         path = paths[0] if len(paths) == 1 else random.choices(paths, weights=r["weights"])[0]
