@@ -153,7 +153,7 @@ def tune(space_file: Path | None, user: UserApp, run: RunOptions, **given: Any) 
     )
     for note in notes:
         console.print(f"servelab: {note}", highlight=False)
-    from servelab.tune import run_tune
+    from servelab.tune.run import run_tune
 
     options = replace(run, budget_s=None)
     outcome = run_tune(spec, options, replace(user, replace_workloads=True), console=console,

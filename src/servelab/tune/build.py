@@ -10,9 +10,9 @@ from servelab.config.load import RequestSpec
 from servelab.config.stack import AppSpec
 from servelab.errors import SpecError
 from servelab.host.cpus import default_cpu_plan, parse_cpu_list
-from servelab.tune import TuneSpec
 from servelab.tune.objective import Objective
 from servelab.tune.race import RaceSettings
+from servelab.tune.run import TuneSpec
 from servelab.tune.space import KnobLists, space_from_knobs, space_from_table
 
 DEFAULT_ENDPOINT = "async-small"

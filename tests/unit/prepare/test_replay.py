@@ -61,6 +61,21 @@ def test_a_replay_workload_gets_its_schedule_load_driver_and_probe(tmp_path: Pat
     assert again.workloads[0].load.schedule == load.schedule
 
 
+def test_an_experiment_that_names_locust_keeps_it_and_its_workers(tmp_path: Path) -> None:
+    """Locust's workers (here or on other machines) share the log: its options stay."""
+    write_log(tmp_path / "access.log", LOG)
+    toml = tmp_path / "exp.toml"
+    toml.write_text(
+        'name = "e"\ndriver = "locust"\ndriver_options = { expect_workers = 4 }\n[baseline]\n'
+        'name = "b"\napp = { ref = "sleepy" }\n[[workloads]]\nname = "w"\n'
+        'replay = { log = "access.log" }\n'
+    )
+    named = Experiment.from_toml(toml)
+    ready = with_replay_schedules(named, tmp_path / "results")
+    assert ready.driver == "locust" and ready.driver_options == {"expect_workers": 4}
+    assert ready.workloads[0].load.model == "replay"
+
+
 def test_an_experiment_without_replays_is_left_alone(tmp_path: Path) -> None:
     plain = experiment(tmp_path, '[[workloads]]\nname = "w"\nload = { duration_s = 2 }\n')
     assert with_replay_schedules(plain, tmp_path) is plain

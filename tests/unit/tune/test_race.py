@@ -14,11 +14,11 @@ from support import FakeClock, FakeExecutor, fake_load, fake_run
 from servelab.errors import SpecError
 from servelab.measuring import Runner
 from servelab.results.records import ProcessUsage
-from servelab.tune import TuneProgress, TuneSpec
 from servelab.tune.objective import MIB, Objective
 from servelab.tune.race import RaceSettings, first_screen, foreseen_seconds_per_start, race_state
 from servelab.tune.recommendation import recommend
 from servelab.tune.report import TUNE_JSON, TUNE_MARKDOWN, recommended_in, undecided_in
+from servelab.tune.run import TuneProgress, TuneSpec
 from servelab.tune.space import SubGrid
 
 WORKERS = tuple(range(1, 11))

@@ -6,8 +6,8 @@ import pytest
 from support import fake_load, fake_run
 
 from servelab.errors import SpecError
-from servelab.tune import TuneSpec
 from servelab.tune.objective import Objective
+from servelab.tune.run import TuneSpec
 from servelab.tune.space import (
     MAX_CANDIDATES,
     KnobLists,

@@ -11,11 +11,11 @@ from support import fake_load, fake_run
 
 from servelab.results.profiles import profile_file, write_profile
 from servelab.results.records import ProcessUsage, ProfileInfo
-from servelab.tune import TuneProgress, TuneSpec
 from servelab.tune.objective import MIB, Objective
 from servelab.tune.race import RaceSettings, race_state
 from servelab.tune.recommendation import MOST_FINALISTS, finalists, recommend
 from servelab.tune.report import TUNE_JSON, TUNE_MARKDOWN
+from servelab.tune.run import TuneProgress, TuneSpec
 from servelab.tune.space import SubGrid
 from servelab.tune.why import PROFILED_STARTS, TUNE_FLAME, split_runs
 
