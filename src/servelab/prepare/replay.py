@@ -1,6 +1,6 @@
 """Replay workloads made ready: each log read once, its schedule built and written beside
 the results, and the workload's load set to the replay model, sent by the replay driver
-(``registry.REPLAY_DRIVER``), or by Locust's processes where the experiment names Locust
+(``registry.REPLAY_DRIVER``), or by the experiment's own driver where it can replay
 (``--driver locust``: its workers on this machine or on others share the log)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from servelab.config.base import MAX_REQUESTS_PER_RUN, MAX_RUN_S
 from servelab.config.experiment import Experiment
 from servelab.config.load import LoadSpec, ReplaySpec, RequestSpec, Workload
 from servelab.errors import SpecError
-from servelab.registry import REPLAY_DRIVER
+from servelab.registry import REPLAY_DRIVER, capabilities
 from servelab.traffic.formats import log_format
 from servelab.traffic.reading import read_log
 from servelab.traffic.schedule import (
@@ -29,7 +29,6 @@ from servelab.traffic.schedule import (
 
 SCHEDULES_DIR = "schedules"
 REPLAY_WORKLOAD = "replay"  # the workload --replay puts in place of an experiment's
-LOCUST = "locust"
 # Beyond the schedule's own length: the last requests' answers (their timeout) and the
 # sender's start.
 END_MARGIN_S = 30.0
@@ -64,7 +63,7 @@ def with_replay_schedules(
         )
         say(replay_note(workload.name, workload.replay, schedule))
         workloads.append(replayed(workload, workload.replay, schedule, path))
-    if experiment.driver == LOCUST:  # its workers split the log (--expect-workers...)
+    if "replay" in capabilities(experiment.driver):  # Locust: its workers share the log
         return experiment.model_copy(update={"workloads": tuple(workloads)})
     return experiment.model_copy(
         update={"workloads": tuple(workloads), "driver": REPLAY_DRIVER, "driver_options": {}}
