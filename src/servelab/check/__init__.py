@@ -43,6 +43,7 @@ from servelab.config.run import RunOptions, UserApp
 from servelab.config.stack import StackSpec
 from servelab.config.thresholds import COUNTED
 from servelab.errors import SpecError, StackStartError
+from servelab.prepare.replay import WHOLE_REPLAYS
 from servelab.results.records import RunRecord
 
 if TYPE_CHECKING:
@@ -106,7 +107,7 @@ def check_experiment(
             # stopping rule adds rounds while a threshold is undecided. A replay is never
             # sliced, and the stopping rule adds interleaved slices: three whole replays
             # of each version, in turns, instead.
-            "repetitions": 2 if check.replay is None else REPLAY_ROUNDS,
+            "repetitions": 2 if check.replay is None else WHOLE_REPLAYS,
             "warmup": {"max_rounds": 1, "duration_s": 1.0},
             "side_by_side": side_by_side and check.replay is None,
             # Instruction thresholds are counted with no load (check.instructions): a
@@ -127,9 +128,6 @@ def _under_load(threshold: str) -> bool:
         return parse_threshold(threshold).metric not in COUNTED
     except ValueError:
         return True
-
-
-REPLAY_ROUNDS = 3
 
 
 def probe_both(experiment: Experiment, timeout_s: float) -> None:

@@ -29,6 +29,9 @@ from servelab.traffic.schedule import (
 
 SCHEDULES_DIR = "schedules"
 REPLAY_WORKLOAD = "replay"  # the workload --replay puts in place of an experiment's
+# Whole replays of each variant where a study would have added rounds until clear (a
+# replay is never sliced): as many as `servelab check --replay` runs of each version.
+WHOLE_REPLAYS = 3
 # Beyond the schedule's own length: the last requests' answers (their timeout) and the
 # sender's start.
 END_MARGIN_S = 30.0
@@ -63,11 +66,18 @@ def with_replay_schedules(
         )
         say(replay_note(workload.name, workload.replay, schedule))
         workloads.append(replayed(workload, workload.replay, schedule, path))
-    if "replay" in capabilities(experiment.driver):  # Locust: its workers share the log
-        return experiment.model_copy(update={"workloads": tuple(workloads)})
-    return experiment.model_copy(
-        update={"workloads": tuple(workloads), "driver": REPLAY_DRIVER, "driver_options": {}}
-    )
+    update: dict[str, object] = {"workloads": tuple(workloads)}
+    if "replay" not in capabilities(experiment.driver):  # Locust can: its workers share it
+        update.update(driver=REPLAY_DRIVER, driver_options={})
+    if experiment.slices > 1 or experiment.stopping is not None or experiment.side_by_side:
+        # A study's design (quick's slices in rotation until clear) does not apply: each
+        # run sends the whole log, and the variants take turns.
+        update.update(slices=1, stopping=None, side_by_side=False,
+                      repetitions=max(experiment.repetitions, WHOLE_REPLAYS))
+        say(f"replay: each run sends the whole log, so {experiment.name} measures no slices "
+            f"and adds no rounds: {update['repetitions']} whole replays of each variant, "
+            "in turns")
+    return experiment.model_copy(update=update)
 
 
 def schedule_for(

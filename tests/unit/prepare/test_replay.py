@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from servelab.config.experiment import Experiment
+from servelab.config.experiment import Experiment, StoppingSpec
 from servelab.errors import SpecError
 from servelab.prepare.replay import with_replay_schedules
 from servelab.registry import REPLAY_DRIVER
@@ -74,6 +74,21 @@ def test_an_experiment_that_names_locust_keeps_it_and_its_workers(tmp_path: Path
     ready = with_replay_schedules(named, tmp_path / "results")
     assert ready.driver == "locust" and ready.driver_options == {"expect_workers": 4}
     assert ready.workloads[0].load.model == "replay"
+
+
+def test_a_studys_slices_and_added_rounds_give_way_to_whole_replays(tmp_path: Path) -> None:
+    """quick's design (slices in rotation, rounds added until clear) cannot cut a replay:
+    three whole replays of each variant in turns instead, and the console says so."""
+    write_log(tmp_path / "access.log", LOG)
+    sliced = experiment(
+        tmp_path, '[[workloads]]\nname = "w"\nreplay = { log = "access.log" }\n'
+    ).model_copy(update={"slices": 2, "stopping": StoppingSpec(), "side_by_side": True})
+    said: list[str] = []
+    ready = with_replay_schedules(sliced, tmp_path / "results", said.append)
+    assert (ready.slices, ready.stopping, ready.side_by_side) == (1, None, False)
+    assert ready.repetitions == 3
+    assert said[-1] == ("replay: each run sends the whole log, so e measures no slices and "
+                        "adds no rounds: 3 whole replays of each variant, in turns")
 
 
 def test_an_experiment_without_replays_is_left_alone(tmp_path: Path) -> None:
