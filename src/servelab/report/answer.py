@@ -168,7 +168,7 @@ def _winner(
     """Multiple comparisons with the best: the variant with the best estimate among those
     significantly better than the baseline (family-adjusted) wins only when it is also
     significantly better than the runner-up, measured against it directly."""
-    better = "better" if metric.higher_is_better else "worse"
+    better = "better"  # a verdict's word is the change's worth, whichever way is up
     winners = [line for line in lines if line.verdict == better]
     baseline = analysis.experiment.baseline.name
     if not winners:

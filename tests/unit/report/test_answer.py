@@ -67,3 +67,22 @@ def test_no_single_winner_says_only_what_was_found(monkeypatch, runner_up_verdic
     assert winner is None
     assert said in note
     assert ("both beat" in note) is (runner_up_verdict == "better")
+
+
+def test_on_latency_the_variant_whose_p99_fell_most_wins(monkeypatch) -> None:
+    """A replay's Answer is about p99, lower is better: the verdicts say "better" for a
+    fall, and the winner is the variant that fell most (not "no variant is better")."""
+    versus = comparison(-35.0, -15.0, "better", None)  # keepalive against unix, directly
+    monkeypatch.setattr(answer, "compare_variants", lambda *args, **kwargs: versus)
+    analysis = SimpleNamespace(
+        experiment=SimpleNamespace(baseline=SimpleNamespace(name="tcp")),
+        for_workload=lambda workload: [],
+    )
+    lines = [line("unix", -19.6, "better"), line("keepalive", -41.8, "better")]
+    metric = METRIC_BY_KEY["latency_p99_ms"]
+    assert not metric.higher_is_better
+    winner, note = _winner(analysis, "w", lines, metric)  # type: ignore[arg-type]
+    assert winner == "keepalive", note
+    assert note.startswith("-41.8 % vs baseline")
+    worse = [line("unix", 12.0, "worse"), line("keepalive", 20.0, "worse")]
+    assert _winner(analysis, "w", worse, metric)[0] == "tcp"  # type: ignore[arg-type]
