@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from servelab.analysis.routes import route_verdicts
 from servelab.report.base import Table
 from servelab.results.records import RunRecord
 from servelab.traffic.fidelity import MAX_LAG_P99_MS
@@ -38,5 +39,36 @@ def fidelity_table(runs: Sequence[RunRecord]) -> Table | None:
     return Table(
         ("Workload", "Variant", "Run", "Speed", "Sent", "Send lag p50 [ms]",
          "Send lag p99 [ms]", "Mix error [points]", "Inter-arrival KS", "Kept"),
+        tuple(rows), label_columns=3,
+    )
+
+
+ROUTES_ABOUT = (
+    "Each route's p99 latency (from each request's logged time) of every variant against "
+    "the baseline's, paired by round, 95 % intervals, verdicts Holm-adjusted over every "
+    "route and variant. The Answer judges the whole log's p99; these say where a variant "
+    "gains or loses. A variant with a replay not kept gets no verdict."
+)
+
+
+def route_verdict_table(runs: Sequence[RunRecord], baseline: str) -> Table | None:
+    """A row per replayed route and variant; None when no run replayed a log."""
+    verdicts = route_verdicts(runs, baseline)
+    if not verdicts:
+        return None
+    rows = []
+    for v in verdicts:
+        c = v.comparison
+        bounds = c.interval_pct
+        rows.append((
+            v.workload, f"{v.method} {v.route}", v.variant, f"{c.baseline_mean:.2f}",
+            f"{c.variant_mean:.2f}",
+            f"{c.difference_pct:+.1f} %" if c.difference_pct is not None else "-",
+            f"{bounds[0]:+.1f} … {bounds[1]:+.1f} %" if bounds is not None else "-",
+            c.verdict,
+        ))
+    return Table(
+        ("Workload", "Route", "Variant", "Baseline p99 [ms]", "p99 [ms]", "Change",
+         "95 % CI", "Verdict"),
         tuple(rows), label_columns=3,
     )

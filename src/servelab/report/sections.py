@@ -193,6 +193,13 @@ class ReplaySection(ExplainedTableSection):
 
 
 @dataclass(frozen=True)
+class RouteVerdictsSection(ExplainedTableSection):
+    kind = "routes"
+    heading = "Latency by route"
+    about = replay.ROUTES_ABOUT
+
+
+@dataclass(frozen=True)
 class LoadMachinesSection(ExplainedTableSection):
     kind = "machines"
     heading = "Load by machine"
@@ -249,6 +256,7 @@ SECTION_KINDS: tuple[type[Section], ...] = (
     FailuresSection,
     MemorySection,
     RequestNamesSection,
+    RouteVerdictsSection,
     ReplaySection,
     LoadMachinesSection,
     TimingSection,
@@ -302,6 +310,9 @@ def report_sections(
     by_name = names.names_table(experiment, runs)
     if by_name is not None:
         sections.append(RequestNamesSection(by_name, tuple(names.driver_lines(runs))))
+    by_route = replay.route_verdict_table(runs, experiment.baseline.name)
+    if by_route is not None:
+        sections.append(RouteVerdictsSection(by_route))
     fidelity = replay.fidelity_table(runs)
     if fidelity is not None:
         sections.append(ReplaySection(fidelity))

@@ -20,6 +20,7 @@ from servelab.report.sections import (
     RampSection,
     ReplaySection,
     RequestNamesSection,
+    RouteVerdictsSection,
     TimingSection,
     WhySection,
     live_sections,
@@ -39,7 +40,7 @@ def every_kind_of_section() -> list[Section]:
     extra = [
         RampSection(table, ("tcp run 1: fine",)), MemorySection(table), TimingSection(table),
         RequestNamesSection(table, ("scenario: built-in",)), LoadMachinesSection(table),
-        ReplaySection(table),
+        ReplaySection(table), RouteVerdictsSection(table),
         WhySection(
             ("spin vs base (w): +50.0 µs/request", "  +49.0 µs/request in spin (app.py)"),
             ("py-spy wrote no profile of app (pid 1): error",),

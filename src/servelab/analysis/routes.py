@@ -1,0 +1,64 @@
+"""A replay's latency verdicts per route: each route's p99 (from each request's logged
+time) of every variant against the baseline's, paired by round, Holm-adjusted over every
+route and variant of the experiment. Pure.
+
+A replay's Answer judges the whole log's p99; the routes' own verdicts say where a
+variant gains or loses (the checkout may get slower while the home page gets faster). A
+route is judged where every run of both variants answered it; a variant with a run whose
+replay was not kept gets no verdict, as in the Answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from servelab.analysis.comparisons import compare_round_values
+from servelab.analysis.family import judge_family
+from servelab.analysis.stats import NOT_JUDGED, Comparison
+from servelab.analysis.validity import replay_not_kept
+from servelab.results.records import RunRecord
+
+
+@dataclass(frozen=True)
+class RouteVerdict:
+    workload: str
+    method: str
+    route: str
+    variant: str
+    comparison: Comparison  # the route's p99 [ms], the variant's against the baseline's
+
+
+def route_p99s(run: RunRecord) -> dict[tuple[str, str], float]:
+    """(method, route) -> its p99 in ``run`` (a replay's routes; Locust's request names)."""
+    return {(n.method, n.name): n.latency_p99_ms for n in run.load.by_name}
+
+
+def route_verdicts(
+    runs: Sequence[RunRecord], baseline: str, *, alpha: float = 0.05
+) -> list[RouteVerdict]:
+    """Every replayed workload's routes, each variant against ``baseline``; empty when no
+    run replayed a log. Verdicts Holm-adjusted over all of them."""
+    found: list[RouteVerdict] = []
+    replayed = [r for r in runs if r.load.replay is not None]
+    for workload in sorted({r.workload for r in replayed}):
+        mine = [r for r in replayed if r.workload == workload]
+        base = [r for r in mine if r.variant == baseline]
+        if not base:
+            continue
+        for variant in sorted({r.variant for r in mine} - {baseline}):
+            other = [r for r in mine if r.variant == variant]
+            figures = [route_p99s(r) for r in (*base, *other)]
+            common = set.intersection(*(set(f) for f in figures))
+            why_not = replay_not_kept(mine, (baseline, variant))
+            for method, route in sorted(common, key=lambda k: (k[1], k[0])):
+                comparison = compare_round_values(
+                    {r.repetition: route_p99s(r)[(method, route)] for r in base},
+                    {r.repetition: route_p99s(r)[(method, route)] for r in other},
+                    higher_is_better=False, alpha=alpha,
+                )
+                if why_not:
+                    comparison = replace(comparison, verdict=NOT_JUDGED, reason=why_not)
+                found.append(RouteVerdict(workload, method, route, variant, comparison))
+    judged = judge_family([v.comparison for v in found], higher_is_better=False, alpha=alpha)
+    return [replace(v, comparison=c) for v, c in zip(found, judged, strict=True)]
