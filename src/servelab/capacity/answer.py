@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from servelab.capacity.curve import SharePoint
 from servelab.capacity.drift import drift
 from servelab.capacity.machine import SLOW_SHARE
-from servelab.capacity.plan import VariantCapacity
+from servelab.capacity.plan import VariantCapacity, log_speed_limit
 from servelab.capacity.slo import Slo
 from servelab.capacity.trials import Trial
 
@@ -79,6 +79,21 @@ def curve_words(answer: VariantCapacity, confidence: float) -> str | None:
     )
 
 
+def ran_out_of_log(answer: VariantCapacity) -> str:
+    """Where a replay's search stopped because its log ran out (a trial at a higher speed
+    would be shorter than MIN_REPLAY_TRIAL_S), the words that say so; else ""."""
+    e, traffic = answer.estimate, answer.traffic
+    if traffic is None or not e.highest_held:
+        return ""
+    if e.highest_held < log_speed_limit(traffic.duration_s) / 1.01:
+        return ""
+    return (
+        f", where the log runs out: its {traffic.duration_s:g} s last "
+        f"{traffic.duration_s / e.highest_held:.1f} s at that speed, the shortest trial "
+        f"that tells (replay a longer log or window to search higher)"
+    )
+
+
 def estimate_words(answer: VariantCapacity, confidence: float) -> str:
     """The answer where the trials fitted no curve yet (or the search has none): the
     bracket's ends, or where the SLO broke or held at every rate tried."""
@@ -87,7 +102,8 @@ def estimate_words(answer: VariantCapacity, confidence: float) -> str:
     if e.below_min:
         return f"breaks the SLO at every rate tried, down to {amount(e.lowest_broken)}{unit}"
     if e.above_max:
-        return f"holds the SLO at every rate tried, up to {amount(e.highest_held)}{unit}"
+        said = f"holds the SLO at every rate tried, up to {amount(e.highest_held)}{unit}"
+        return said + ran_out_of_log(answer)
     if e.interval is not None and e.rate is not None:
         low, high = e.interval
         return (

@@ -20,7 +20,17 @@ from servelab.traffic.schedule import ScheduleSize
 
 MAX_TRIAL_S = 60.0
 MAX_SPEED = 32.0  # a replay's search: from 1/32 to 32 times the log's traffic
+# A replay trial lasts the log's length over its speed: a shorter one is a blast that a
+# stack which cannot keep the rate still survives (its queues have no time to grow). The
+# search goes no faster than the log allows: there it runs out of log, and says so.
+MIN_REPLAY_TRIAL_S = 2.0
 MAX_MACHINE_WAIT_S = 600.0  # a start waiting longer is a machine to measure elsewhere
+
+
+def log_speed_limit(duration_s: float) -> float:
+    """The highest speed at which a log ``duration_s`` long (at speed 1) still gives a
+    trial of MIN_REPLAY_TRIAL_S."""
+    return duration_s / MIN_REPLAY_TRIAL_S
 
 
 @dataclass(frozen=True)
@@ -107,12 +117,21 @@ class CapacityPlan:
             confidence=self.confidence,
         )
 
-    def replay_settings(self) -> SearchSettings:
+    def replay_settings(self, duration_s: float | None = None) -> SearchSettings:
         """A replay's search is over the speed, the log's traffic times a factor: from 1x
         (or --start), doubling or halving, between 1/MAX_SPEED and MAX_SPEED (or
-        --max-rate)."""
+        --max-rate), and no faster than a trial of MIN_REPLAY_TRIAL_S of the log
+        (``duration_s`` long at speed 1) allows. SpecError for a log too short for any."""
         start = self.start_rate or 1.0
         high = self.max_rate or max(start, MAX_SPEED)
+        if duration_s is not None:
+            high = min(high, log_speed_limit(duration_s))
+            if high < 1 / MAX_SPEED:
+                raise SpecError(
+                    f"the replayed log lasts {duration_s:g} s: too short for a trial of "
+                    f"{MIN_REPLAY_TRIAL_S:g} s even at 1/{MAX_SPEED:g} of its speed",
+                    "replay a longer log or window (--window)",
+                )
         return SearchSettings(
             start_rate=min(start, high), max_rate=high, min_rate=min(start, 1 / MAX_SPEED),
             factor=2.0, half_width=self.half_width, max_trials=self.max_trials,

@@ -185,7 +185,9 @@ def start_search(
     scratch = resources.enter_context(executor.scratch())
     if workload.load.model == "replay":  # its speed is searched, from the log's own
         executor.send(stack, workload, replay_warm_up(workload.load, PROBE_S), scratch)
-        probed, settings = None, plan.replay_settings()
+        assert workload.load.schedule is not None
+        duration = schedule_size(Path(workload.load.schedule)).duration_s
+        probed, settings = None, plan.replay_settings(duration)
     else:
         probed = executor.send(stack, workload, warm_up(spec, plan, PROBE_S), scratch).rps
         settings = plan.settings(probed)

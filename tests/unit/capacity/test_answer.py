@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from servelab.capacity import parse_slo
 from servelab.capacity.answer import cpu_line, markdown, variant_line
-from servelab.capacity.plan import VariantCapacity
+from servelab.capacity.plan import CapacityPlan, VariantCapacity
 from servelab.capacity.search import Estimate, Mixed
 from servelab.capacity.trials import Trial
+from servelab.errors import SpecError
+from servelab.traffic.schedule import ScheduleSize
 
 SLO = parse_slo("p99<100ms,errors<0.1%")
 TRIAL = Trial(
@@ -120,3 +124,24 @@ def test_a_sharp_edge_is_one_number() -> None:
     assert "in half of them at 1,395, within that interval" in line
     assert "[1,370" not in line  # the half point's own interval is not a second answer
     assert "| sharp |" in markdown([_on_curve(steep=True)], SLO, 0.90, "here")
+
+
+def test_a_replay_that_held_until_its_log_ran_out_says_so() -> None:
+    """A 10 s log: no trial faster than 5x (2 s of log); held there, the answer says the
+    log ran out, not that the stack holds only that much."""
+    traffic = ScheduleSize(requests=500, duration_s=10.0, peak_second=70.0)
+    settings = CapacityPlan(slo=SLO).replay_settings(traffic.duration_s)
+    assert settings.max_rate == 5.0 and settings.start_rate == 1.0
+    held = Estimate(5.0, None, 5.0, None, above_max=True)
+    line = variant_line(VariantCapacity("base", held, (TRIAL,), None, traffic=traffic), SLO, 0.9)
+    assert "holds the SLO at every rate tried, up to 5.00x" in line
+    assert "where the log runs out: its 10 s last 2.0 s at that speed" in line
+    short = Estimate(32.0, None, 32.0, None, above_max=True)  # --max-rate, a long log
+    long_log = dataclasses.replace(traffic, duration_s=600.0)
+    line = variant_line(VariantCapacity("base", short, (TRIAL,), None, traffic=long_log), SLO, 0.9)
+    assert "runs out" not in line
+
+
+def test_a_log_too_short_for_any_trial_is_refused() -> None:
+    with pytest.raises(SpecError, match="too short for a trial of 2 s"):
+        CapacityPlan(slo=SLO).replay_settings(0.05)
