@@ -367,7 +367,8 @@ def test_a_replayed_logs_headroom_is_searched_over_its_speed(tmp_path: Path) -> 
     assert answer.estimate.interval is not None
     assert answer.estimate.interval[0] <= truth <= answer.estimate.interval[1]
     assert "x this log's traffic" in printed.getvalue()
-    assert "speeds 1.00x to 32.00x the log's traffic" in said.getvalue()
+    # No faster than 10x: its 20 s then last 2 s, the shortest trial a replay takes.
+    assert "speeds 1.00x to 10.00x the log's traffic" in said.getvalue()
     document = json.loads(next(tmp_path.glob("capacity-*/capacity.json")).read_text())
     assert document["variants"][0]["unit"] == "times the log's traffic"
 
