@@ -88,11 +88,15 @@ REPLAY_TAIL_S = 1.0
 def replay_arguments(load: LoadSpec, workdir: Path) -> list[str]:
     """The built-in scenario's replay (``locustfiles/replay_user.py``): the schedule
     servelab wrote, its speed, the part of it sent (a warm-up's first seconds), where the
-    master writes each request down, and the run's length: the schedule's at its speed."""
+    master writes each request down (a record left by an earlier run there removed: a
+    master that writes none must not be read as this run's), and the run's length: the
+    schedule's at its speed."""
     assert load.schedule is not None  # LoadSpec's check for the replay model
-    from servelab.load.replay_figures import SENT_FILE
+    from servelab.load.replay_figures import LATENCIES_FILE, SENT_FILE
     from servelab.traffic.schedule import schedule_size
 
+    for earlier in (SENT_FILE, LATENCIES_FILE):
+        (workdir / earlier).unlink(missing_ok=True)
     seconds = schedule_size(Path(load.schedule)).duration_s / load.speed
     if load.duration_s is not None:
         seconds = min(seconds, load.duration_s)
