@@ -56,6 +56,8 @@ from servelab.config.load import ReplaySpec
 from servelab.config.run import UserApp, UserRequest
 from servelab.config.stack import AppSpec
 
+LOCAL = 1.1  # the local truth's window: the sweep's rates within this factor of its edge
+
 
 def _sweep_rates(first: HoldingCurve | None, estimate: float, count: int) -> list[float]:
     low = 0.8 * (first.hold.rate if first else estimate)
@@ -79,8 +81,8 @@ def _range(values: list[float], fmt: str = "{:.1f}") -> str:
 
 def _point(name: str, point: SharePoint) -> str:
     interval = "unbounded" if point.interval is None else (
-        f"[{point.interval[0]:,.1f}, {point.interval[1]:,.1f}]")
-    return f"{name} {point.rate:,.1f} {interval}"
+        f"[{point.interval[0]:,.4g}, {point.interval[1]:,.4g}]")
+    return f"{name} {point.rate:,.4g} {interval}"
 
 
 def _curve_line(curve: HoldingCurve | None) -> str:
@@ -178,16 +180,33 @@ def summarise(
     if truth is None:
         print("no truth: the sweep's trials did not give a curve")
         return
+    # The curve is a straight line in log margin against log rate; where the stack's edge
+    # is sharp the margins bend (far below it they grow slowly), and a line through the
+    # whole sweep lies under the edge. The searches fit their trials near the edge: the
+    # local truth is the sweep's trials within LOCAL of the whole sweep's 50 % point.
+    local = fit_curve([o for o in every if abs(math.log(o.rate / truth.half.rate))
+                       <= math.log(LOCAL)])
+    print(f"local truth (sweep trials within x{LOCAL:g} of its 50 % point): "
+          f"{_curve_line(local)}")
+    _coverage(searches, truth, "the whole sweep's truth")
+    if local is not None:
+        _coverage(searches, local, "the local truth")
+
+
+def _coverage(
+    searches: list[tuple[HoldingCurve | None, int, float]], truth: HoldingCurve, label: str
+) -> None:
+    print(f"against {label}:")
     curves = [curve for curve, _, _ in searches]
     for name, share, true in (("90 %", "hold", truth.hold.rate), ("50 %", "half", truth.half.rate)):
         points = [getattr(c, share) if c else None for c in curves]
         with_interval = [p for p in points if p and p.interval]
         held = sum(_covers(p, true) for p in points)
-        print(f"{name} point: truth {true:,.1f}; an interval in {len(with_interval)} of "
+        print(f"  {name} point: truth {true:,.4g}; an interval in {len(with_interval)} of "
               f"{len(searches)}, holding the truth in {held} of {len(searches)}; estimates "
-              + _range([p.rate for p in points if p])
+              + _range([p.rate for p in points if p], "{:,.4g}")
               + "; half-width % " + _range([100 * p.relative_half_width for p in with_interval]))
-    print(f"steep said in {sum(bool(c and c.steep) for c in curves)} of {len(searches)}; "
+    print(f"  steep said in {sum(bool(c and c.steep) for c in curves)} of {len(searches)}; "
           f"trials {_range([n for _, n, _ in searches], '{:.0f}')}; wall s "
           + _range([s for _, _, s in searches], "{:.0f}"))
 
