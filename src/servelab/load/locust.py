@@ -35,7 +35,8 @@ What servelab runs, for one run against ``http://HOST:PORT``::
   gets fewer requests than asked (not a true open model: latency is measured from the
   actual send, as Locust does). Either way, give enough users that each has slack.
 - runs are bounded by a duration only (Locust has no request count); whole runs and
-  slices alike.
+  slices alike. A replayed log: the built-in scenario's ``ReplayUser`` for the schedule's
+  length, its requests dealt to the worker processes (``locustfiles/replay_user.py``).
 - ``--locust-processes N``: Locust's ``--processes N`` (a master and N worker
   processes on this machine, the master's port on loopback). ``--expect-workers N``:
   a master that waits up to ``--expect-workers-timeout`` for N workers started on
