@@ -7,6 +7,8 @@ import subprocess
 import sys
 import textwrap
 
+from support import with_default_sigint
+
 # A KeyboardInterrupt raised inside exec() of a string, the way a dataclass being created
 # by a lazy import meets a Ctrl-C. Run as `python -m`, as the tests and many users run it.
 PROBE = textwrap.dedent(
@@ -28,9 +30,12 @@ def _run_as_module(source: str, tmp_path) -> subprocess.CompletedProcess[str]:
     """``source`` run as ``python -m servelab_interrupt_probe interrupt-me``."""
     (tmp_path / "servelab_interrupt_probe.py").write_text(source)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    # SIGINT at its default in the probe: a test run started in the background (nohup
+    # ... &) ignores it, and the probe would inherit that and never see its own Ctrl-C.
     return subprocess.run(
         [sys.executable, "-m", "servelab_interrupt_probe", "interrupt-me"],
         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60,
+        preexec_fn=with_default_sigint,
     )
 
 
