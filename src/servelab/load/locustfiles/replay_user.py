@@ -107,16 +107,14 @@ def _deal(environment: Environment, **_kwargs: Any) -> None:
     if isinstance(runner, LocalRunner):
         _process["share"] = ReplayShare(entries, bodies, speed)
     elif isinstance(runner, MasterRunner):
-        # The workers start() deals Users to, in the same order.
+        # The workers that start() is about to give Users (test_start fires before it
+        # sends them the spawn message): a share each.
         workers = sorted(
             c.id for c in runner.clients.ready + runner.clients.running + runner.clients.spawning
         )
         for worker, share in zip(workers, split_shares(entries, len(workers)), strict=True):
-            runner.send_message(SHARE_MESSAGE, _share_data(share, bodies, speed), worker)
-
-
-def _share_data(share: list[ShareEntry], bodies: list[dict[str, str]], speed: float) -> Any:
-    return {"entries": share, "bodies": bodies, "speed": speed}
+            data = {"entries": share, "bodies": bodies, "speed": speed}
+            runner.send_message(SHARE_MESSAGE, data, worker)
 
 
 def _bodies(path: str) -> list[dict[str, str]]:
