@@ -47,14 +47,15 @@ def route_verdicts(
         if not base:
             continue
         for variant in sorted({r.variant for r in mine} - {baseline}):
-            other = [r for r in mine if r.variant == variant]
-            figures = [route_p99s(r) for r in (*base, *other)]
-            common = set.intersection(*(set(f) for f in figures))
+            theirs = {r.repetition: route_p99s(r) for r in base}
+            ours = {r.repetition: route_p99s(r) for r in mine if r.variant == variant}
+            common = set.intersection(*(set(f) for f in (*theirs.values(), *ours.values())))
             why_not = replay_not_kept(mine, (baseline, variant))
             for method, route in sorted(common, key=lambda k: (k[1], k[0])):
+                key = (method, route)
                 comparison = compare_round_values(
-                    {r.repetition: route_p99s(r)[(method, route)] for r in base},
-                    {r.repetition: route_p99s(r)[(method, route)] for r in other},
+                    {rep: f[key] for rep, f in theirs.items()},
+                    {rep: f[key] for rep, f in ours.items()},
                     higher_is_better=False, alpha=alpha,
                 )
                 if why_not:

@@ -183,18 +183,16 @@ def start_search(
     speed = machine.before_start() if machine is not None else StartSpeed(None)
     stack = started.enter_context(executor.launch(spec, workload.request))
     scratch = resources.enter_context(executor.scratch())
-    if workload.load.model == "replay":  # its speed is searched, from the log's own
+    traffic = None  # a replay's: what 1x is, and how long its log lasts
+    if workload.load.schedule is not None:
+        traffic = schedule_size(Path(workload.load.schedule))
+    if traffic is not None:  # a replay: its speed is searched, from the log's own
         executor.send(stack, workload, replay_warm_up(workload.load, PROBE_S), scratch)
-        assert workload.load.schedule is not None
-        duration = schedule_size(Path(workload.load.schedule)).duration_s
-        probed, settings = None, plan.replay_settings(duration)
+        probed, settings = None, plan.replay_settings(traffic.duration_s)
     else:
         probed = executor.send(stack, workload, warm_up(spec, plan, PROBE_S), scratch).rps
         settings = plan.settings(probed)
     events.on_variant(spec.name, settings)
-    traffic = None
-    if workload.load.schedule is not None:
-        traffic = schedule_size(Path(workload.load.schedule))
     searching = make_search or holding_search(plan)
     search = VariantSearch(spec, stack, scratch, searching(settings), probed, started,
                            plan.slo, machine=machine, start_speed=speed, traffic=traffic)
