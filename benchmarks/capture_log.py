@@ -21,10 +21,9 @@ from servelab import api
 from servelab.config.load import LoadSpec, RequestSpec
 from servelab.config.run import RunOptions
 from servelab.launch import launch_stack
-from servelab.load.base import run_load
 from servelab.observe.attribution import ACCESS_LOG_NAME
+from servelab.plugins.driver import get_driver, run_load
 from servelab.prepare.building import experiment_from_dict
-from servelab.registry import get_driver
 
 EXPERIMENT = {
     "name": "capture",

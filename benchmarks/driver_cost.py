@@ -30,8 +30,8 @@ from servelab.config.load import LoadSpec, RequestSpec
 from servelab.errors import ServelabError
 from servelab.host.paths import find_program
 from servelab.host.procs import ManagedProcess, free_port
-from servelab.load.base import LoadDriver, run_load
-from servelab.registry import DRIVER_NAMES, get_driver
+from servelab.plugins.driver import LoadDriver, get_driver, run_load
+from servelab.registry import DRIVER_NAMES
 from servelab.results.records import LoadMeasurement
 
 STACK_CPU, DRIVER_CPU = "0", "1"

@@ -21,9 +21,9 @@ from pathlib import Path
 
 from servelab.config.load import LoadSpec, RequestSpec
 from servelab.launch import launch_stack
-from servelab.load.base import run_load
 from servelab.load.oha import OhaDriver
 from servelab.observe.metrics import ProcessSampler
+from servelab.plugins.driver import run_load
 from servelab.prepare.checks import describe_stack
 from servelab.studies import StudyOptions
 from servelab.studies.seeds import quick

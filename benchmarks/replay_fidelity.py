@@ -10,7 +10,7 @@ keep up.
 
 Each run replays a synthetic log (servelab.traffic.synthetic, the sleepy app's shop paths,
 no daily curve and no bursts: a steady Poisson stream at the rate, stamped in whole
-seconds as access logs are) through servelab's own driver path (``load.base.run_load``,
+seconds as access logs are) through servelab's own driver path (``plugins.driver.run_load``,
 pinned to --driver-cpu). Rates are interleaved run by run. Prints a line per run and a
 summary per rate (median and range over the runs).
 """
@@ -32,9 +32,9 @@ from pathlib import Path
 
 from servelab.config.load import LoadSpec, RequestSpec
 from servelab.host.procs import free_port
-from servelab.load.base import LoadDriver, run_load
 from servelab.load.locust import LocustDriver
 from servelab.load.vegeta import VegetaDriver
+from servelab.plugins.driver import LoadDriver, run_load
 from servelab.traffic.formats import log_format
 from servelab.traffic.reading import read_log
 from servelab.traffic.schedule import BodyTemplate, build_schedule

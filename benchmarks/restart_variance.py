@@ -25,9 +25,8 @@ from servelab.config.stack import StackSpec
 from servelab.host.cgroups import cpu_group
 from servelab.host.procs import JANITOR
 from servelab.launch import launch_stack
-from servelab.load.base import run_load
+from servelab.plugins.driver import get_driver, run_load
 from servelab.prepare.checks import describe_stack
-from servelab.registry import get_driver
 from servelab.studies.seeds import SEED_ENDPOINTS, SEED_ITEM_BODY, SEED_PROXY, SEED_SERVER
 
 

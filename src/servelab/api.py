@@ -115,8 +115,9 @@ def prepare(
     ``fit``: a caller's own fitting of the stacks to their apps, where the user's app is
     fitted (``servelab check``: each version's server to its app). Starts nothing:
     ``started`` does."""
-    from servelab.apps.interpreter import app_pythons, with_app_pythons
+    from servelab.apps.interpreter import with_app_pythons
     from servelab.host.extras import require_extra
+    from servelab.launch.app_python import app_pythons
     from servelab.prepare.replay import REPLAY_WORKLOAD, with_replay_schedules
     from servelab.prepare.user_app import DJANGO_REFS, database_spec, with_user_app
 

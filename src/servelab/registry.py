@@ -2,19 +2,20 @@
 ``HTTP_PROTOCOLS`` and ``LOOP_SETUPS`` (in its config, below the implementations).
 
 The tables of app servers, fronts and load drivers live here, on the floor below the
-model (``servelab.config`` names their kinds and defaults), so that servers/, fronts/ and
-load/ hold plug-ins only. Adding a plug-in is one module and one line in its table.
+model (``servelab.config`` names their kinds and defaults, and asks what a driver can do),
+so that servers/, fronts/ and load/ hold plug-ins only. Adding a plug-in is one module and
+one line in its table.
 
-What a table hands out is typed as what it is, something imported by its name (``Any``):
-the bases it would name (``AppServer`` in servers/base.py, ``Front`` in fronts/base.py,
-``LoadDriver`` in load/base.py) stand above the model and ask their tables back. A caller
-above the plug-ins names the base where it wants the check (``server: AppServer =
-get_server(kind)``)."""
+What a plug-in is lives one floor up, in ``servelab.plugins``: the bases (``AppServer``,
+``Front``, ``LoadDriver``) take the model's specs, so they stand above it, and each hands
+out its own kind typed and checked (``plugins.server.get_server(kind) -> AppServer``).
+This module names no base.
+"""
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from functools import cache
 from typing import Any
 
@@ -75,7 +76,6 @@ SERVERS = Registry(
 )
 SERVER_KINDS = SERVERS.names
 DEFAULT_SERVER = SERVER_KINDS[0]
-get_server = SERVERS.get
 
 
 def standalone_servers() -> tuple[str, ...]:
@@ -98,7 +98,6 @@ NO_FRONT = "none"
 DEFAULT_FRONT = "nginx"
 # The fronts that run a process of their own (and have a version to record).
 PROCESS_FRONTS = tuple(kind for kind in FRONT_KINDS if kind != NO_FRONT)
-get_front = FRONTS.get
 
 
 # -- load drivers (load/) ------------------------------------------------------------------
@@ -119,14 +118,6 @@ DEFAULT_DRIVER = DRIVER_NAMES[0]
 REPLAY_DRIVER = "vegeta"
 
 
-def get_driver(name: str, options: Mapping[str, Any] | None = None) -> Any:
-    """A new driver of ``name`` (drivers keep state) with its own ``options`` (an
-    experiment's ``driver_options``, checked there); SpecError naming the choices for an
-    unknown one."""
-    cls = DRIVERS.cls(name)
-    return cls.with_options(options) if options else cls()
-
-
 def scheduling_drivers() -> tuple[str, ...]:
     """The drivers that send at a fixed rate and keep each request's intended send time
     (``send_rate``): what a capacity trial needs."""
@@ -134,7 +125,7 @@ def scheduling_drivers() -> tuple[str, ...]:
 
 
 def capabilities(name: str) -> frozenset[str]:
-    """What driver ``name`` can do (see ``servelab.load.base.CAPABILITIES``)."""
+    """What driver ``name`` can do (see ``servelab.plugins.driver.CAPABILITIES``)."""
     return DRIVERS.cls(name).capabilities
 
 

@@ -24,7 +24,6 @@ from servelab.config.load import Workload
 from servelab.errors import ServelabError
 from servelab.host.cpus import CpuPlan, plan_side_by_side
 from servelab.host.procs import JANITOR
-from servelab.load.base import LoadDriver, check_driver_can
 from servelab.measuring import (
     Launch,
     Measure,
@@ -33,8 +32,8 @@ from servelab.measuring import (
     side_by_side_stack_size,
 )
 from servelab.measuring.stopping import NextRound, Outlook
+from servelab.plugins.driver import LoadDriver, check_driver_can, get_driver
 from servelab.prepare.environment import collect_environment, machine_differences
-from servelab.registry import get_driver
 from servelab.report.base import MARKDOWN_FILE, ReportInput
 from servelab.report.exports import write_result_files
 from servelab.report.markdown import render_markdown

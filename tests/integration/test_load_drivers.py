@@ -17,8 +17,8 @@ from servelab.config.load import LoadSpec, RequestSpec
 from servelab.errors import LoadDriverError
 from servelab.host.paths import find_program
 from servelab.host.procs import ManagedProcess, free_port, group_members
-from servelab.load.base import LoadDriver, run_load
-from servelab.registry import DRIVER_NAMES, get_driver
+from servelab.plugins.driver import LoadDriver, get_driver, run_load
+from servelab.registry import DRIVER_NAMES
 
 pytestmark = pytest.mark.integration
 

@@ -24,9 +24,9 @@ from support import owned_by, with_default_sigint
 
 from servelab.config.load import LoadSpec, RequestSpec
 from servelab.host.procs import free_port
-from servelab.load.base import run_load
 from servelab.load.locust import LocustDriver
 from servelab.load.locust_worker import worker_command
+from servelab.plugins.driver import run_load
 
 # Not imported here: importing locust monkey-patches this process with gevent, whose
 # SIGCHLD handler would reap the drivers run_load waits for.

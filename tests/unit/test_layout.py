@@ -104,7 +104,8 @@ def test_few_modules_at_the_top_level() -> None:
 # front asks the server it hosts by name. With them, 12 (registry.py named the
 # plug-ins' bases for its tables' types, config/run.py prepare's request and database
 # values); none since the tables hand out what they import by name, and those values
-# stand in config.
+# stand in config. The bases and their typed lookups stand in servelab/plugins/, a floor
+# above the model and below the plug-ins.
 FLOOR_RULE = (
     "imports only look down (docs/contributing.md, 'Layout'): a package that imports another "
     "may not be imported by it, directly or through other packages; move the shared part to "
@@ -276,18 +277,19 @@ def test_an_import_for_the_type_checker_closes_a_loop_too(tmp_path: Path) -> Non
     stand on it: a table below the plug-ins that names their base for its type climbs."""
     src = _tree(tmp_path, {
         "registry.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-        "    from servelab.fronts.base import Front\n",
-        "fronts/__init__.py": "",
-        "fronts/base.py": "from servelab.registry import FRONTS\n",
+        "    from servelab.plugins.front import Front\n",
+        "plugins/__init__.py": "",
+        "plugins/front.py": "from servelab.registry import FRONTS\n",
     })
-    assert package_loops(src) == (["fronts", "registry"], [("fronts", "registry"),
-                                                          ("registry", "fronts")])
+    assert package_loops(src) == (["plugins", "registry"], [("plugins", "registry"),
+                                                           ("registry", "plugins")])
 
 
 def test_plug_ins_ask_each_other_by_name() -> None:
     """No server, front or driver module imports another plug-in package: a front that
     runs its server (Apache, mod_wsgi) gets what the server says from the launcher
-    (``AppServer.hosting``), and the server asks its front through servelab/registry.py."""
+    (``AppServer.hosting``), and the server asks its front by name
+    (``plugins.front.get_front``)."""
     plug_ins = {"servers", "fronts", "load"}
     edges = floor_edges()
     assert {(a, b): w for (a, b), w in edges.items() if {a, b} <= plug_ins} == {}
@@ -439,8 +441,13 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     # names and import strings only ("module:Class", imported when first asked for)
     ("registry", ("registry",)),
     ("model", ("config", "examples", "traffic")),  # specs and their own shapes; asks no plug-in
-    ("machine", ("host", "results", "observe", "services")),
-    ("plug-ins", ("apps", "servers", "fronts", "load")),
+    ("machine", ("host", "results", "services")),
+    ("the app", ("apps",)),  # the user's app: its module, its Python, its environment
+    # what a plug-in is (AppServer, Front, LoadDriver) and each kind's typed lookup
+    ("plug-in bases", ("plugins",)),
+    # reads what the stack did; asks the bases which front or server wrote a log line
+    ("observing", ("observe",)),
+    ("plug-ins", ("servers", "fronts", "load")),
     # asks the plug-ins, once: checks, building from user input, the user's app, the
     # environment record, the doctor, launching a stack
     ("preparation", ("prepare", "launch")),

@@ -52,10 +52,10 @@ from servelab.config.load import LoadSpec, Workload
 from servelab.config.run import RunOptions
 from servelab.config.stack import StackSpec
 from servelab.errors import SpecError
-from servelab.fronts.base import LOOPBACK
 from servelab.host.cpus import CpuPlan, count_cpus
-from servelab.load.base import LoadDriver
 from servelab.measuring.executor import MEASURED_DIR
+from servelab.plugins.driver import LoadDriver
+from servelab.plugins.front import LOOPBACK
 from servelab.traffic.schedule import ScheduleSize, schedule_size
 
 if TYPE_CHECKING:
@@ -230,7 +230,7 @@ def capacity_driver(experiment: Experiment) -> LoadDriver:
     each request's intended send time (oha; Locust's built-in request scenario). A
     SpecError (one line, the fix) otherwise, and for a missing driver: before anything
     starts."""
-    from servelab.registry import get_driver
+    from servelab.plugins.driver import get_driver
 
     driver = get_driver(experiment.driver, experiment.driver_options)
     driver.executable()

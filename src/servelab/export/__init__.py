@@ -17,10 +17,9 @@ from pathlib import Path
 from servelab.export.choose import BEST, Choice, choose_variant
 from servelab.export.deploy import DeploySet, render_deploy_set
 from servelab.export.layout import DeployLayout, app_places, check_listen, check_name
-from servelab.registry import get_server
+from servelab.plugins.server import AppServer, get_server
 from servelab.report.base import ReportInput
 from servelab.results.outdir import staged_output
-from servelab.servers.base import AppServer
 
 __all__ = ["BEST", "DeployLayout", "ExportOutcome", "export_result"]
 

@@ -35,9 +35,10 @@ from servelab.config.stack import StackSpec
 from servelab.errors import SpecError
 from servelab.export.choose import Choice
 from servelab.export.layout import DeployLayout, check_name
-from servelab.fronts.base import Front, FrontDeploy, FrontTarget
+from servelab.plugins.front import Front, FrontDeploy, FrontTarget, get_front
+from servelab.plugins.server import DeployTarget, ServerDeploy, get_server
 from servelab.prepare.checks import describe_stack
-from servelab.registry import FRONTS, SERVERS, get_front, get_server
+from servelab.registry import FRONTS, SERVERS
 from servelab.report.base import (
     ReportInput,
     describe_workload,
@@ -45,7 +46,6 @@ from servelab.report.base import (
     stack_knobs,
     summary_rows,
 )
-from servelab.servers.base import DeployTarget, ServerDeploy
 
 APP_PORT = 8000  # the app's loopback port when the front reaches it over TCP
 SOCKET_UMASK = 0o007

@@ -31,11 +31,10 @@ from servelab.config.load import RequestSpec
 from servelab.errors import ServelabError, StackStartError
 from servelab.export.deploy import APP_PORT, README
 from servelab.export.layout import DeployLayout
-from servelab.fronts.base import Front
 from servelab.host.procs import OWNER_ENV, ManagedProcess, free_port
 from servelab.host.readiness import wait_listening, wait_ready
-from servelab.registry import get_front
-from servelab.servers.base import AppServer
+from servelab.plugins.front import Front, get_front
+from servelab.plugins.server import AppServer
 
 CHECK_ROOT_MODE = 0o711
 

@@ -54,7 +54,11 @@ from servelab.fronts.apache_user import (
     python_paths,
     run_as,
 )
-from servelab.fronts.base import (
+from servelab.host.doctor import Check
+from servelab.host.facts import program_version
+from servelab.host.paths import find_program
+from servelab.observe.attribution import SERIOUS_LEVELS
+from servelab.plugins.front import (
     LOOPBACK,
     AppAddress,
     Configured,
@@ -62,10 +66,6 @@ from servelab.fronts.base import (
     FrontDeploy,
     FrontTarget,
 )
-from servelab.host.doctor import Check
-from servelab.host.facts import program_version
-from servelab.host.paths import find_program
-from servelab.observe.attribution import SERIOUS_LEVELS
 
 FALLBACK_BINARY = Path("/usr/sbin/apache2")  # not on a non-root user's PATH on Debian
 INSTALL_FIX = "scripts/setup.sh --with apache (or apt-get install apache2)"

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from servelab.config.stack import ProxySpec, StackSpec
 from servelab.fronts.apache_user import RunAs
-from servelab.fronts.base import LOOPBACK, host_port
 from servelab.host.templates import render
+from servelab.plugins.front import LOOPBACK, host_port
 
 CONF_NAME = "httpd.conf"
 LOG_NAME = "apache.log"

@@ -17,7 +17,12 @@ from pathlib import Path
 
 from servelab.config.stack import ProxySpec, StackSpec
 from servelab.errors import ServelabError, StackStartError
-from servelab.fronts.base import (
+from servelab.host.doctor import SETUP_FIX, Check, check_program
+from servelab.host.facts import program_version
+from servelab.host.paths import require_program
+from servelab.host.templates import render
+from servelab.observe.attribution import ACCESS_LOG_NAME, classify_by_rules
+from servelab.plugins.front import (
     LOOPBACK,
     AppAddress,
     Configured,
@@ -26,11 +31,6 @@ from servelab.fronts.base import (
     FrontTarget,
     host_port,
 )
-from servelab.host.doctor import SETUP_FIX, Check, check_program
-from servelab.host.facts import program_version
-from servelab.host.paths import require_program
-from servelab.host.templates import render
-from servelab.observe.attribution import ACCESS_LOG_NAME, classify_by_rules
 
 CONF_NAME = "nginx.conf"
 LOG_NAME = "nginx.log"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from servelab.config.stack import ProxySpec
-from servelab.fronts.base import Front
+from servelab.plugins.front import Front
 
 
 class NoFront(Front):

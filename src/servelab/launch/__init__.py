@@ -20,18 +20,17 @@ from dataclasses import replace
 from pathlib import Path
 
 from servelab.apps import ResolvedApp, app_environment, resolve_app
-from servelab.apps.interpreter import check_app_servers
 from servelab.config.load import RequestSpec
 from servelab.config.stack import StackSpec
 from servelab.errors import SpecError
-from servelab.fronts.base import LOOPBACK, Configured, Front, host_port
 from servelab.host.cgroups import CpuGroup
 from servelab.host.netns import Placement, place_stack
 from servelab.host.procs import JANITOR, OWNER_ENV, ManagedProcess, free_port
 from servelab.host.readiness import wait_listening, wait_ready
 from servelab.host.running import RunningStack
-from servelab.registry import get_front, get_server
-from servelab.servers.base import AppServer, Listen
+from servelab.launch.app_python import check_app_servers
+from servelab.plugins.front import LOOPBACK, Configured, Front, get_front, host_port
+from servelab.plugins.server import AppServer, Listen, get_server
 
 __all__ = ["OWNER_ENV", "RunningStack", "launch_stack", "launched_by"]
 

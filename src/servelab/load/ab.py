@@ -41,7 +41,7 @@ from pathlib import Path
 from servelab.config.load import LoadSpec, RequestSpec
 from servelab.host.doctor import Check, check_program
 from servelab.host.paths import require_program
-from servelab.load.base import LoadDriver, program_output
+from servelab.plugins.driver import LoadDriver, program_output
 from servelab.results.records import LoadMeasurement
 
 # With -t alone ab stops after 50000 requests. A duration-only run therefore

@@ -69,7 +69,6 @@ from servelab.config.load import LoadSpec, RequestSpec
 from servelab.errors import LoadDriverError, MissingToolError, SpecError
 from servelab.host.doctor import Check
 from servelab.host.procs import free_port
-from servelab.load.base import LoadDriver, program_output
 from servelab.load.locust_options import (
     DEFAULT_SCENARIO,
     DEFAULT_USERS,
@@ -100,6 +99,7 @@ from servelab.load.replay_figures import (
     replay_latencies_ms,
     replay_measurements,
 )
+from servelab.plugins.driver import LoadDriver, program_output
 from servelab.results.records import (
     CPU_BOUND_MACHINES_DETAIL,
     PER_RUN_DETAIL,

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from servelab.errors import SpecError
-from servelab.load.base import kind_of
+from servelab.plugins.driver import kind_of
 from servelab.results.records import NamedRequests, percentile
 
 HOOKS = "servelab_hooks.py"

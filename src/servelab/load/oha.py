@@ -49,7 +49,7 @@ from servelab.config.load import LoadSpec, RequestSpec
 from servelab.errors import LoadDriverError
 from servelab.host.doctor import SETUP_FIX, Check, check_program
 from servelab.host.paths import cache_dir, require_program
-from servelab.load.base import Answer, LoadDriver, kind_of, program_output
+from servelab.plugins.driver import Answer, LoadDriver, kind_of, program_output
 from servelab.results.records import LoadMeasurement
 
 # Failure message substrings (lower case) -> kind; checked in this order.

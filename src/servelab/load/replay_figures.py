@@ -22,7 +22,7 @@ from typing import Any
 
 from servelab.config.load import LoadSpec
 from servelab.errors import LoadDriverError
-from servelab.load.base import kind_of
+from servelab.plugins.driver import kind_of
 from servelab.results.records import NamedRequests, ReplayFidelity
 from servelab.traffic.fidelity import SentRequest, measure_fidelity, percentile
 from servelab.traffic.routes import route_of
@@ -30,7 +30,7 @@ from servelab.traffic.schedule import read_schedule_file
 
 SENT_FILE = "sent.tsv"
 LATENCIES_FILE = "latencies.json"
-ErrorKinds = tuple[tuple[str, tuple[str, ...]], ...]  # as load.base.kind_of takes them
+ErrorKinds = tuple[tuple[str, tuple[str, ...]], ...]  # as plugins.driver.kind_of takes them
 
 
 def replay_measurements(workdir: Path, load: LoadSpec, error_kinds: ErrorKinds) -> dict[str, Any]:

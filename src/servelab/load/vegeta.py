@@ -27,7 +27,6 @@ from servelab.config.load import LoadSpec, RequestSpec
 from servelab.errors import MissingToolError
 from servelab.host.doctor import SETUP_FIX, Check
 from servelab.host.paths import cache_dir
-from servelab.load.base import LoadDriver
 from servelab.load.replay_figures import (
     SENT_FILE,
     read_sent,
@@ -35,6 +34,7 @@ from servelab.load.replay_figures import (
     replay_measurements,
     sent_rate,
 )
+from servelab.plugins.driver import LoadDriver
 from servelab.results.records import LoadMeasurement
 
 SOURCE_DIR = Path(__file__).parent / "vegeta_replay"

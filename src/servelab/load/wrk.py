@@ -36,7 +36,7 @@ from servelab.config.load import LoadSpec, RequestSpec
 from servelab.errors import LoadDriverError
 from servelab.host.doctor import Check, check_program
 from servelab.host.paths import require_program
-from servelab.load.base import LoadDriver, program_output
+from servelab.plugins.driver import LoadDriver, program_output
 from servelab.results.records import LoadMeasurement
 
 SCRIPT_NAME = "wrk_report.lua"

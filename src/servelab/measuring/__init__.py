@@ -11,14 +11,13 @@ from servelab.analysis.so_far import AnalysisSoFar
 from servelab.config.experiment import Experiment
 from servelab.config.stack import StackSpec
 from servelab.errors import SpecError
-from servelab.fronts.base import LOOPBACK
 from servelab.host.cgroups import cpu_group, joined
 from servelab.host.cpus import CpuPlan, plan_side_by_side
-from servelab.load.base import LoadDriver
 from servelab.measuring.host import Groups, HostExecutor, beside_the_driver
 from servelab.measuring.plan import Launch, plan_launches, run_key
 from servelab.measuring.runner import Runner, RunnerEvents, RunSink
-from servelab.registry import get_driver
+from servelab.plugins.driver import LoadDriver, get_driver
+from servelab.plugins.front import LOOPBACK
 from servelab.results.records import RunRecord
 
 __all__ = [

@@ -16,8 +16,8 @@ from typing import Any, Protocol, TypeVar
 from servelab.config.load import LoadSpec, RequestSpec, Workload
 from servelab.config.stack import StackSpec
 from servelab.host.cpus import CpuPlan
-from servelab.load.base import LoadDriver
 from servelab.observe.profile import WindowProfile
+from servelab.plugins.driver import LoadDriver
 from servelab.results.records import LoadMeasurement, ProcessUsage
 
 

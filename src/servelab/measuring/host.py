@@ -20,19 +20,19 @@ from pathlib import Path
 from servelab.analysis.profile import sampled_per_cpu_s
 from servelab.config.load import LoadSpec, RequestSpec, Workload
 from servelab.config.stack import StackSpec
-from servelab.fronts.base import LOOPBACK
 from servelab.host.cgroups import CpuGroup
 from servelab.host.cpus import CpuPlan, SideBySidePlan, count_cpus, moved_to, parse_cpu_list
 from servelab.host.procs import JANITOR
 from servelab.host.running import RunningStack
 from servelab.launch import launch_stack
-from servelab.load.base import LoadDriver, run_load
 from servelab.measuring.executor import MEASURED_DIR, Window
 from servelab.measuring.switched_passes import SwitchedPasses
 from servelab.observe.metrics import ProcessSampler
 from servelab.observe.neighbours import NeighbourMeter, cpu_speed
 from servelab.observe.observer import RunObserver
 from servelab.observe.profile import StackProfiler, WindowProfile
+from servelab.plugins.driver import LoadDriver, run_load
+from servelab.plugins.front import LOOPBACK
 from servelab.results.records import LoadMeasurement, ProcessUsage
 
 # The roles whose processes are Python and sampled with --profile: the app server's tree.

@@ -18,9 +18,8 @@ from pathlib import Path
 from servelab.config.experiment import Experiment
 from servelab.config.stack import StackSpec
 from servelab.errors import SpecError
-from servelab.fronts.base import Front
 from servelab.measuring.plan import rounds_alive_at_once
-from servelab.registry import get_front
+from servelab.plugins.front import Front, get_front
 
 # The memory one app-server worker adds [MiB]. Measured with /proc/PID/smaps_rollup
 # (gunicorn, 4 workers, this repository's apps): a worker serving the FastAPI reference

@@ -10,7 +10,7 @@ from typing import TypeVar
 from servelab.config.experiment import Experiment
 from servelab.config.load import LoadSpec, Workload
 from servelab.config.stack import StackSpec
-from servelab.load.base import LoadDriver
+from servelab.plugins.driver import LoadDriver
 
 # At most this many stacks alive at once in a sliced experiment (memory, file handles):
 # whole rounds are started together up to this count.

@@ -28,8 +28,9 @@ from servelab.config.building import describe_validation_error
 from servelab.config.experiment import Experiment
 from servelab.config.load import LoadSpec, SloSpec
 from servelab.errors import SpecError
+from servelab.plugins.server import get_server
 from servelab.prepare.building import experiment_from_dict
-from servelab.registry import DEFAULT_DRIVER, DEFAULT_SERVER, get_server
+from servelab.registry import DEFAULT_DRIVER, DEFAULT_SERVER
 from servelab.results.records import RunRecord
 
 MAX_STEPS = 40

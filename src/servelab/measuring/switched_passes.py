@@ -23,7 +23,6 @@ from servelab.config.load import LoadSpec, Workload
 from servelab.errors import LoadDriverError
 from servelab.host.cpus import CpuPlan
 from servelab.host.running import RunningStack
-from servelab.load.base import Answer, LoadDriver, run_load
 from servelab.measuring.executor import Window
 from servelab.measuring.slices import merge_usage, weighted_share
 from servelab.measuring.switching import (
@@ -37,6 +36,7 @@ from servelab.measuring.switching import (
 from servelab.observe.metrics import ProcessSampler
 from servelab.observe.neighbours import NeighbourMeter
 from servelab.observe.observer import RunObserver
+from servelab.plugins.driver import Answer, LoadDriver, run_load
 from servelab.results.records import ProcessUsage
 
 

@@ -23,7 +23,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from servelab.load.base import Answer
+from servelab.plugins.driver import Answer
 from servelab.results.records import LoadMeasurement, weighted_percentile
 
 SWITCH_S = 0.5  # a stack's turn

@@ -56,7 +56,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from servelab.registry import PROCESS_FRONTS, SERVER_KINDS, get_front, get_server
+from servelab.plugins.front import get_front
+from servelab.plugins.server import get_server
+from servelab.registry import PROCESS_FRONTS, SERVER_KINDS
 
 # The front's access log in the stack's directory (nginx's ``access_log`` knob): one
 # client address a line, counted per run (servelab.observe.observer).

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 import psutil
 
-from servelab.registry import PROCESS_FRONTS, get_front
+from servelab.plugins.front import get_front
+from servelab.registry import PROCESS_FRONTS
 from servelab.results.records import ProcessUsage
 
 

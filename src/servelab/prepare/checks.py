@@ -14,19 +14,19 @@ from servelab.config.building import describe_validation_error, first_of
 from servelab.config.experiment import Experiment
 from servelab.config.stack import ProxySpec, ServerSpec, StackSpec
 from servelab.errors import SpecError
+from servelab.plugins.front import get_front
+from servelab.plugins.server import get_server
 from servelab.registry import (
     DRIVER_NAMES,
     DRIVERS,
     FRONTS,
     SERVERS,
     capabilities,
-    get_front,
-    get_server,
 )
 
 if TYPE_CHECKING:  # the plug-ins' bases, for their lookups' types (asked by name)
-    from servelab.fronts.base import Front
-    from servelab.servers.base import AppServer
+    from servelab.plugins.front import Front
+    from servelab.plugins.server import AppServer
 
 
 def slicing_drivers() -> str:

@@ -20,13 +20,13 @@ from servelab.host.extras import extra_checks
 from servelab.host.facts import read_sysctl
 from servelab.host.netns import unavailable_reason
 from servelab.host.paths import toxiproxy_server
+from servelab.plugins.driver import get_driver
+from servelab.plugins.front import get_front
+from servelab.plugins.server import get_server
 from servelab.registry import (
     DRIVER_NAMES,
     FRONT_KINDS,
     SERVER_KINDS,
-    get_driver,
-    get_front,
-    get_server,
 )
 from servelab.services.postgres import find_bindir
 from servelab.services.slowlink import netem_probe

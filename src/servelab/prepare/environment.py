@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from servelab.host.facts import cpu_model, package_version, read_sysctl
-from servelab.registry import PROCESS_FRONTS, SERVER_KINDS, get_front, get_server
+from servelab.plugins.front import get_front
+from servelab.plugins.server import get_server
+from servelab.registry import PROCESS_FRONTS, SERVER_KINDS
 
 Row = tuple[str, str]  # (label, value) as reports show it
 

@@ -31,10 +31,10 @@ from servelab.config.load import RequestSpec, Workload
 from servelab.config.run import UserRequest
 from servelab.config.stack import AppSpec, StackSpec
 from servelab.errors import SpecError, StackStartError
-from servelab.registry import get_server
+from servelab.plugins.server import get_server
 
 if TYPE_CHECKING:
-    from servelab.servers.base import AppServer
+    from servelab.plugins.server import AppServer
 
 # Studies whose question is about the stack, not about the seed app, so they
 # can be asked of any app. The failure-mode studies need the built-in sleepy app.

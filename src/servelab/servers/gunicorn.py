@@ -12,7 +12,7 @@ from servelab.apps import ResolvedApp
 from servelab.config.stack import ServerSpec, StackSpec
 from servelab.errors import SpecError
 from servelab.host.templates import render
-from servelab.servers.base import (
+from servelab.plugins.server import (
     AppServer,
     Command,
     DeployTarget,

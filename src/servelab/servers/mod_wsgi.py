@@ -20,8 +20,8 @@ from servelab.config.stack import ServerSpec, StackSpec
 from servelab.errors import MissingToolError, StackStartError
 from servelab.host.doctor import Check
 from servelab.host.facts import package_version
-from servelab.registry import get_front
-from servelab.servers.base import AppServer, Command, DeployTarget, Listen, ServerDeploy
+from servelab.plugins.front import get_front
+from servelab.plugins.server import AppServer, Command, DeployTarget, Listen, ServerDeploy
 
 SCRIPT_NAME = "app.wsgi"
 MOD_WSGI_FIX = "scripts/setup.sh --with apache (pip install 'servelab[apache]'; needs apache2-dev)"

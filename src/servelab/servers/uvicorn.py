@@ -7,7 +7,7 @@ from pathlib import Path
 
 from servelab.apps import ResolvedApp, resolve_app
 from servelab.config.stack import ServerSpec, StackSpec
-from servelab.servers.base import (
+from servelab.plugins.server import (
     AppServer,
     Command,
     DeployTarget,

@@ -21,7 +21,8 @@ DEFAULT_ENDPOINT = "async-small"
 def installed_servers(python: str | None) -> tuple[str, ...]:
     """The standalone app servers whose main package ``python`` (None: servelab's) has."""
     from servelab.apps.interpreter import own_python, python_facts
-    from servelab.registry import get_server, standalone_servers
+    from servelab.plugins.server import get_server
+    from servelab.registry import standalone_servers
 
     kinds = [k for k in standalone_servers() if get_server(k).packages]
     mains = tuple(get_server(k).packages[0] for k in kinds)

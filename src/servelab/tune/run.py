@@ -16,10 +16,10 @@ from servelab.config.experiment import Experiment, build_experiment
 from servelab.config.load import RequestSpec
 from servelab.config.run import LOOPBACK, RunOptions, UserApp
 from servelab.host.cpus import CpuPlan
-from servelab.load.base import LoadDriver
 from servelab.measuring import RunnerEvents, run_experiment
 from servelab.measuring.runner import RunSink
 from servelab.measuring.stopping import NextRound
+from servelab.plugins.driver import LoadDriver
 from servelab.registry import DEFAULT_FRONT
 from servelab.results.records import RunRecord
 from servelab.tune.capacity import CapacityChoice, choice_markdown, search_finalists

@@ -234,7 +234,7 @@ def space_from_knobs(
 
 
 def _has_knob(server: str, knob: str) -> bool:
-    from servelab.registry import get_server
+    from servelab.plugins.server import get_server
 
     return knob in get_server(server).knobs
 
@@ -242,7 +242,8 @@ def _has_knob(server: str, knob: str) -> bool:
 def default_servers(interface: str, installed: Sequence[str]) -> tuple[str, ...]:
     """The standalone servers (the registry's order) that serve ``interface`` and are
     installed."""
-    from servelab.registry import get_server, standalone_servers
+    from servelab.plugins.server import get_server
+    from servelab.registry import standalone_servers
 
     return tuple(
         kind for kind in standalone_servers()

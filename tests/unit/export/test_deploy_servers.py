@@ -17,7 +17,8 @@ from servelab.export.deploy import DeploySet, render_deploy_set
 from servelab.export.layout import DeployLayout
 from servelab.export.validate import stage
 from servelab.fronts import apache
-from servelab.registry import get_front, get_server
+from servelab.plugins.front import get_front
+from servelab.plugins.server import get_server
 
 from .common import SLEEPY, load, systemd_complaints
 

@@ -13,7 +13,7 @@ from servelab.export import export_result, validate
 from servelab.export.choose import choose_variant
 from servelab.export.deploy import render_deploy_set
 from servelab.export.layout import DeployLayout
-from servelab.registry import get_server
+from servelab.plugins.server import get_server
 from servelab.report.base import ReportInput
 from servelab.results.records import RunRecord
 

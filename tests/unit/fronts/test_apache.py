@@ -18,9 +18,10 @@ from servelab.config.stack import AppSpec, ProxySpec, ServerSpec, StackSpec
 from servelab.errors import MissingToolError, SpecError, StackStartError
 from servelab.fronts import apache, apache_conf, apache_user
 from servelab.observe.attribution import classify_line, classify_lines, source_of
+from servelab.plugins.front import get_front
+from servelab.plugins.server import get_server
 from servelab.prepare.building import experiment_from_dict
 from servelab.prepare.checks import check_proxy, check_stack, describe_stack
-from servelab.registry import get_front, get_server
 from servelab.report.memory import memory_rows
 from servelab.results.records import ProcessUsage, RunRecord
 

@@ -3,8 +3,8 @@
 import pytest
 
 from servelab.config.stack import ProxySpec
-from servelab.fronts.base import Front
-from servelab.registry import DEFAULT_FRONT, FRONT_KINDS, PROCESS_FRONTS, get_front
+from servelab.plugins.front import Front, get_front
+from servelab.registry import DEFAULT_FRONT, FRONT_KINDS, PROCESS_FRONTS
 
 
 @pytest.mark.parametrize("kind", FRONT_KINDS)

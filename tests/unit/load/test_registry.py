@@ -4,8 +4,8 @@ import pytest
 
 from servelab.config.load import LoadSpec, RequestSpec, WeightedPath
 from servelab.errors import SpecError
-from servelab.load.base import CAPABILITIES, needed_capabilities
-from servelab.registry import DEFAULT_DRIVER, DRIVER_NAMES, capabilities, get_driver
+from servelab.plugins.driver import CAPABILITIES, get_driver, needed_capabilities
+from servelab.registry import DEFAULT_DRIVER, DRIVER_NAMES, capabilities
 
 
 @pytest.mark.parametrize("name", DRIVER_NAMES)
@@ -37,7 +37,7 @@ def test_needed_capabilities(request_: RequestSpec, load: LoadSpec, needs: set[s
 def test_a_driver_lacking_a_needed_capability_has_a_reason_for_it(name: str) -> None:
     """Whatever a driver lacks, a load needing it is refused with a reason (its own
     ``unsupported`` message, or the missing capability named)."""
-    from servelab.load.base import run_load
+    from servelab.plugins.driver import run_load
 
     driver = get_driver(name)
     loads = {

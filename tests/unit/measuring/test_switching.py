@@ -7,7 +7,6 @@ import random
 
 import pytest
 
-from servelab.load.base import Answer
 from servelab.measuring.switching import (
     SETTLE_S,
     SWITCH_S,
@@ -18,6 +17,7 @@ from servelab.measuring.switching import (
     slice_answers,
     turn_orders,
 )
+from servelab.plugins.driver import Answer
 
 
 def test_only_stacks_that_drain_the_requests_in_flight_within_the_settle_time():

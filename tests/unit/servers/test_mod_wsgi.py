@@ -16,7 +16,7 @@ from servelab.config.stack import ProxySpec, ServerSpec, StackSpec
 from servelab.errors import SpecError, StackStartError
 from servelab.fronts import apache, apache_conf, apache_user
 from servelab.observe.metrics import _role
-from servelab.registry import get_server
+from servelab.plugins.server import get_server
 from servelab.servers import mod_wsgi
 
 HAVE_APACHE = shutil.which("apache2") is not None or apache.FALLBACK_BINARY.exists()

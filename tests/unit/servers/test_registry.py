@@ -7,9 +7,10 @@ import pytest
 from servelab.apps import ResolvedApp
 from servelab.config.stack import ProxySpec, ServerSpec, StackSpec
 from servelab.errors import SpecError
+from servelab.plugins.server import get_server
 from servelab.prepare.building import experiment_from_dict
 from servelab.prepare.checks import describe_stack
-from servelab.registry import FRONT_KINDS, SERVER_KINDS, get_server
+from servelab.registry import FRONT_KINDS, SERVER_KINDS
 from servelab.servers import granian, hypercorn, installed, uwsgi
 
 ASGI = ResolvedApp("servelab.apps.seed_fastapi:app", "asgi", None, is_factory=False)
@@ -90,7 +91,8 @@ def test_describe_names_server_and_protocol() -> None:
 
 
 def test_every_server_and_front_with_a_process_can_be_exported() -> None:
-    from servelab.registry import PROCESS_FRONTS, get_front
+    from servelab.plugins.front import get_front
+    from servelab.registry import PROCESS_FRONTS
 
     assert all(get_server(kind).exportable for kind in SERVER_KINDS)
     assert all(get_front(kind).exportable for kind in PROCESS_FRONTS)
@@ -98,7 +100,7 @@ def test_every_server_and_front_with_a_process_can_be_exported() -> None:
 
 @pytest.mark.parametrize("kind", SERVER_KINDS)
 def test_every_registered_server_is_what_its_line_says(kind: str) -> None:
-    from servelab.servers.base import OPTIONAL_KNOBS, AppServer
+    from servelab.plugins.server import OPTIONAL_KNOBS, AppServer
 
     server = get_server(kind)
     assert isinstance(server, AppServer) and server.kind == kind

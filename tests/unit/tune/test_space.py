@@ -164,7 +164,8 @@ def test_the_default_space_validates_for_every_set_of_installed_servers(interfac
     """Whatever servers are installed, the default space for either kind of app is one
     valid experiment: no knob of one candidate's server (gunicorn's worker class and
     threads) leaks into another's (issue 26: granian got worker_class from gunicorn)."""
-    from servelab.registry import get_server, standalone_servers
+    from servelab.plugins.server import get_server
+    from servelab.registry import standalone_servers
 
     servers = standalone_servers()
     tried = 0

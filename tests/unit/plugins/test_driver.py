@@ -1,13 +1,18 @@
 """run_load: an unsupported load is refused before anything runs."""
 
+from pathlib import Path
+
 import pytest
 
-from servelab.config.load import LoadSpec
+from servelab.config.load import LoadSpec, RequestSpec
 from servelab.errors import SpecError
 from servelab.load.ab import AbDriver
-from servelab.load.base import run_load
+from servelab.plugins.driver import run_load
 
-from .common import FIXTURES, GET, URL
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "load"  # captured outputs
+URL = "http://127.0.0.1:8080/items"
+GET = RequestSpec()
+
 
 
 def test_run_load_refuses_an_unsupported_load_before_running_anything(tmp_path):

@@ -23,7 +23,7 @@ from servelab.config.load import LoadSpec, RequestSpec
 from servelab.errors import LoadDriverError, SpecError
 from servelab.host.doctor import Check
 from servelab.host.procs import JANITOR, OWNER_ENV, tail, with_cpus
-from servelab.registry import most_capable
+from servelab.registry import DRIVERS, most_capable
 from servelab.results.records import LoadMeasurement
 
 if TYPE_CHECKING:
@@ -358,3 +358,13 @@ def _high_water_rss(pid: int) -> int | None:
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) * 1024
     return None
+
+
+def get_driver(name: str, options: Mapping[str, Any] | None = None) -> LoadDriver:
+    """A new driver of ``name`` (drivers keep state) with its own ``options`` (an
+    experiment's ``driver_options``, checked there); SpecError naming the choices for an
+    unknown one."""
+    cls = DRIVERS.cls(name)
+    if not issubclass(cls, LoadDriver):
+        raise TypeError(f"{DRIVERS.entries[name]} is not a LoadDriver")
+    return cls.with_options(options) if options else cls()

@@ -243,3 +243,11 @@ class AppServer(ABC):
 def _owners(knob: str) -> str:
     owners = SERVERS.where(lambda server: knob in server.knobs)
     return f" ({knob} is a knob of {', '.join(owners)})" if owners else ""
+
+
+def get_server(kind: str) -> AppServer:
+    """The app server registered as ``kind``; SpecError naming the choices if none is."""
+    found = SERVERS.get(kind)
+    if not isinstance(found, AppServer):
+        raise TypeError(f"{SERVERS.entries[kind]} is not a AppServer")
+    return found

@@ -194,3 +194,10 @@ def _is_set(proxy: ProxySpec, knob: str, *, ignore_valued: bool) -> bool:
         return False
     return getattr(proxy, knob) != default
 
+
+def get_front(kind: str) -> Front:
+    """The front registered as ``kind``; SpecError naming the choices if none is."""
+    found = FRONTS.get(kind)
+    if not isinstance(found, Front):
+        raise TypeError(f"{FRONTS.entries[kind]} is not a Front")
+    return found
