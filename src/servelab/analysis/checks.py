@@ -14,7 +14,13 @@ from servelab.analysis.comparisons import is_sliced
 from servelab.analysis.metrics import MetricSummary
 from servelab.analysis.stats import runs_needed, summarize
 from servelab.analysis.validity import BUSY_SHARE, idle_stacks, latency_judged
-from servelab.analysis.warnings import MACHINE_SPEED_SLICED_HINT, ResultWarning, WarningKind
+from servelab.analysis.warnings import (
+    MACHINE_SPEED_SLICED_HINT,
+    REPLAY_SENDER_FIX,
+    REPLAY_STACK_FIX,
+    ResultWarning,
+    WarningKind,
+)
 from servelab.config.experiment import Experiment
 from servelab.host.cpus import CpuPlan
 from servelab.results.records import CPU_BOUND_MACHINES_DETAIL, RunRecord
@@ -35,6 +41,8 @@ MACHINE_SPEED_CV = 0.03
 # is flagged: its requests were not spread over the workers.
 UNEVEN_WORKERS = 1.5
 UNEVEN_MIN_CPU_S = 0.2
+# A replay not kept whose stack failed more than 1 % of its requests: the stack's doing.
+REPLAY_STACK_FAILED = 0.01
 
 
 def worker_split(run: RunRecord) -> tuple[float, float] | None:
@@ -159,10 +167,16 @@ def _replay_not_kept(c: _Runs) -> ResultWarning | None:
     for run in c.runs:
         replay = run.load.replay
         if replay is not None and not replay.kept:
+            load = run.load
+            failed = load.errors / load.requests_total if load.requests_total else 0.0
+            # A stack that failed requests is what held the sender up (it waits on them).
+            stack = failed > REPLAY_STACK_FAILED
+            cause = f"; {100 * failed:.0f} % of its requests failed" if stack else ""
             return c.warn(
                 WarningKind.REPLAY_NOT_KEPT,
                 f"the sender did not keep the log's schedule in run {run.repetition}: "
-                f"{'; '.join(replay.problems)}; no verdict on this variant",
+                f"{'; '.join(replay.problems)}{cause}; no verdict on this variant",
+                fix=REPLAY_STACK_FIX if stack else REPLAY_SENDER_FIX,
             )
     return None
 

@@ -50,11 +50,7 @@ class WarningKind(StrEnum):
         "processes (leave out --no-cpu-priority)",
     )
     TOO_FEW_RUNS = ("too-few-runs", "repeat with --repetitions {needed}")
-    REPLAY_NOT_KEPT = (
-        "replay-not-kept",
-        "give the sender a CPU of its own (--driver-cpus), replay at a lower speed, or "
-        "split the log's routes over several runs",
-    )
+    REPLAY_NOT_KEPT = ("replay-not-kept", "{fix}")  # the sender's or the stack's
     CLOSED_LOOP = (
         "closed-loop",
         "for user-facing latency use the open model (a fixed arrival rate)",
@@ -83,6 +79,18 @@ class WarningKind(StrEnum):
     ) -> ResultWarning:
         """A warning of this kind with its hint (``figures`` fill in the hint's blanks)."""
         return ResultWarning(self, message, self.hint.format(**figures), variant, workload)
+
+
+# replay-not-kept: the sender was the cause, or the stack (it failed requests; a sender
+# waiting on a saturated stack falls behind too, and its own CPU is no fix then).
+REPLAY_SENDER_FIX = (
+    "give the sender a CPU of its own (--driver-cpus), replay at a lower speed (--speed), "
+    "or split the log's routes over several runs"
+)
+REPLAY_STACK_FIX = (
+    "the stack could not serve the log at this speed: replay it slower (--speed), give the "
+    "stack more workers, or ask `servelab capacity --replay` for the speed it holds"
+)
 
 
 # machine-speed when the runs were measured in interleaved slices: the drift fell on

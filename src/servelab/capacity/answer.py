@@ -52,12 +52,19 @@ def point_words(
     return f"{amount(point.rate)}{unit} [{amount(low)}, {amount(high)}] ({100 * confidence:g} %)"
 
 
+def band_percent(ratio: float) -> str:
+    """The band's width in words: one decimal under 10 % (a ratio of 1.005 is 0.5 %, not
+    0 %), none above."""
+    percent = 100 * (ratio - 1)
+    return f"{percent:.1f} %" if percent < 10 else f"{percent:.0f} %"
+
+
 def curve_words(answer: VariantCapacity, confidence: float) -> str | None:
     """The answer on the holding curve: a sharp edge as one number ("holds 177 req/s
     [170, 185] (90 %) in 90 % of trials; a sharp edge: held in half of them at 179, within
     that interval"), a wide band as both points and the band between them ("... in 90 %
     of trials, and 1,470 req/s [1,440, 1,500] in half of them: between the two a trial
-    may hold or break, a band of 7 %"). None: no curve with a point."""
+    may hold or break, a band of 6.5 %"). None: no curve with a point."""
     curve = answer.curve
     if curve is None or curve.hold.rate is None:
         return None
@@ -72,7 +79,7 @@ def curve_words(answer: VariantCapacity, confidence: float) -> str | None:
             "within that interval"
         )
     band = curve.ratio
-    width = f", a band of {100 * (band - 1):.0f} %" if band is not None else ""
+    width = f", a band of {band_percent(band)}" if band is not None else ""
     return (
         f"{said}, and {point_words(curve.half, amount, unit, confidence)} in half of them: "
         f"between the two a trial may hold or break{width}"
@@ -177,7 +184,7 @@ def markdown(
             half, half_interval = amount(a.curve.half.rate), span(a.curve.half.interval)
             band = a.curve.ratio
             edge = "sharp" if a.curve.steep else (
-                f"a band of {100 * (band - 1):.0f} %" if band is not None else "-"
+                f"a band of {band_percent(band)}" if band is not None else "-"
             )
         lines.append(
             f"| {a.variant} | {amount(e.rate)} | {span(e.interval)} | {half} | "

@@ -337,13 +337,14 @@ def measure_capacities(
         "trial_s": plan.trial_s, "fresh_starts": plan.fresh_starts, "where": where,
         "environment": collect_environment(setup) if executor_factory is None else {},
     }
+    replay = any(w.load.model == "replay" for w in experiment.workloads)
+    # A replay's trial lasts its log over the speed tried, not plan.trial_s.
+    trials = "trials as long as the log at each speed" if replay else f"{plan.trial_s:g} s trials"
     console.print(
         f"[bold]capacity[/bold] {len(experiment.stacks)} variant(s) at {plan.slo}, "
-        f"{plan.trial_s:g} s trials; {where}; results in {directory}", highlight=False,
+        f"{trials}; {where}; results in {directory}", highlight=False,
     )
-    events = ConsoleEvents(console, plan, replay=any(
-        w.load.model == "replay" for w in experiment.workloads
-    ))
+    events = ConsoleEvents(console, plan, replay=replay)
     workload = experiment.workloads[0]
     searches: list[VariantSearch] = []
     try:

@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from servelab.capacity import parse_slo
-from servelab.capacity.answer import cpu_line, markdown, variant_line
+from servelab.capacity.answer import band_percent, cpu_line, markdown, variant_line
 from servelab.capacity.plan import CapacityPlan, VariantCapacity
 from servelab.capacity.search import Estimate, Mixed
 from servelab.capacity.trials import Trial
@@ -113,9 +113,9 @@ def test_a_wide_band_is_said_as_both_points_never_one_number() -> None:
     line = variant_line(_on_curve(steep=False), SLO, 0.90)
     assert "holds 1,380 req/s [1,320, 1,430] (90 %) in 90 % of trials" in line
     assert "and 1,470 req/s [1,440, 1,500] (90 %) in half of them" in line
-    assert "a band of 7 %" in line and "sharp" not in line
+    assert "a band of 6.5 %" in line and "sharp" not in line
     table = markdown([_on_curve(steep=False)], SLO, 0.90, "here")
-    assert "| base | 1,380 | [1,320, 1,430] | 1,470 | [1,440, 1,500] | a band of 7 % |" in table
+    assert "| base | 1,380 | [1,320, 1,430] | 1,470 | [1,440, 1,500] | a band of 6.5 % |" in table
 
 
 def test_a_sharp_edge_is_one_number() -> None:
@@ -145,3 +145,10 @@ def test_a_replay_that_held_until_its_log_ran_out_says_so() -> None:
 def test_a_log_too_short_for_any_trial_is_refused() -> None:
     with pytest.raises(SpecError, match="too short for a trial of 2 s"):
         CapacityPlan(slo=SLO).replay_settings(0.05)
+
+
+def test_a_narrow_band_keeps_its_decimal() -> None:
+    """A ratio of 1.005 is a band of 0.5 %, not "0 %"; a wide one needs no decimal."""
+    assert band_percent(1.005) == "0.5 %"
+    assert band_percent(1.0652) == "6.5 %"
+    assert band_percent(1.234) == "23 %"

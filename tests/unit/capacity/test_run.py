@@ -369,6 +369,8 @@ def test_a_replayed_logs_headroom_is_searched_over_its_speed(tmp_path: Path) -> 
     assert "x this log's traffic" in printed.getvalue()
     # No faster than 10x: its 20 s then last 2 s, the shortest trial a replay takes.
     assert "speeds 1.00x to 10.00x the log's traffic" in said.getvalue()
+    assert "trials as long as the log at each speed" in said.getvalue()
+    assert " s trials" not in said.getvalue()  # not the fixed trial length it does not use
     document = json.loads(next(tmp_path.glob("capacity-*/capacity.json")).read_text())
     assert document["variants"][0]["unit"] == "times the log's traffic"
 
