@@ -63,3 +63,19 @@ def route_verdicts(
                 found.append(RouteVerdict(workload, method, route, variant, comparison))
     judged = judge_family([v.comparison for v in found], higher_is_better=False, alpha=alpha)
     return [replace(v, comparison=c) for v, c in zip(found, judged, strict=True)]
+
+
+def route_verdicts_document(verdicts: Sequence[RouteVerdict]) -> list[dict[str, object]]:
+    """The verdicts, machine-readable (the JSON export's ``route_verdicts``)."""
+    rows: list[dict[str, object]] = []
+    for v in verdicts:
+        c = v.comparison
+        rows.append({
+            "workload": v.workload, "method": v.method, "route": v.route, "variant": v.variant,
+            "baseline_p99_ms": c.baseline_mean, "p99_ms": c.variant_mean,
+            "change_pct": c.difference_pct,
+            "interval_pct": list(c.interval_pct) if c.interval_pct else None,
+            "p_value": c.p_value, "p_adjusted": c.p_adjusted, "family": c.family,
+            "verdict": c.verdict, "reason": c.reason,
+        })
+    return rows

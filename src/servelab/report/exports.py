@@ -3,7 +3,8 @@
 every run, so an interrupted experiment leaves them describing every run measured.
 
 JSON holds every run as stored, every comparison with the baseline (what ``results
-show --json`` prints) and, for load sent from other machines, the load by machine;
+show --json`` prints), for a replay each route's p99 verdict, and, for load sent from
+other machines, the load by machine;
 markdown is the report (the same sections as the terminal's); CSV is one row per run (and
 per slice), as ``servelab report`` writes ``runs.csv``. Which formats have such a file:
 ``report/formats.py``.
@@ -23,6 +24,7 @@ from servelab.results.outdir import check_writable_path
 
 def json_text(report: ReportInput) -> str:
     from servelab.analysis.analyze import comparisons_document
+    from servelab.analysis.routes import route_verdicts, route_verdicts_document
     from servelab.report.data import runs_json
     from servelab.report.machines import machines_document
 
@@ -30,6 +32,9 @@ def json_text(report: ReportInput) -> str:
         **json.loads(runs_json(report)),
         "comparisons": comparisons_document(report.analysis)["comparisons"],
     }
+    verdicts = route_verdicts(report.runs, report.experiment.baseline.name)
+    if verdicts:  # a replay: each route's p99 against the baseline's
+        document["route_verdicts"] = route_verdicts_document(verdicts)
     load_machines = machines_document(report.runs)
     if load_machines:  # load sent from other machines: how much each sent
         document["load_machines"] = load_machines

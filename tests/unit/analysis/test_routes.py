@@ -54,3 +54,31 @@ def test_a_variant_whose_replay_was_not_kept_gets_no_verdict_on_any_route() -> N
 
 def test_no_replay_no_routes() -> None:
     assert route_verdicts([fake_run("tcp"), fake_run("unix")], "tcp") == []
+
+
+def test_the_json_export_carries_each_routes_verdict() -> None:
+    import json
+
+    import pytest
+
+    from servelab.prepare.building import experiment_from_dict
+    from servelab.report.base import ReportInput
+    from servelab.report.formats import output_format
+
+    experiment = experiment_from_dict({
+        "name": "e", "baseline": {"name": "tcp"}, "variants": [{"name": "unix"}],
+        "workloads": [{"name": "replay", "load": {"duration_s": 2}}], "repetitions": 5,
+    })
+    runs = []
+    for rep, drift in enumerate((1.0, 1.1, 0.95, 1.05, 1.0), start=1):
+        runs += [replayed("tcp", rep, {"/a": 10 * drift}),
+                 replayed("unix", rep, {"/a": 15 * drift})]
+    export = output_format("json").export_renderer()
+    document = json.loads(export(ReportInput.build(experiment, {}, runs)))
+    (row,) = document["route_verdicts"]
+    assert (row["route"], row["variant"], row["verdict"]) == ("/a", "unix", "worse")
+    assert row["baseline_p99_ms"] == pytest.approx(10.2)
+    assert row["p99_ms"] == pytest.approx(15.3)
+    assert row["change_pct"] > 40 and row["family"] == 1 and row["interval_pct"][0] > 0
+    plain = [fake_run("tcp", "replay"), fake_run("unix", "replay")]
+    assert "route_verdicts" not in json.loads(export(ReportInput.build(experiment, {}, plain)))
