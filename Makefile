@@ -31,5 +31,5 @@ test: setup-all
 	# (SERIAL_GROUPS in tests/conftest.py); last, the ones that need the machine to
 	# themselves, one at a time.
 	$(VENV)/bin/pytest -q -n auto -m "not integration"
-	$(VENV)/bin/pytest -q -m "integration and not alone" -n 3 --dist loadscope
-	$(VENV)/bin/pytest -q -m "integration and alone"
+	$(VENV)/bin/pytest -q tests/integration -m "integration and not alone" -n 3 --dist loadscope
+	$(VENV)/bin/pytest -q tests/integration -m "integration and alone"

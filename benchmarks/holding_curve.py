@@ -10,9 +10,13 @@ truth move within the hour? Prints figures; asserts nothing.
     .venv/bin/python benchmarks/holding_curve.py --stack sleepy --replay LOG
 
     .venv/bin/python benchmarks/holding_curve.py --stack fastapi --from-results DIR
+        [--refit --hac-lags N]
 
 --from-results: the same summary from the --out directory of a run stopped early (its
-searches' wall times then from their trials' own times). With --replay LOG the headroom
+searches' wall times then from their trials' own times). --refit: each search's
+intervals fitted again to its trials by this code, not read from its answer; with
+--hac-lags N, with N Newey-West lags over the trials' order (0: trials independent), to
+compare the intervals on the same trials. With --replay LOG the headroom
 is searched (`capacity --replay`): the rates are speeds,
 times the log's traffic.
 
@@ -106,9 +110,17 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--from-results", type=Path, metavar="DIR",
                         help="summarise a run stopped early from its --out directory")
+    parser.add_argument("--refit", action="store_true",
+                        help="--from-results: fit each search's trials again")
+    parser.add_argument("--hac-lags", type=int, default=None,
+                        help="--refit: Newey-West lags over the trials' order")
     args = parser.parse_args()
     if args.from_results:
-        from_results(args.from_results)
+        if args.hac_lags is not None:
+            from servelab.capacity import tobit
+
+            tobit.HAC_LAGS = args.hac_lags
+        from_results(args.from_results, refit=args.refit)
         return
     if args.stack == "app" and not args.app:
         parser.error("--stack app needs --app")
@@ -235,7 +247,7 @@ def _curve_of(document: dict | None, trials: list[Trial]) -> HoldingCurve | None
     )
 
 
-def from_results(out: Path) -> None:
+def from_results(out: Path, refit: bool = False) -> None:
     """The summary of a run from its directories (in the order made): the first search,
     then sweep passes (every trial at one of the sweep's rates) and searches. A search's
     wall time here is from its first trial's start to its last trial's end."""
@@ -250,8 +262,9 @@ def from_results(out: Path) -> None:
             continue
         began = datetime.fromisoformat(trials[0].started)
         ended = datetime.fromisoformat(trials[-1].started) + timedelta(seconds=trials[-1].seconds)
-        searches.append((_curve_of(variant["holding_curve"], trials), len(trials),
-                         (ended - began).total_seconds()))
+        curve = (fit_curve([t.outcome(SLO) for t in trials if t.trusted]) if refit
+                 else _curve_of(variant["holding_curve"], trials))
+        searches.append((curve, len(trials), (ended - began).total_seconds()))
     print(f"from {out}: {len(passes)} sweep passes, {len(searches)} searches (the first "
           f"search, {directories[0].name}, placed the sweep)")
     summarise(rates, passes, searches)

@@ -59,11 +59,38 @@ class SimulatedStack:
         """The rate held in ``share`` of trials."""
         return _solve(lambda r: self.probability(r, limit_ms) - share, 1e-3, 10 * self.saturation)
 
-    def trial(self, rate: float, limit_ms: float, rng: random.Random) -> Outcome:
-        speed = math.exp(rng.gauss(0, self.drift)) if self.drift else 1.0
+    def trial(
+        self, rate: float, limit_ms: float, rng: random.Random, speed: float | None = None
+    ) -> Outcome:
+        """One trial at ``rate``; ``speed``: the machine's at it (by default drawn anew,
+        independent of the trial before)."""
+        if speed is None:
+            speed = math.exp(rng.gauss(0, self.drift)) if self.drift else 1.0
         p99 = self.p99_ms(rate, speed) * math.exp(rng.gauss(0, self.noise))
         errors = rate > self.errors_from * self.saturation * speed
         return Outcome(rate, limit_ms / p99, errors_broke=errors)
+
+
+@dataclass
+class SlowSpells:
+    """``stack``'s trials with the machine's speed in spells: its log an AR(1) over the
+    trials, correlated ``memory`` from one to the next, with the stack's own ``drift`` as
+    its spread (so the holding curve, the speed integrated, is the stack's). A search's
+    trials then share a slow or fast spell, as this VM's do for minutes at a time."""
+
+    stack: SimulatedStack
+    memory: float
+    rng: random.Random
+    log_speed: float | None = None
+
+    def trial(self, rate: float, limit_ms: float) -> Outcome:
+        spread = self.stack.drift
+        if self.log_speed is None:
+            self.log_speed = self.rng.gauss(0, spread)
+        else:
+            fresh = self.rng.gauss(0, spread * math.sqrt(1 - self.memory**2))
+            self.log_speed = self.memory * self.log_speed + fresh
+        return self.stack.trial(rate, limit_ms, self.rng, math.exp(self.log_speed))
 
 
 def simulate(
