@@ -10,13 +10,12 @@ truth move within the hour? Prints figures; asserts nothing.
     .venv/bin/python benchmarks/holding_curve.py --stack sleepy --replay LOG
 
     .venv/bin/python benchmarks/holding_curve.py --stack fastapi --from-results DIR
-        [--refit --hac-lags N]
+        [--refit]
 
 --from-results: the same summary from the --out directory of a run stopped early (its
 searches' wall times then from their trials' own times). --refit: each search's
-intervals fitted again to its trials by this code, not read from its answer; with
---hac-lags N, with N Newey-West lags over the trials' order (0: trials independent), to
-compare the intervals on the same trials. With --replay LOG the headroom
+intervals fitted again to its trials by this code, not read from its answer (to compare
+a change of the fit on the same trials). With --replay LOG the headroom
 is searched (`capacity --replay`): the rates are speeds,
 times the log's traffic.
 
@@ -28,7 +27,12 @@ times the log's traffic.
 3. --searches searches, spread between the sweep's passes so that they and the truth meet
    the same hours of a machine whose speed drifts: how often each point's 90 % interval
    holds the truth's, the half-widths, the trials, the wall time (from taking the lock).
-4. The drift: the curve fitted to the first two passes against the last two.
+   Three truths: the whole sweep's curve; the curve of its trials near the edge (a line
+   through a whole sweep lies under a sharp edge); and the truth of the search's own time,
+   the two passes around it (this VM's speed moves in spells of minutes, and a search
+   meets one: docs/capacity-estimand.md).
+4. The drift: the curve fitted to the first half of the passes against the last half,
+   and how each search's estimate moved with the machine's speed during it.
 
 Stacks (stack on CPU 0, driver on CPU 1, servelab's default plan; each measurement holds
 /tmp/servelab-cpu.lock): "sleepy" (10 ms a request, gunicorn sync x2, nginx, unix socket:
@@ -46,7 +50,7 @@ import random
 import statistics
 import tempfile
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -61,6 +65,20 @@ from servelab.config.run import UserApp, UserRequest
 from servelab.config.stack import AppSpec
 
 LOCAL = 1.1  # the local truth's window: the sweep's rates within this factor of its edge
+
+
+@dataclass(frozen=True)
+class SearchRecord:
+    curve: HoldingCurve | None
+    trials: int
+    seconds: float
+    after_pass: int  # the sweep pass it followed (0-based): its time-local truth's passes
+    speed: float | None  # the machine's own speed (units/s) before its trials, their mean
+
+
+def _speed(trials: list[Trial]) -> float | None:
+    speeds = [t.cpu_speed for t in trials if t.cpu_speed is not None]
+    return statistics.fmean(speeds) if speeds else None
 
 
 def _sweep_rates(first: HoldingCurve | None, estimate: float, count: int) -> list[float]:
@@ -112,14 +130,8 @@ def main() -> None:
                         help="summarise a run stopped early from its --out directory")
     parser.add_argument("--refit", action="store_true",
                         help="--from-results: fit each search's trials again")
-    parser.add_argument("--hac-lags", type=int, default=None,
-                        help="--refit: Newey-West lags over the trials' order")
     args = parser.parse_args()
     if args.from_results:
-        if args.hac_lags is not None:
-            from servelab.capacity import tobit
-
-            tobit.HAC_LAGS = args.hac_lags
         from_results(args.from_results, refit=args.refit)
         return
     if args.stack == "app" and not args.app:
@@ -145,7 +157,7 @@ def main() -> None:
     rates = _sweep_rates(first.curve, first.estimate.rate, args.sweep_rates)
     print("sweep rates: " + ", ".join(f"{r:g}" for r in rates))
     passes: list[list[Outcome]] = []
-    searches: list[tuple[object, float]] = []
+    searches: list[SearchRecord] = []
     for k in range(args.sweep_passes):
         order = rates[:]
         random.Random(k).shuffle(order)
@@ -157,20 +169,20 @@ def main() -> None:
         held = sum(o.held for o in passes[-1])
         print(f"sweep pass {k + 1}/{args.sweep_passes}: {len(answer.trials)} trials, "
               f"held {held}, {seconds:.0f} s", flush=True)
-        share, extra = divmod(args.searches, args.sweep_passes)
-        for _ in range(share + (k < extra)):
-            searches.append(search())
-            answer, seconds = searches[-1]
+        gaps = max(1, args.sweep_passes - 1)  # searches between passes, none after the last
+        share, extra = divmod(args.searches, gaps)
+        for _ in range(share + (k < extra) if k < gaps else 0):
+            answer, seconds = search()
+            searches.append(SearchRecord(answer.curve, len(answer.trials), seconds, k,
+                                         _speed(list(answer.trials))))
             print(f"  search {len(searches)}: {_curve_line(answer.curve)}; "
                   f"{len(answer.trials)} trials, {seconds:.0f} s", flush=True)
-    summarise(rates, passes, [(answer.curve, len(answer.trials), seconds)
-                              for answer, seconds in searches])
+    summarise(rates, passes, searches)
     print(f"benchmark wall {time.monotonic() - began:.0f} s")
 
 
 def summarise(
-    rates: list[float], passes: list[list[Outcome]],
-    searches: list[tuple[HoldingCurve | None, int, float]],
+    rates: list[float], passes: list[list[Outcome]], searches: list[SearchRecord]
 ) -> None:
     """The truth from the sweep's passes, its drift, and the searches against it."""
     every = [o for p in passes for o in p]
@@ -200,27 +212,48 @@ def summarise(
                        <= math.log(LOCAL)])
     print(f"local truth (sweep trials within x{LOCAL:g} of its 50 % point): "
           f"{_curve_line(local)}")
-    _coverage(searches, truth, "the whole sweep's truth")
+    _coverage(searches, [truth] * len(searches), "the whole sweep's truth")
     if local is not None:
-        _coverage(searches, local, "the local truth")
+        _coverage(searches, [local] * len(searches), "the local truth")
+    # The truth of the search's own time: the sweep passes just before and after it (the
+    # machine's speed moves in spells of minutes; a search sees its own spell).
+    timely = [fit_curve([o for p in passes[s.after_pass:s.after_pass + 2] for o in p])
+              for s in searches]
+    if all(t is not None for t in timely):
+        _coverage(searches, timely, "the truth of its own time (the passes around it)")
+    _speeds(searches)
+
+
+def _speeds(searches: list[SearchRecord]) -> None:
+    """How each search's estimate moved with the machine's speed during it."""
+    pairs = [(s.speed, s.curve.hold.rate) for s in searches if s.speed and s.curve]
+    if len(pairs) < 3:
+        return
+    speeds, rates = zip(*pairs, strict=True)
+    r = statistics.correlation(speeds, rates)
+    print(f"machine speed during the searches {_range(list(speeds), '{:,.0f}')} units/s; "
+          f"correlation with the 90 % estimate {r:+.2f} over {len(pairs)} searches")
 
 
 def _coverage(
-    searches: list[tuple[HoldingCurve | None, int, float]], truth: HoldingCurve, label: str
+    searches: list[SearchRecord], truths: list[HoldingCurve | None], label: str
 ) -> None:
+    """How often each search's intervals hold its truth (one per search)."""
     print(f"against {label}:")
-    curves = [curve for curve, _, _ in searches]
-    for name, share, true in (("90 %", "hold", truth.hold.rate), ("50 %", "half", truth.half.rate)):
+    curves = [s.curve for s in searches]
+    for name, share in (("90 %", "hold"), ("50 %", "half")):
         points = [getattr(c, share) if c else None for c in curves]
+        true = [getattr(t, share).rate if t else math.nan for t in truths]
         with_interval = [p for p in points if p and p.interval]
-        held = sum(_covers(p, true) for p in points)
-        print(f"  {name} point: truth {true:,.4g}; an interval in {len(with_interval)} of "
-              f"{len(searches)}, holding the truth in {held} of {len(searches)}; estimates "
-              + _range([p.rate for p in points if p], "{:,.4g}")
+        held = sum(_covers(p, t) for p, t in zip(points, true, strict=True))
+        known = [t for t in true if not math.isnan(t)]
+        print(f"  {name} point: truth " + _range(known, "{:,.4g}") + "; an interval in "
+              f"{len(with_interval)} of {len(searches)}, holding the truth in {held} of "
+              f"{len(searches)}; estimates " + _range([p.rate for p in points if p], "{:,.4g}")
               + "; half-width % " + _range([100 * p.relative_half_width for p in with_interval]))
     print(f"  steep said in {sum(bool(c and c.steep) for c in curves)} of {len(searches)}; "
-          f"trials {_range([n for _, n, _ in searches], '{:.0f}')}; wall s "
-          + _range([s for _, _, s in searches], "{:.0f}"))
+          f"trials {_range([s.trials for s in searches], '{:.0f}')}; wall s "
+          + _range([s.seconds for s in searches], "{:.0f}"))
 
 
 
@@ -254,7 +287,8 @@ def from_results(out: Path, refit: bool = False) -> None:
     directories = sorted(d for d in out.iterdir() if (d / "capacity.json").is_file())
     sweep = {t.rate for t in _read(directories[1])[0]}
     rates = sorted(sweep)
-    passes, searches = [], []
+    passes: list[list[Outcome]] = []
+    searches: list[SearchRecord] = []
     for directory in directories[1:]:
         trials, variant = _read(directory)
         if {t.rate for t in trials} == sweep and len(trials) == len(sweep):
@@ -264,7 +298,8 @@ def from_results(out: Path, refit: bool = False) -> None:
         ended = datetime.fromisoformat(trials[-1].started) + timedelta(seconds=trials[-1].seconds)
         curve = (fit_curve([t.outcome(SLO) for t in trials if t.trusted]) if refit
                  else _curve_of(variant["holding_curve"], trials))
-        searches.append((curve, len(trials), (ended - began).total_seconds()))
+        searches.append(SearchRecord(curve, len(trials), (ended - began).total_seconds(),
+                                     len(passes) - 1, _speed(trials)))
     print(f"from {out}: {len(passes)} sweep passes, {len(searches)} searches (the first "
           f"search, {directories[0].name}, placed the sweep)")
     summarise(rates, passes, searches)
