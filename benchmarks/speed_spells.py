@@ -21,7 +21,6 @@ import argparse
 import math
 import random
 import statistics
-from statistics import NormalDist
 
 from servelab.capacity.curve import HoldingCurve
 from servelab.capacity.quantile import QuantileSearch
@@ -39,14 +38,6 @@ CASES = {  # name: (queue, memory; 0: independent trials)
     "CPU-bound, 8 %, spells 0.8": (CPU_BOUND, 0.8),
     "CPU-bound, 8 %, spells 0.95": (CPU_BOUND, 0.95),
 }
-_NORMAL = NormalDist()
-
-
-def held_at(stack: SimulatedStack, rate: float, speed: float) -> float:
-    """P(hold | rate) on a machine of ``speed``: the p99's noise only."""
-    if rate > stack.errors_from * stack.saturation * speed:
-        return 0.0
-    return _NORMAL.cdf(math.log(LIMIT_MS / stack.p99_ms(rate, speed)) / stack.noise)
 
 
 def rate_held(stack: SimulatedStack, speeds: list[float], share: float) -> float:
@@ -54,7 +45,7 @@ def rate_held(stack: SimulatedStack, speeds: list[float], share: float) -> float
     low, high = 1e-3, 10 * stack.saturation
     for _ in range(100):
         mid = math.sqrt(low * high)
-        p = statistics.fmean(held_at(stack, mid, s) for s in speeds)
+        p = statistics.fmean(stack.probability_at(mid, LIMIT_MS, s) for s in speeds)
         low, high = (mid, high) if p > share else (low, mid)
     return math.sqrt(low * high)
 

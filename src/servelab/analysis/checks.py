@@ -168,10 +168,9 @@ def _replay_not_kept(c: _Runs) -> ResultWarning | None:
         replay = run.load.replay
         if replay is not None and not replay.kept:
             load = run.load
-            failed = load.errors / load.requests_total if load.requests_total else 0.0
             # A stack that failed requests is what held the sender up (it waits on them).
-            stack = failed > REPLAY_STACK_FAILED
-            cause = f"; {100 * failed:.0f} % of its requests failed" if stack else ""
+            stack = load.requests_total > 0 and load.error_share > REPLAY_STACK_FAILED
+            cause = f"; {100 * load.error_share:.0f} % of its requests failed" if stack else ""
             return c.warn(
                 WarningKind.REPLAY_NOT_KEPT,
                 f"the sender did not keep the log's schedule in run {run.repetition}: "

@@ -47,13 +47,15 @@ class SimulatedStack:
             [math.exp(self.drift * _NORMAL.inv_cdf((i + 0.5) / _GRID)) for i in range(_GRID)]
             if self.drift else [1.0]
         )
-        total = 0.0
-        for speed in speeds:
-            if rate > self.errors_from * self.saturation * speed:
-                continue
-            room = math.log(limit_ms / self.p99_ms(rate, speed))
-            total += _NORMAL.cdf(room / self.noise) if self.noise else float(room >= 0)
-        return total / len(speeds)
+        return sum(self.probability_at(rate, limit_ms, s) for s in speeds) / len(speeds)
+
+    def probability_at(self, rate: float, limit_ms: float, speed: float) -> float:
+        """The chance that a trial at ``rate`` holds ``limit_ms`` on a machine of ``speed``
+        (the p99's noise only)."""
+        if rate > self.errors_from * self.saturation * speed:
+            return 0.0
+        room = math.log(limit_ms / self.p99_ms(rate, speed))
+        return _NORMAL.cdf(room / self.noise) if self.noise else float(room >= 0)
 
     def quantile(self, share: float, limit_ms: float) -> float:
         """The rate held in ``share`` of trials."""

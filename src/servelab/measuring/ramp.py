@@ -135,17 +135,12 @@ def ramp_workloads(plan: RampPlan, request: dict[str, Any]) -> list[dict[str, An
     ]
 
 
-def error_ratio(result: RunRecord) -> float:
-    load = result.load
-    return load.errors / load.requests_total if load.requests_total else 1.0
-
-
 def slo_problem(result: RunRecord, slo: SloSpec) -> str | None:
     """Why ``result`` breaks ``slo`` (None when it meets it)."""
     load = result.load
     if load.requests_total == 0:
         return "no request completed"
-    ratio = error_ratio(result)
+    ratio = result.load.error_share
     if ratio > slo.max_error_ratio:
         return f"error ratio {ratio:.1%} > {slo.max_error_ratio:.1%}"
     if load.latency_p99_ms > slo.p99_ms:

@@ -364,7 +364,13 @@ def get_driver(name: str, options: Mapping[str, Any] | None = None) -> LoadDrive
     """A new driver of ``name`` (drivers keep state) with its own ``options`` (an
     experiment's ``driver_options``, checked there); SpecError naming the choices for an
     unknown one."""
+    cls = driver_class(name)
+    return cls.with_options(options) if options else cls()
+
+
+def driver_class(name: str) -> type[LoadDriver]:
+    """The driver class of ``name``, checked to be one (SpecError for an unknown name)."""
     cls = DRIVERS.cls(name)
     if not issubclass(cls, LoadDriver):
         raise TypeError(f"{DRIVERS.entries[name]} is not a LoadDriver")
-    return cls.with_options(options) if options else cls()
+    return cls

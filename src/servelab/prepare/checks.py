@@ -14,11 +14,11 @@ from servelab.config.building import describe_validation_error, first_of
 from servelab.config.experiment import Experiment
 from servelab.config.stack import ProxySpec, ServerSpec, StackSpec
 from servelab.errors import SpecError
+from servelab.plugins.driver import driver_class
 from servelab.plugins.front import get_front
 from servelab.plugins.server import get_server
 from servelab.registry import (
     DRIVER_NAMES,
-    DRIVERS,
     FRONTS,
     SERVERS,
     capabilities,
@@ -125,7 +125,7 @@ def experiment_problems(experiment: Experiment) -> list[str]:
 
 def _driver_problem(experiment: Experiment) -> str | None:
     if experiment.driver_options:
-        model = DRIVERS.cls(experiment.driver).options_model
+        model = driver_class(experiment.driver).options_model
         if model is None:
             return f"value: load driver {experiment.driver} takes no driver_options"
         try:

@@ -12,8 +12,9 @@ from servelab.config.building import default_slices
 from servelab.config.experiment import Experiment, StoppingSpec, validated
 from servelab.config.run import RunOptions
 from servelab.errors import SpecError
+from servelab.plugins.driver import driver_class
 from servelab.prepare.checks import DEFAULT_FIX, Stage, blame_earlier, checked_stages
-from servelab.registry import DRIVER_NAMES, DRIVERS, FRONTS
+from servelab.registry import DRIVER_NAMES, FRONTS
 
 ACCESS_LOG = "access_log"  # the ProxySpec knob --access-log turns on
 
@@ -91,8 +92,8 @@ def with_driver_options(experiment: Experiment, options: dict[str, Any]) -> Expe
     shapes are the driver's: ``apply_run_options`` asks it)."""
     if not options:
         return experiment
-    if DRIVERS.cls(experiment.driver).options_model is None:
-        takers = [n for n in DRIVER_NAMES if DRIVERS.cls(n).options_model is not None]
+    if driver_class(experiment.driver).options_model is None:
+        takers = [n for n in DRIVER_NAMES if driver_class(n).options_model is not None]
         flags = ", ".join(f"--{k.replace('_', '-')}" for k in options)
         raise SpecError(
             f"load driver {experiment.driver} takes no options of its own ({flags})",

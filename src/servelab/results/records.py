@@ -167,6 +167,12 @@ class LoadMeasurement(Record):
         return self.error_responses + self.connection_error_count
 
     @property
+    def error_share(self) -> float:
+        """Failed requests' share of those sent; 1.0 when none were sent (a run that sent
+        nothing held no limit)."""
+        return self.errors / self.requests_total if self.requests_total else 1.0
+
+    @property
     def ok_rps(self) -> float:
         """Successful (2xx/3xx) answers per second: throughput that does not count 502s."""
         return self.ok_responses / self.duration_s if self.duration_s > 0 else 0.0

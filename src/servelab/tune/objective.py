@@ -130,7 +130,7 @@ class Objective:
         load = run.load
         if self.p99_ms is not None and load.latency_p99_ms > self.p99_ms:
             broken.append(f"p99 {load.latency_p99_ms:.1f} ms > {self.p99_ms:g} ms")
-        ratio = load.errors / load.requests_total if load.requests_total else 1.0
+        ratio = load.error_share
         if ratio > self.max_error_ratio:
             broken.append(f"errors {ratio:.3g} > {self.max_error_ratio:.3g}")
         memory = run.stack_peak_rss_bytes / MIB
@@ -156,11 +156,15 @@ class Objective:
             return False
         n = len(runs)
         p99 = sum(r.load.latency_p99_ms for r in runs) / n
-        requests = sum(r.load.requests_total for r in runs)
-        errors = sum(r.load.errors for r in runs)
         memory = sum(r.stack_peak_rss_bytes for r in runs) / n / MIB
         return (
             (self.p99_ms is None or p99 <= self.p99_ms)
-            and (errors / requests if requests else 1.0) <= self.max_error_ratio
+            and pooled_error_share(runs) <= self.max_error_ratio
             and (self.max_memory_mib is None or memory <= self.max_memory_mib)
         )
+
+
+def pooled_error_share(runs: Sequence[RunRecord]) -> float:
+    """Failed requests' share of all the runs' requests (1.0 when none were sent)."""
+    requests = sum(r.load.requests_total for r in runs)
+    return sum(r.load.errors for r in runs) / requests if requests else 1.0

@@ -28,7 +28,7 @@ from servelab.analysis.family import judge_family
 from servelab.analysis.stats import Comparison, confidence_interval, p_text
 from servelab.errors import SpecError
 from servelab.results.records import RunRecord
-from servelab.tune.objective import MEMORY, MIB, Objective
+from servelab.tune.objective import MEMORY, MIB, Objective, pooled_error_share
 
 
 @dataclass(frozen=True)
@@ -109,7 +109,6 @@ def _standing(
     name: str, runs: Sequence[RunRecord], objective: Objective, versus: Comparison | None
 ) -> Standing:
     values = [objective.metric.value(r) for r in runs]
-    requests = sum(r.load.requests_total for r in runs)
     return Standing(
         candidate=name,
         starts=len(runs),
@@ -119,7 +118,7 @@ def _standing(
         versus_leader=versus,
         memory_mib=statistics.fmean(r.stack_peak_rss_bytes for r in runs) / MIB,
         p99_ms=statistics.fmean(r.load.latency_p99_ms for r in runs),
-        error_ratio=sum(r.load.errors for r in runs) / requests if requests else 1.0,
+        error_ratio=pooled_error_share(runs),
         meets_limits=objective.meets_on_average(runs),
     )
 
