@@ -136,40 +136,11 @@ def serial_group(nodeid: str) -> str | None:
                  if nodeid.startswith(prefixes)), None)
 
 
-# The scopes that take longest, with their seconds in CI (stop 52, 2026-11-29, 2 CPUs,
-# three at a time), handed out longest first so that the three workers end together.
-# xdist's own order (most tests first) left the two-test bisecting group for last: that
-# worker ended at 920 s, the other two at 670-680 s. A scope not listed counts 0 and
-# keeps its place; stale seconds cost time, never a result.
-SCOPE_SECONDS = {
-    "measuring": 570, "locust": 420, "bisecting": 330,
-    "tests/integration/test_instructions.py": 210, "postgres": 130,
-    "tests/integration/test_cli_end_to_end.py": 125, "tests/integration/test_app_python.py": 100,
-    "tests/integration/test_packaging.py": 62,
-}
-
-
-def scope_of(nodeid: str) -> str:
-    """The scope a test runs in under make test: its group, else its module."""
-    return serial_group(nodeid) or nodeid.split("::")[0]
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under --dist loadscope, the longest scopes first (SCOPE_SECONDS); a stable sort, so
-    each scope's own tests keep their order. (The workers sort too: their collections must
-    match the controller's.)"""
-    if config.getoption("dist", "no") == "loadscope" or os.environ.get("PYTEST_XDIST_WORKER"):
-        items.sort(key=lambda item: -SCOPE_SECONDS.get(scope_of(item.nodeid), 0))
-
-
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
-    """--dist loadscope, with SERIAL_GROUPS as scopes of their own, handed out in the
-    order collected (pytest_collection_modifyitems: longest first)."""
+    """--dist loadscope, with SERIAL_GROUPS as scopes of their own."""
     if config.getoption("dist", None) != "loadscope":
         return None
     from xdist.scheduler import LoadScopeScheduling
-
-    config.option.loadscopereorder = False
 
     class GroupedScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
