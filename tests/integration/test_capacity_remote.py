@@ -25,7 +25,10 @@ from support import (
 from servelab.capacity.slo import parse_slo
 from servelab.capacity.trials import Trial
 
-pytestmark = [pytest.mark.integration, *LOCUST_ACROSS_NAMESPACES]
+# Alone: its trials' p99 at one sleeping worker is what the test reads, and beside the
+# other tests on this 2-CPU VM (2026-11-29, three fresh-clone runs) the edge read low
+# twice and a trial sent late once.
+pytestmark = [pytest.mark.integration, pytest.mark.alone, *LOCUST_ACROSS_NAMESPACES]
 
 
 def test_capacity_trials_sent_from_another_machine_find_the_known_capacity(tmp_path):
