@@ -140,7 +140,7 @@ def slo_problem(result: RunRecord, slo: SloSpec) -> str | None:
     load = result.load
     if load.requests_total == 0:
         return "no request completed"
-    ratio = result.load.error_share
+    ratio = load.error_share
     if ratio > slo.max_error_ratio:
         return f"error ratio {ratio:.1%} > {slo.max_error_ratio:.1%}"
     if load.latency_p99_ms > slo.p99_ms:
