@@ -79,6 +79,9 @@ class ReplayFidelity(Record):
     max_mix_error_points: float  # the largest |sent - scheduled share| over routes, points
     ks_distance: float
     problems: tuple[str, ...] = ()
+    # The most requests the sender had out at once: at its connection cap, a sender that
+    # fell behind was held up by the stack, not short of CPU (capacity.trials).
+    peak_in_flight: int | None = None
 
     @property
     def kept(self) -> bool:
@@ -92,6 +95,7 @@ class ReplayFidelity(Record):
             lag_max_ms=fidelity.lag_max_ms,
             max_mix_error_points=fidelity.max_mix_error_points,
             ks_distance=fidelity.ks_distance, problems=fidelity.problems,
+            peak_in_flight=fidelity.peak_in_flight,
         )
 
 

@@ -60,6 +60,9 @@ class Fidelity:
     lag_max_ms: float
     mix: tuple[RouteShare, ...]
     ks_distance: float  # of the inter-arrival times, sent vs scheduled
+    # The most requests the sender had out at once (sent, not yet answered or failed):
+    # at its connection cap, a sender that fell behind was waiting on the stack.
+    peak_in_flight: int = 0
 
     @property
     def max_mix_error_points(self) -> float:
@@ -96,6 +99,21 @@ def percentile(ordered: Sequence[float], pct: float) -> float:
         return 0.0
     rank = max(1, -(-len(ordered) * pct // 100))
     return ordered[min(len(ordered), int(rank)) - 1]
+
+
+def peak_in_flight(sent: Sequence[SentRequest]) -> int:
+    """The most requests out at once: each from its send to its answer (or failure); one
+    ending as another is sent counts as ended."""
+    starts = sorted(r.sent_s for r in sent)
+    ends = sorted(r.sent_s + r.latency_s for r in sent)
+    peak = out = j = 0
+    for start in starts:
+        while j < len(ends) and ends[j] <= start:
+            j += 1
+            out -= 1
+        out += 1
+        peak = max(peak, out)
+    return peak
 
 
 def ks_distance(a: Sequence[float], b: Sequence[float]) -> float:
@@ -141,4 +159,5 @@ def measure_fidelity(
         ks_distance=ks_distance(
             gaps([r.sent_s for r in sent]), gaps([d / speed for d in due_s])
         ),
+        peak_in_flight=peak_in_flight(sent),
     )

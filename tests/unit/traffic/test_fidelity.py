@@ -11,6 +11,7 @@ from servelab.traffic.fidelity import (
     SentRequest,
     ks_distance,
     measure_fidelity,
+    peak_in_flight,
     percentile,
 )
 
@@ -69,3 +70,16 @@ def test_percentile_is_nearest_rank() -> None:
     assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.0
     assert percentile([1.0, 2.0, 3.0, 4.0], 99) == 4.0
     assert percentile([], 99) == 0.0
+
+
+def test_the_peak_in_flight_counts_requests_from_their_send_to_their_answer() -> None:
+    def out(at: float, latency: float) -> SentRequest:
+        return SentRequest(0, at, latency, 200, "GET", "/a", "/a")
+
+    # Three out at 0.15 (sent at 0, 0.1 and 0.15); the one sent at 0.2, as the first
+    # and the third are answered, is not counted with them.
+    requests = [out(0.0, 0.2), out(0.1, 0.5), out(0.15, 0.05), out(0.2, 0.1), out(0.7, 0.1)]
+    assert peak_in_flight(requests) == 3
+    assert peak_in_flight([]) == 0
+    slow = [SentRequest(i, i / 100, 1.0, 200, "GET", "/a", "/a") for i in range(100)]
+    assert measure_fidelity([i / 100 for i in range(100)], {"/a": 100}, slow).peak_in_flight == 100
