@@ -143,8 +143,8 @@ def test_without_py_spy_one_line_and_the_measuring_goes_on(
     result, said = without_py_spy
     lines = [line for line in said.splitlines() if "py-spy" in line]
     assert lines == [
-        "servelab: no profiles: py-spy is not installed (fix: pip install "
-        "'servelab[profile]' (from a checkout: scripts/setup.sh --all))"
+        "servelab: no profiles: py-spy is not installed (fix: servelab setup --with test "
+        "(it installs py-spy))"
     ]
     assert len(result.runs) == 2 and all(r.profile is None for r in result.runs)
     assert all(r.load.requests_total > 0 for r in result.runs)

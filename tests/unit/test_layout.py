@@ -39,6 +39,12 @@ EXCEPTIONS = {
     ("servers/mod_wsgi.py", "apache"): "mod_wsgi runs inside Apache (inside_front)",
     ("host/procs.py", "ab"): "open(..., 'ab'): a file mode",
     ("host/templates/__init__.py", "nginx"): "the Jinja filter quoting nginx strings",
+    ("host/parts.py", "nginx"): "the service Debian's nginx-light package brings",
+    ("host/parts.py", "wrk"): "Debian's package of wrk, installed by the set-up",
+    ("host/parts.py", "apache"): "the set-up part of Apache httpd and mod_wsgi",
+    ("host/parts.py", "uwsgi"): "pyproject's extra of that name",
+    ("host/parts.py", "locust"): "pyproject's extra of that name",
+    ("host/parts.py", "oha"): "the crate the set-up builds with cargo",
 }
 
 
@@ -449,8 +455,8 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("observing", ("observe",)),
     ("plug-ins", ("servers", "fronts", "load")),
     # asks the plug-ins, once: checks, building from user input, the user's app, the
-    # environment record, the doctor, launching a stack
-    ("preparation", ("prepare", "launch")),
+    # environment record, the doctor, launching a stack, setting up the machine
+    ("preparation", ("prepare", "launch", "setup")),
     ("analysis", ("analysis",)),  # statistics; the stopping rule asks it while measuring
     ("measuring", ("measuring",)),
     ("output", ("report", "export")),

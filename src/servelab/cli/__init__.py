@@ -19,7 +19,7 @@ import click
 from rich.markup import escape
 
 from servelab import __version__
-from servelab.cli import bisect, capacity, check, history, measure, stored, traffic, tune
+from servelab.cli import bisect, capacity, check, history, measure, setup, stored, traffic, tune
 from servelab.cli.options import console, errors, out
 from servelab.errors import ServelabError
 
@@ -84,7 +84,8 @@ def cli(quiet: bool, verbose: bool) -> None:
 
 for command in (measure.studies, measure.study, measure.run, measure.ramp, capacity.capacity,
                 check.check, bisect.bisect, history.history, tune.tune, traffic.traffic,
-                measure.locust_worker, stored.results, stored.report, stored.export):
+                measure.locust_worker, stored.results, stored.report, stored.export,
+                setup.setup):
     cli.add_command(command)
 
 

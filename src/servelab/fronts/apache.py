@@ -68,7 +68,7 @@ from servelab.plugins.front import (
 )
 
 FALLBACK_BINARY = Path("/usr/sbin/apache2")  # not on a non-root user's PATH on Debian
-INSTALL_FIX = "scripts/setup.sh --with apache (or apt-get install apache2)"
+INSTALL_FIX = "servelab setup --with apache (or apt-get install apache2)"
 CHECK_TIMEOUT_S = 60.0
 _LISTEN_LINE = re.compile(r"^Listen\s+\S+.*$", re.MULTILINE)
 _USER_LINE = re.compile(r"^(User|Group)\s+(\S+)\s*$", re.MULTILINE)

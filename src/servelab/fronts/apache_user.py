@@ -94,9 +94,9 @@ def check_daemon_access(who: RunAs | None, paths: list[Path]) -> None:
     raise StackStartError(
         f"mod_wsgi's daemon processes run as {who.user}, which cannot read {blocked}"
         + (f" ({top} is closed to it)" if top else ""),
-        "scripts/setup.sh --with apache lets it traverse the project's directories (undo: "
-        f"--undo-acl), or `setfacl -m u:{who.user}:x {top or '<dir>'}` (undo: setfacl -x "
-        f"u:{who.user} {top or '<dir>'})",
+        "`servelab setup --with apache` lets it traverse to servelab's Python (undo: "
+        f"servelab setup --undo-acl), or `setfacl -m u:{who.user}:x {top or '<dir>'}` "
+        f"(undo: setfacl -x u:{who.user} {top or '<dir>'})",
     )
 
 

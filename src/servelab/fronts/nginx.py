@@ -55,7 +55,7 @@ _NGINX_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
 
 
 def nginx_binary() -> str:
-    return require_program("nginx", "apt-get install nginx-light (or run make setup)")
+    return require_program("nginx", "servelab setup (or apt-get install nginx-light)")
 
 
 def upstream_address(transport: str, *, port: int | None = None, socket: Path | None = None) -> str:

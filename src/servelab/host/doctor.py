@@ -11,9 +11,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from servelab.host.facts import package_version, program_version
+from servelab.host.parts import part_with_extra, setup_command
 from servelab.host.paths import find_program
 
-SETUP_FIX = "run `make setup` in the servelab checkout"
+SETUP_FIX = "run `servelab setup`"
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,7 @@ def package_check(package: str, extra: str | None = None) -> Check:
     if extra:
         return Check(
             f"python: {names[0]}", "warn", f"not installed (optional: servelab[{extra}])",
-            f"pip install 'servelab[{extra}]' to measure it (from a checkout: make setup)",
+            f"{setup_command(part_with_extra(extra))} to measure it",
         )
     return Check(f"python: {names[0]}", "fail", "not installed", SETUP_FIX)
 

@@ -12,6 +12,7 @@ import importlib.util
 
 from servelab.errors import SpecError
 from servelab.host.doctor import Check
+from servelab.host.parts import part_with_extra, setup_command
 
 # extra -> the modules it installs into servelab's Python. The app servers' extras are
 # each server's own (``AppServer.extra``, checked in the app's Python).
@@ -22,7 +23,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
 
 
 def install_line(extra: str) -> str:
-    return f"pip install 'servelab[{extra}]' (from a checkout: make setup)"
+    return setup_command(part_with_extra(extra))
 
 
 def missing_modules(extra: str) -> list[str]:

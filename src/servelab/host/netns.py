@@ -85,7 +85,7 @@ def ip_program() -> str:
     found = shutil.which("ip")
     if found is None:
         raise NamespaceError(
-            "the `ip` program is not installed", "apt-get install iproute2 (or run make setup)"
+            "the `ip` program is not installed", "servelab setup (or apt-get install iproute2)"
         )
     return found
 

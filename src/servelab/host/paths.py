@@ -17,8 +17,14 @@ def cache_dir() -> Path:
     return (Path(xdg) if xdg else Path.home() / ".cache") / "servelab"
 
 
+def go_tool_path(name: str) -> Path:
+    """Where `servelab setup` leaves a tool it builds with go (its name carries its
+    version or source hash: a changed pin is built anew, never run as an old binary)."""
+    return cache_dir() / "go" / "bin" / name
+
+
 def find_program(name: str) -> str | None:
-    """``name`` on PATH, else in servelab's cache (where `make setup` builds oha)."""
+    """``name`` on PATH, else in servelab's cache (where `servelab setup` builds oha)."""
     found = shutil.which(name)
     if found:
         return found
@@ -33,18 +39,16 @@ def require_program(name: str, fix: str) -> str:
     return path
 
 
-# The toxiproxy release scripts/setup.sh builds (a TCP proxy that slows the database link).
-TOXIPROXY_VERSION = "2.12.0"
-
-
 def toxiproxy_server() -> tuple[str, str | None] | None:
     """(path, version) of toxiproxy's server, or None.
 
-    The build setup.sh leaves in the cache (``go/bin/toxiproxy-server-v<version>``,
-    whose own ``-version`` says only "git") comes first, then ``toxiproxy-server``
-    on PATH (version None: ask the program).
+    The build `servelab setup --with toxiproxy` leaves in the cache
+    (``go/bin/toxiproxy-server-v<version>``, whose own ``-version`` says only "git")
+    comes first, then ``toxiproxy-server`` on PATH (version None: ask the program).
     """
-    cached = cache_dir() / "go" / "bin" / f"toxiproxy-server-v{TOXIPROXY_VERSION}"
+    from servelab.host.parts import TOXIPROXY_VERSION
+
+    cached = go_tool_path(f"toxiproxy-server-v{TOXIPROXY_VERSION}")
     if os.access(cached, os.X_OK):
         return str(cached), TOXIPROXY_VERSION
     found = shutil.which("toxiproxy-server")

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-INSTALL_FIX = "pip install 'servelab[profile]' (from a checkout: scripts/setup.sh --all)"
+INSTALL_FIX = "servelab setup --with test (it installs py-spy)"
 PTRACE_FIX = (
     "run servelab as root, or give its container CAP_SYS_PTRACE (docker run --cap-add "
     "SYS_PTRACE), or allow it with sysctl kernel.yama.ptrace_scope=0"

@@ -24,8 +24,11 @@ def install_fix(python: Path | None, missing: Iterable[str], extras: Iterable[st
         return f"{python} -m pip install {names}"
     wanted = sorted(set(extras))
     if wanted:
-        return f"pip install 'servelab[{','.join(wanted)}]' (from a checkout: make setup)"
-    return f"pip install {names} into servelab's environment (from a checkout: make setup)"
+        from servelab.host.parts import part_with_extra, setup_command
+
+        parts = sorted({part_with_extra(extra) for extra in wanted})
+        return " && ".join(setup_command(part) for part in parts)
+    return f"pip install {names} into servelab's environment"
 
 
 def check_app_servers(stacks: Iterable[StackSpec]) -> list[dict[str, Any]]:

@@ -141,7 +141,7 @@ class OhaDriver(LoadDriver):
             return self._program
         return require_program(
             "oha",
-            f"run `make setup`, or `cargo install oha --locked --root {cache_dir() / 'cargo'}`",
+            f"run `servelab setup`, or `cargo install oha --locked --root {cache_dir() / 'cargo'}`",
         )
 
     def flags(self) -> OhaFlags:

@@ -2,7 +2,7 @@
 
 The sender is vegeta's attacker (github.com/tsenart/vegeta, as a Go library) paced by the
 schedule rather than a constant rate: ``vegeta_replay/main.go``, built by
-``scripts/setup.sh`` with go into servelab's cache under a name that carries its
+``servelab setup --with replay`` with go into servelab's cache under a name that carries its
 source's hash (a changed source is never run as an old binary). Why vegeta: oha's
 ``-q`` keeps one rate and cannot vary paths along a schedule; wrk2's pacing is constant
 too; Locust's Python clients send a few thousand requests a second per CPU at best,
@@ -38,7 +38,7 @@ from servelab.plugins.driver import LoadDriver
 from servelab.results.records import LoadMeasurement
 
 SOURCE_DIR = Path(__file__).parent / "vegeta_replay"
-SOURCE_FILES = ("main.go", "go.mod", "go.sum")  # hashed in this order, as setup.sh does
+SOURCE_FILES = ("main.go", "go.mod", "go.sum")  # hashed in this order
 # Go's net/http error texts -> kind; checked in this order.
 ERROR_KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("timeout", ("timeout", "deadline exceeded")),
@@ -49,7 +49,7 @@ ERROR_KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
 
 def source_digest() -> str:
     """The first 12 hex digits of the sender's source's SHA-256 (main.go, go.mod, go.sum),
-    as scripts/setup.sh names the binary it builds."""
+    as `servelab setup` names the binary it builds."""
     digest = hashlib.sha256()
     for name in SOURCE_FILES:
         digest.update((SOURCE_DIR / name).read_bytes())
@@ -69,13 +69,14 @@ class VegetaDriver(LoadDriver):
         if not all((SOURCE_DIR / name).is_file() for name in SOURCE_FILES):
             raise MissingToolError(
                 "the replay sender's source is not in this install",
-                "install servelab from its checkout and run `scripts/setup.sh --with replay`",
+                "reinstall servelab from its wheel or sdist (they carry the source), then "
+                "`servelab setup --with replay`",
             )
         path = sender_path()
         if not os.access(path, os.X_OK):
             raise MissingToolError(
                 f"the replay sender is not built ({path} is missing)",
-                "run `scripts/setup.sh --with replay` (builds it with go, about a minute once)",
+                "run `servelab setup --with replay` (builds it with go, about a minute once)",
             )
         return str(path)
 
@@ -86,7 +87,7 @@ class VegetaDriver(LoadDriver):
         if not all((SOURCE_DIR / name).is_file() for name in SOURCE_FILES):
             return [Check(self.name, "warn", "the replay sender's source is not in this "
                           "install: servelab cannot replay access logs",
-                          "install servelab from its checkout (scripts/setup.sh --with replay)")]
+                          "reinstall servelab from its wheel or sdist (they carry the source)")]
         built = os.access(sender_path(), os.X_OK)
         return [Check(
             self.name, "ok" if built else "warn",

@@ -33,7 +33,7 @@ PROBE = Path(__file__).with_name("instruction_probe.py")
 WARM_REQUESTS = 3
 MEASURED_REQUESTS = 20
 RUN_TIMEOUT_S = 600.0  # one counted run: Python under cachegrind is 20-100x slower
-_FIX = "install valgrind (apt-get install valgrind; scripts/setup.sh does)"
+_FIX = "run `servelab setup` (it installs valgrind; or apt-get install valgrind)"
 
 
 @dataclass(frozen=True)

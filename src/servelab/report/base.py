@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from servelab.results.store import ResultStore
 
 # Said instead of the charts when matplotlib (servelab's "charts" extra) is not installed.
-NO_MATPLOTLIB = "no charts: matplotlib is not installed (pip install 'servelab[charts]')"
+NO_MATPLOTLIB = "no charts: matplotlib is not installed (fix: servelab setup)"
 
 _Drawn = TypeVar("_Drawn")
 

@@ -47,7 +47,7 @@ def chromium_binary() -> str:
             return found
     raise MissingToolError(
         "Chromium is not installed (needed to open the HTML report in a browser)",
-        "scripts/setup.sh --with chromium (or apt-get install chromium)",
+        "servelab setup --with chromium (or apt-get install chromium)",
     )
 
 

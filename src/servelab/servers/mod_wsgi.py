@@ -24,7 +24,7 @@ from servelab.plugins.front import get_front
 from servelab.plugins.server import AppServer, Command, DeployTarget, Listen, ServerDeploy
 
 SCRIPT_NAME = "app.wsgi"
-MOD_WSGI_FIX = "scripts/setup.sh --with apache (pip install 'servelab[apache]'; needs apache2-dev)"
+MOD_WSGI_FIX = "servelab setup --with apache (it builds mod_wsgi against apache2-dev)"
 
 
 def mod_wsgi_module(python: Path | None = None) -> Path:

@@ -87,7 +87,7 @@ def find_bindir() -> Path:
     if not found:
         raise MissingToolError(
             f"PostgreSQL's server is not installed (no {PG_ROOT}/<version>/bin/initdb)",
-            "scripts/setup.sh --with postgres (Debian's postgresql package)",
+            "servelab setup --with postgres (Debian's postgresql package)",
         )
     return max(found, key=lambda b: int(b.parent.name))
 

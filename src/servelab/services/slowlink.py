@@ -11,7 +11,7 @@ with one of two tools, and records which one it used:
   inside it (``servelab.services.postgres.run_postgres(namespace=...)``).
 - **toxiproxy** (anywhere): a TCP proxy, Shopify's toxiproxy, between the app
   and PostgreSQL, with ``latency`` toxics. It runs as one more process (a Go
-  program, scripts/setup.sh builds it into servelab's cache) and copies every
+  program, `servelab setup --with toxiproxy` builds it into servelab's cache) and copies every
   byte through user space, which costs a little CPU on the shared cores.
 
 Both add ``latency_ms`` to every round trip, half in each direction, because
@@ -147,7 +147,7 @@ def _toxiproxy_program() -> tuple[str, str]:
     if found is None:
         raise MissingToolError(
             "toxiproxy is not installed (it slows the link to the database)",
-            "scripts/setup.sh --with toxiproxy (builds toxiproxy with go)",
+            "servelab setup --with toxiproxy (builds toxiproxy with go)",
         )
     path, version = found
     if version is None:

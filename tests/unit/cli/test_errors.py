@@ -54,7 +54,7 @@ def test_missing_load_driver_is_named_with_the_fix(tmp_path):
     done = servelab("study", "quick", "--out", str(tmp_path / "out"), env=env)
     assert done.returncode == 3
     assert "oha is not installed" in done.stderr
-    assert "make setup" in done.stderr
+    assert "servelab setup" in done.stderr
     assert "Traceback" not in done.stderr
 
 

@@ -25,6 +25,6 @@ def test_a_missing_extra_is_one_line_naming_it(monkeypatch) -> None:
     assert caught.value.problem == (
         "the Django reference app needs servelab's 'django' extra (django not installed)"
     )
-    assert caught.value.fix.startswith("pip install 'servelab[django]'")
+    assert caught.value.fix == "servelab setup --with postgres"
     check = next(c for c in extras.extra_checks() if c.name == "extra: servelab[django]")
     assert (check.status, check.found) == ("warn", "not installed (django; optional)")

@@ -19,8 +19,9 @@ def test_install_fix_names_the_venvs_pip_or_servelabs_extra() -> None:
     assert install_fix(venv_python, ["gunicorn", "pyuwsgi|uwsgi"], []) == (
         "/srv/app/.venv/bin/python -m pip install gunicorn pyuwsgi"
     )
-    assert install_fix(None, ["granian"], ["servers"]).startswith(
-        "pip install 'servelab[servers]'"
+    assert install_fix(None, ["granian"], ["servers"]) == "servelab setup --with servers"
+    assert install_fix(None, ["mod_wsgi", "pyuwsgi"], ["apache", "uwsgi"]) == (
+        "servelab setup --with apache && servelab setup --with servers"
     )
 
 
@@ -61,4 +62,4 @@ def test_a_missing_server_in_servelabs_python_names_its_extra(monkeypatch) -> No
     monkeypatch.setattr(app_python, "python_facts", facts)
     with pytest.raises(SpecError, match="granian not installed in servelab's Python") as caught:
         check_app_servers([_stack("g", "granian")])
-    assert "servelab[servers]" in caught.value.fix
+    assert caught.value.fix == "servelab setup --with servers"

@@ -104,7 +104,7 @@ def test_missing_py_spy_is_one_line_with_the_fix(monkeypatch: pytest.MonkeyPatch
     problem = profiler_problem()
     assert problem is not None and "\n" not in problem
     assert problem.startswith("no profiles: py-spy is not installed")
-    assert "pip install 'servelab[profile]'" in problem
+    assert "servelab setup --with test" in problem
 
 
 def test_ptrace_not_permitted_is_one_line_with_the_fix(tmp_path: Path) -> None:
