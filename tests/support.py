@@ -762,3 +762,25 @@ def sleepy_capacity_bound(sleep_s: float, slo_s: float, trial_s: float) -> float
     (rate x sleep_s - 1) x trial_s = slo_s - sleep_s. Short trials hold a little more
     than 1 / sleep_s."""
     return (1 + (slo_s - sleep_s) / trial_s) / sleep_s
+
+
+def github_outputs(text: str) -> dict[str, str]:
+    """A $GITHUB_OUTPUT (or $GITHUB_ENV) file read as the runner reads it: ``name=value``
+    lines, and ``name<<DELIMITER`` ... ``DELIMITER`` for a value of several lines."""
+    found: dict[str, str] = {}
+    lines = iter(text.splitlines())
+    for line in lines:
+        if "<<" in line and ("=" not in line or line.index("<<") < line.index("=")):
+            name, delimiter = line.split("<<", 1)
+            value = []
+            for inner in lines:
+                if inner == delimiter:
+                    break
+                value.append(inner)
+            else:
+                raise ValueError(f"no closing {delimiter!r} for {name!r}")
+            found[name] = "\n".join(value)
+        elif line:
+            name, value_text = line.split("=", 1)
+            found[name] = value_text
+    return found

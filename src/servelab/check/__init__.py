@@ -259,11 +259,12 @@ def run_check(
     judgements, starts, test = judge_runs(store.experiment, runs, thresholds)
     state = overall(judgements)
     why, flame = why_candidate(runs, store.path, draw=state == "crossed")
+    stopping = store.experiment.stopping  # the budget it had (a replay has none)
     return CheckOutcome(
         judgements, state, exit_code(state, check.inconclusive), label,
         str(check.app.app_dir or check.app.ref), result_dir, starts, test,
         time.monotonic() - started, tuple(why), store.experiment.side_by_side, flame,
-        store.id,
+        store.id, budget_s=stopping.budget_s if stopping is not None else None,
     )
 
 

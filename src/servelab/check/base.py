@@ -76,6 +76,8 @@ class CheckOutcome:
     experiment_id: int | None = None  # its id in the results directory (bisect extends it)
     # Instruction thresholds: each version's instructions per request, as counted (no load).
     counts: dict[str, tuple[float, ...]] | None = None
+    # The measuring budget it had (--budget or the default); None for a count (no load).
+    budget_s: float | None = None
 
 
 def check_request(check: CheckSpec) -> RequestSpec:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import click
 from rich.console import Console
@@ -20,11 +22,38 @@ from servelab.config.load import ReplaySpec
 from servelab.config.run import RunOptions, UserApp
 from servelab.config.stack import AppSpec
 from servelab.config.thresholds import REPLAY_THRESHOLDS
-from servelab.errors import SpecError
+from servelab.errors import ServelabError, SpecError
 from servelab.registry import DEFAULT_SERVER, SERVER_KINDS
 
 if TYPE_CHECKING:
     from servelab import api
+
+
+def errors_shown_in_ci(command: Callable[..., None]) -> Callable[..., None]:
+    """A check that cannot run (bad input, a missing tool) says why where CI looks, as well
+    as in the log: its one line in the summary (--summary-md, $GITHUB_STEP_SUMMARY) and
+    ``verdict=error`` in $GITHUB_OUTPUT. Outside the option wrappers, so that a bad
+    --budget is told there too."""
+
+    @functools.wraps(command)
+    def shown(*args: Any, **kwargs: Any) -> None:
+        try:
+            command(*args, **kwargs)
+        except ServelabError as exc:
+            from servelab.check.outputs import write_error
+
+            write_error(exc.one_line(), exc.exit_code, kwargs.get("summary_md"),
+                        os.environ.get("GITHUB_STEP_SUMMARY"), os.environ.get("GITHUB_OUTPUT"))
+            raise
+
+    return shown
+
+
+def threshold_lines(values: tuple[str, ...]) -> tuple[str, ...]:
+    """Each --fail-if value's lines, blank ones left out: a CI input of several lines
+    is a threshold per line."""
+    return tuple(line.strip() for value in values for line in value.splitlines()
+                 if line.strip())
 
 
 @click.command()
@@ -44,7 +73,8 @@ if TYPE_CHECKING:
     f"{' and '.join(repr(t) for t in DEFAULT_THRESHOLDS)}; with --replay "
     f"{' and '.join(repr(t) for t in REPLAY_THRESHOLDS)}. 'instructions > +5%' counts the "
     "app's instructions per request under valgrind instead of driving load (not moved by "
-    "the machine's speed; not mixed with the others).",
+    "the machine's speed; not mixed with the others). A value of several lines is a "
+    "threshold per line (a CI input).",
 )
 @click.option(
     "--inconclusive", type=click.Choice(["pass", "fail"]), default="fail", show_default=True,
@@ -61,6 +91,7 @@ if TYPE_CHECKING:
 @click.option("-d", "--duration", type=float, default=None,
               help="Seconds each version is measured per round, in slices of about 1 s "
                    "[default: 6 side by side, 3 in turns].")
+@errors_shown_in_ci
 @app_options
 @replay_options
 @run_options
@@ -87,7 +118,11 @@ def check(
     10 still inconclusive (--inconclusive pass: 0), 2 bad input."""
     from servelab.check import CheckSpec, measuring_options, run_check
     from servelab.check.outputs import flame_path, summary_markdown, write_outputs
-    step_summary = check_outputs(("--summary-md", summary_md), ("--junit", junit))
+
+    thresholds = threshold_lines(thresholds)
+    github_output = os.environ.get("GITHUB_OUTPUT")  # the step outputs, on GitHub Actions
+    step_summary = check_outputs(("--summary-md", summary_md), ("--junit", junit),
+                                 ("$GITHUB_OUTPUT", Path(github_output) if github_output else None))
     if workers < 1 or concurrency < 1:
         raise SpecError("--workers and --concurrency must be at least 1", "pass 1 or more")
     if duration is not None and not duration >= 2:
@@ -120,7 +155,7 @@ def check(
     )
     flame = flame_path(outcome, summary_md, junit)
     out.print(summary_markdown(outcome, flame), markup=False, highlight=False)
-    for path in write_outputs(outcome, summary_md, junit, step_summary, flame):
+    for path in write_outputs(outcome, summary_md, junit, step_summary, flame, github_output):
         console.print(f"servelab: wrote {path}", highlight=False)
     sys.exit(outcome.exit_code)
 
