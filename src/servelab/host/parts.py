@@ -13,6 +13,7 @@ from dataclasses import dataclass
 # The versions the cache's builds are pinned at (a changed pin builds anew).
 OHA_CRATE = "oha"  # the load generator the core builds with cargo
 OHA_VERSION = "1.16.0"
+OHA_RUST = (1, 88)  # its rust-version: Debian 12's cargo (1.65) is too old, cargo-web is not
 TOXIPROXY_VERSION = "2.12.0"
 ACTIONLINT_VERSION = "1.7.12"
 # Go's release taken from the Go module proxy where the machine's Go is older than the

@@ -18,6 +18,7 @@ from servelab.setup.steps import (
     StepResult,
     build_go_tool,
     build_oha,
+    cargo_package,
     executable,
     find_cargo,
     find_go,
@@ -64,7 +65,7 @@ def run_setup(parts: tuple[str, ...], say: Say, *,
     tools = go_tools()
     debian = [package for part in wanted for package in part.debian]
     if OHA_CRATE in builds and not oha_built() and find_cargo() is None:
-        debian.append("cargo")
+        debian.append(cargo_package())
     go_needed = any(build in tools and not executable(go_tool_path(tools[build].binary))
                     for build in builds)
     if go_needed and find_go() is None:

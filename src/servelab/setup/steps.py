@@ -28,6 +28,7 @@ from servelab.host.parts import (
     GO_MINIMUM_MINOR,
     GO_TOOLCHAIN,
     OHA_CRATE,
+    OHA_RUST,
     OHA_VERSION,
     SERVICES,
     TOXIPROXY_VERSION,
@@ -217,10 +218,31 @@ def oha_path() -> Path:
     return cache_dir() / "cargo" / "bin" / OHA_CRATE
 
 
+def cargo_version(cargo: str) -> tuple[int, int] | None:
+    done = subprocess.run([cargo, "--version"], capture_output=True, text=True, check=False)
+    words = done.stdout.split()  # "cargo 1.95.0 (f2d3ce0bd 2026-03-21)"
+    numbers = words[1].split(".") if len(words) > 1 else []
+    if len(numbers) < 2 or not all(n.isdigit() for n in numbers[:2]):
+        return None
+    return int(numbers[0]), int(numbers[1])
+
+
 def find_cargo() -> str | None:
-    found = shutil.which("cargo")
-    home_cargo = Path.home() / ".cargo" / "bin" / "cargo"
-    return found or (str(home_cargo) if os.access(home_cargo, os.X_OK) else None)
+    """A cargo new enough to build oha: on PATH or rustup's."""
+    home_cargo = str(Path.home() / ".cargo" / "bin" / "cargo")
+    for cargo in (shutil.which("cargo"), home_cargo if executable(Path(home_cargo)) else None):
+        if cargo and (cargo_version(cargo) or (0, 0)) >= OHA_RUST:
+            return cargo
+    return None
+
+
+def cargo_package() -> str:
+    """Debian's package of a cargo new enough: Debian 12 carries the newer Rust that its
+    browsers build with as cargo-web; elsewhere the plain cargo."""
+    done = subprocess.run(["apt-cache", "policy", "cargo-web"], capture_output=True,
+                          text=True, check=False)
+    has_web = "Candidate:" in done.stdout and "Candidate: (none)" not in done.stdout
+    return "cargo-web" if has_web else "cargo"
 
 
 def oha_built() -> bool:
@@ -237,7 +259,9 @@ def build_oha(machine: Machine, say: Say) -> StepResult:
         return StepResult(name, "present", str(oha_path()))
     cargo = find_cargo()
     if cargo is None:
-        return StepResult(name, "todo", "needs cargo (Debian's cargo package)")
+        rust = ".".join(map(str, OHA_RUST))
+        return StepResult(name, "todo", f"needs cargo {rust} or newer (Debian's "
+                          f"{cargo_package()} package, or rustup)")
     say(f"building oha {OHA_VERSION} with cargo into {cache_dir() / 'cargo'} "
         "(a few minutes, once; the cache keeps it)")
     _run(machine, [cargo, "install", OHA_CRATE, "--locked", "--version", OHA_VERSION,

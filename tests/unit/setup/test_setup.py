@@ -46,6 +46,8 @@ def bare(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     monkeypatch.setattr(run, "executable", lambda path: False)
     monkeypatch.setattr(steps, "oha_built", lambda: False)
     monkeypatch.setattr(run, "oha_built", lambda: False)
+    monkeypatch.setattr(steps, "find_cargo", lambda: "/usr/bin/cargo")
+    monkeypatch.setattr(run, "find_cargo", lambda: "/usr/bin/cargo")
     return tmp_path
 
 
@@ -58,6 +60,22 @@ def test_parts_parse_and_name_their_fix() -> None:
     assert parts.part_with_extra("charts") == "core"
     assert parts.setup_command("core") == "servelab setup"
     assert parts.setup_command("postgres") == "servelab setup --with postgres"
+
+
+def test_a_cargo_too_old_for_oha_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    versions = {"/usr/bin/cargo": "cargo 1.65.0", "/home/cargo": "cargo 1.95.0 (f2d3ce0bd)"}
+
+    def version(argv: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+        return subprocess.CompletedProcess(argv, 0, versions.get(argv[0], ""), "")
+
+    monkeypatch.setattr(steps.subprocess, "run", version)
+    assert steps.cargo_version("/home/cargo") == (1, 95)
+    assert steps.cargo_version("/nowhere") is None
+    monkeypatch.setattr(steps.shutil, "which", lambda name: "/usr/bin/cargo")
+    monkeypatch.setattr(steps, "executable", lambda path: False)
+    assert steps.find_cargo() is None  # Debian 12's cargo: the set-up asks for cargo-web
+    versions["/usr/bin/cargo"] = "cargo 1.88.0"
+    assert steps.find_cargo() == "/usr/bin/cargo"
 
 
 def test_an_extras_requirements_come_from_servelabs_metadata() -> None:
