@@ -11,7 +11,7 @@ from servelab.capacity.drift import drift
 from servelab.capacity.machine import SLOW_SHARE
 from servelab.capacity.plan import VariantCapacity, log_speed_limit
 from servelab.capacity.slo import Slo
-from servelab.capacity.trials import Trial
+from servelab.capacity.trials import Trial, percent, sender_words
 
 if TYPE_CHECKING:  # matplotlib is an extra
     from servelab.report.drawing import Chart
@@ -22,6 +22,12 @@ MIXED_SAID = 3  # fewer trials where held and broken overlap: noise at the bound
 # ran out of CPU there; below it, it broke with CPU to spare (it waited on something).
 CPU_BOUND = 0.9
 NEAR = 0.15  # trials within 15 % of the capacity speak for it
+
+
+# Where one driver cannot send the rate: how to split it (docs/locust.md).
+SPLIT_THE_DRIVER = (
+    "split the load over machines: --driver locust with workers on others (--expect-workers)"
+)
 
 
 def rate(value: float | None) -> str:
@@ -118,12 +124,60 @@ def estimate_words(answer: VariantCapacity, confidence: float) -> str:
             f"({100 * confidence:g} %)"
         )
     if e.rate is not None:
+        more = "--budget" if answer.budget_spent_s is not None else "--max-trials"
         return (
             f"holds about {amount(e.rate)}{unit}, no interval yet (held "
             f"{amount(e.highest_held)}, broke at {amount(e.lowest_broken)}): give it more "
-            "--max-trials"
+            f"{more}"
         )
+    if e.highest_held is not None:  # ended (its budget, the driver) before any broke
+        return f"holds the SLO at every rate tried, up to {amount(e.highest_held)}{unit}"
     return "no answer"
+
+
+def fidelity_words(answer: VariantCapacity) -> str:
+    """A replay's fidelity over its trials: "; the sender kept the log's schedule in 9
+    trials (send lag p99 at most 1.6 ms, 100 % sent); 3 broken ones held it up (send lag
+    p99 up to 874 ms, its connections all busy)". Empty for a fixed rate."""
+    replayed = [t for t in answer.trials if t.send_lag_p99_ms is not None]
+    if not replayed:
+        return ""
+    said = ""
+    kept = [t for t in replayed if t.trusted and not t.held_up]
+    if kept:
+        lag = max(t.send_lag_p99_ms or 0.0 for t in kept)
+        share = min(t.sent_share if t.sent_share is not None else 1.0 for t in kept)
+        said += (
+            f"; the sender kept the log's schedule in {len(kept)} trials (send lag p99 at "
+            f"most {lag:,.1f} ms, {percent(share)} sent)"
+        )
+    held_up = [t for t in replayed if t.held_up]
+    if held_up:
+        lag = max(t.send_lag_p99_ms or 0.0 for t in held_up)
+        said += (
+            f"; {len(held_up)} broken {'one' if len(held_up) == 1 else 'ones'} held it up "
+            f"(send lag p99 up to {lag:,.1f} ms, its connections all busy)"
+        )
+    return said
+
+
+def ending_words(answer: VariantCapacity) -> str:
+    """Where the load driver ran out of CPU ("; the load driver ran out of CPU at 12.00x:
+    searched below it; to search higher, split ..."), and whether the budget ended the
+    search; empty otherwise."""
+    amount, unit = amounts(answer)
+    said = ""
+    if answer.sender_limit is not None:
+        said += (
+            f"; the load driver ran out of CPU at {amount(answer.sender_limit)}{unit}: "
+            f"searched below it; to search higher, {SPLIT_THE_DRIVER}"
+        )
+    if answer.budget_spent_s is not None:
+        said += (
+            f"; its budget spent ({answer.budget_spent_s:.0f} s): a longer --budget "
+            "narrows it"
+        )
+    return said
 
 
 def variant_line(answer: VariantCapacity, slo: Slo, confidence: float) -> str:
@@ -143,7 +197,7 @@ def variant_line(answer: VariantCapacity, slo: Slo, confidence: float) -> str:
         f"; first failed requests at {first}" if answer.first_errors_rate is not None else ""
     )
     stopped = f"; stopped: {answer.stopped_because}" if answer.stopped_because else ""
-    tail += mixed_words(answer, confidence)
+    tail += mixed_words(answer, confidence) + fidelity_words(answer) + ending_words(answer)
     waited = sum(t.waited_s for t in answer.trials)
     slow = sum(t.started_slow for t in answer.trials)
     if waited:
@@ -229,8 +283,9 @@ def markdown(
     for a in answers:
         for t in a.trials:
             trusted = "yes" if t.trusted else "no: " + "; ".join(t.problems)
+            at = f"{t.rate:,.1f}" if a.traffic is None else speed(t.rate)
             lines.append(
-                f"| {a.variant} | {t.number} | {t.rate:,.1f} | {sent_at(t)} | "
+                f"| {a.variant} | {t.number} | {at} | {sent_at(t)} | "
                 f"{t.latency_ms.get('p99', 0):,.1f} | {t.errors} | {trusted} | "
                 f"{machine_speed(t)} | {stack_cpu(t)} |"
             )
@@ -292,8 +347,9 @@ def mixed_words(answer: VariantCapacity, confidence: float) -> str:
     if band is None or band.trials < MIXED_SAID:
         return ""
     low, high = band.share_interval(confidence)
+    amount, unit = amounts(answer)
     return (
-        f"; between {rate(band.low)} and {rate(band.high)} req/s {band.held} of "
+        f"; between {amount(band.low)} and {amount(band.high)}{unit} {band.held} of "
         f"{band.trials} trials held ({100 * band.held / band.trials:.0f} % "
         f"[{100 * low:.0f}, {100 * high:.0f}])"
     )
@@ -310,9 +366,14 @@ def machine_speed(trial: Trial) -> str:
 
 
 def sent_at(trial: Trial) -> str:
-    """The rate a trial was sent at, and by machine when workers on several sent it."""
+    """The rate a trial was sent at, and by machine when workers on several sent it; a
+    replay's with its fidelity."""
     by_machine = trial.by_machine()
-    return f"{trial.send_rate:,.1f}" + (f" ({by_machine})" if by_machine else "")
+    said = sender_words(trial)
+    return (
+        f"{trial.send_rate:,.1f}" + (f" ({by_machine})" if by_machine else "")
+        + (f" ({said})" if said else "")
+    )
 
 
 def capacity_chart(answers: Sequence[VariantCapacity], slo: Slo, confidence: float) -> Chart:
@@ -372,7 +433,8 @@ def trials_csv(answers: Sequence[VariantCapacity]) -> str:
                      *(f"{stat}_ms" for stat in LATENCY_STATS), "driver_cpu_share",
                      "trusted", "problems", "sent_by_machine", "start", "cpu_speed",
                      "waited_s", "started_slow", "stack_cpu_share",
-                     "stack_cpu_ms_per_request"])
+                     "stack_cpu_ms_per_request", "sender", "send_lag_p99_ms", "sent_share",
+                     "peak_in_flight"])
     for answer in answers:
         for t in answer.trials:
             writer.writerow([
@@ -385,5 +447,11 @@ def trials_csv(answers: Sequence[VariantCapacity]) -> str:
                 "" if t.stack_cpu_share is None else f"{t.stack_cpu_share:.4f}",
                 "" if t.stack_cpu_ms_per_request is None
                 else f"{t.stack_cpu_ms_per_request:.4f}",
+                t.sender.value, _blank(t.send_lag_p99_ms, ".3f"), _blank(t.sent_share, ".5f"),
+                _blank(t.peak_in_flight, "d"),
             ])
     return buffer.getvalue()
+
+
+def _blank(value: float | None, spec: str) -> str:
+    return "" if value is None else format(value, spec)

@@ -8,8 +8,9 @@ start read 43,000-49,000 units/s, except in dips to 25,000-27,000 that lasted ab
 4 of the 5 trials started in a dip broke the SLO, against 8 of the other 35. Before each
 start the speed is probed (observe.neighbours.cpu_speed, on the stack's CPU, the stack
 not running); below SLOW_SHARE of the usual speed (the median of the last USUAL_OF
-starts'), the start waits and probes again every PROBE_EVERY_S, for at most MAX_WAIT_S;
-a longer dip is measured anyway, and the trial says it started slow.
+starts'), the start waits and probes again every PROBE_EVERY_S, for at most MAX_WAIT_S
+(--machine-wait) and what the search's budget leaves for waiting (``run``); a longer dip
+is measured anyway, and the trial says it started slow.
 """
 
 from __future__ import annotations
@@ -57,14 +58,16 @@ class MachineSpeed:
             return None
         return statistics.median(self.speeds[-USUAL_OF:])
 
-    def before_start(self) -> StartSpeed:
-        """Probed, and probed again after a wait while slow (see the module)."""
+    def before_start(self, limit_s: float | None = None) -> StartSpeed:
+        """Probed, and probed again after a wait while slow (see the module), for at most
+        ``max_wait_s`` and ``limit_s`` (what a search's budget leaves for waiting)."""
         usual = self.usual()
         speed = self.probe()
         waited = 0.0
+        most = self.max_wait_s if limit_s is None else min(self.max_wait_s, limit_s)
         while (
             speed is not None and usual is not None and speed < SLOW_SHARE * usual
-            and waited < self.max_wait_s
+            and waited + PROBE_EVERY_S <= most
         ):
             self.sleep(PROBE_EVERY_S)
             waited += PROBE_EVERY_S

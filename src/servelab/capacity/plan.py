@@ -25,6 +25,9 @@ MAX_SPEED = 32.0  # a replay's search: from 1/32 to 32 times the log's traffic
 # search goes no faster than the log allows: there it runs out of log, and says so.
 MIN_REPLAY_TRIAL_S = 2.0
 MAX_MACHINE_WAIT_S = 600.0  # a start waiting longer is a machine to measure elsewhere
+DEFAULT_BUDGET_S = 300.0  # the command's: a search answers within 5 minutes a variant
+# A shorter budget fits no search: a start, its warm-up and a handful of trials.
+MIN_BUDGET_S = 60.0
 
 
 def log_speed_limit(duration_s: float) -> float:
@@ -52,6 +55,10 @@ class CapacityPlan:
     # held in half of them beside it (servelab.capacity.curve).
     hold: float = 0.9
     machine_wait_s: float = MAX_WAIT_S  # a start waits while the machine runs slow
+    # Wall time each variant's search may take, its starts' waits for the machine's speed
+    # included: no trial starts that would end past it (None: until the search is over;
+    # the command's default is DEFAULT_BUDGET_S).
+    budget_s: float | None = None
 
     def check(self) -> None:
         """SpecError (one line, with the fix) for a plan that cannot run; before anything
@@ -76,6 +83,12 @@ class CapacityPlan:
             raise SpecError(
                 f"--machine-wait must be in [0, {MAX_MACHINE_WAIT_S:g}] seconds, got "
                 f"{self.machine_wait_s:g}", "e.g. --machine-wait 60 (0: never wait)",
+            )
+        if self.budget_s is not None and not self.budget_s >= MIN_BUDGET_S:
+            raise SpecError(
+                f"--budget {self.budget_s:g}s is too short for a capacity search (a start, "
+                "its warm-up and a few trials)",
+                f"give --budget {MIN_BUDGET_S:g}s or more, e.g. --budget 5m",
             )
         if not 0 < self.trial_s <= MAX_TRIAL_S:
             raise SpecError(
@@ -175,6 +188,12 @@ class VariantCapacity:
     traffic: ScheduleSize | None = None
     # The holding curve fitted to the trials (None: not fitted, or a search without one).
     curve: HoldingCurve | None = None
+    # The rate at which the load driver ran out of CPU, below which the search went on
+    # (None: it never did).
+    sender_limit: float | None = None
+    # The budget, when the search ended because it was spent (None: it ended by itself).
+    budget_spent_s: float | None = None
+    seconds: float | None = None  # the search's wall time, its waits included
 
     def to_dict(self) -> dict[str, Any]:
         e = self.estimate
@@ -192,6 +211,9 @@ class VariantCapacity:
             "probed_rps": self.probed_rps,
             "first_errors_rps": self.first_errors_rate,
             "stopped_because": self.stopped_because,
+            "sender_limit": self.sender_limit,
+            "budget_spent_s": self.budget_spent_s,
+            "seconds": self.seconds,
             "unit": "req/s" if self.traffic is None else "times the log's traffic",
             "log_traffic": None if self.traffic is None else {
                 "requests": self.traffic.requests, "duration_s": self.traffic.duration_s,

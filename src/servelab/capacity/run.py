@@ -17,7 +17,17 @@ timeout), and a cool-down as long as the trial's own p99 (at least COOL_DOWN_S) 
 queue left in the server empty before the next schedule starts, so one trial's backlog
 does not spill into the next. A trial the driver could not be trusted with
 (``trials.judged``) is run once more at the same rate; twice untrusted, the search for
-that variant stops and says why: the driver, not the stack, reached its limit.
+that variant stops and says why: the driver, not the stack, reached its limit. Where the
+driver ran out of CPU (a replay's sender that fell behind with CPU to spare, twice), the
+search goes on below that rate instead (``SENDER_ROOM``), and the answer says how far the
+driver could go and how to split it; a stack that held the sender up is no such limit:
+its trial is broken (``trials.Sender``).
+
+A search has a budget of wall time (``CapacityPlan.budget_s``, --budget): no trial starts
+that would end past it (its length, and the most the start, warm-up and cool-down of a
+trial took so far), and the starts' waits for the machine's speed count against it, each
+bounded by what the budget leaves and all of them by WAIT_SHARE of it. The answer is
+then what the trials so far say, and says that the budget ended it.
 """
 
 from __future__ import annotations
@@ -46,7 +56,7 @@ from servelab.capacity.search import (
     mixed_band,
 )
 from servelab.capacity.slo import Slo
-from servelab.capacity.trials import Trial, judged, measured_latencies
+from servelab.capacity.trials import Sender, Trial, judged, measured_latencies, sender_words
 from servelab.config.experiment import Experiment
 from servelab.config.load import LoadSpec, Workload
 from servelab.config.run import RunOptions
@@ -64,6 +74,12 @@ if TYPE_CHECKING:
 COOL_DOWN_S = 1.0
 PROBE_S = 2.0  # the closed-model throughput probe that also warms the stack up
 WARM_UP_S = 1.0  # a fresh start's warm-up before its trial (closed model, as the probe)
+# Where the driver ran out of CPU at a rate, the search goes on below this share of it: the
+# driver's CPU time grows with the rate it sends, so there it would keep at most about this
+# share of its CPUs busy, under analysis.checks.DRIVER_SATURATED with room for the noise.
+SENDER_ROOM = 0.8
+WAIT_SHARE = 0.2  # of a search's budget, its starts may spend waiting for the machine
+RECENT_STEPS = 3
 
 
 class CapacityEvents:
@@ -72,6 +88,10 @@ class CapacityEvents:
     def on_variant(self, variant: str, settings: SearchSettings) -> None: ...
 
     def on_trial(self, trial: Trial, estimate: Estimate) -> None: ...
+
+    def on_note(self, variant: str, note: str) -> None:
+        """A turn the search took: it went on below the driver's limit, or its budget
+        was spent."""
 
 
 @dataclass
@@ -93,6 +113,32 @@ class VariantSearch:
     starts: int = 1
     start_speed: StartSpeed = field(default_factory=lambda: StartSpeed(None))  # the running start's
     traffic: ScheduleSize | None = None  # a replay's: what 1x is
+    # How the search is made again with a lower highest rate (below the driver's limit).
+    settings: SearchSettings | None = None
+    make_search: Callable[[SearchSettings], Search] | None = None
+    sender_limit: float | None = None  # the lowest rate at which the driver ran out of CPU
+    limits: int = 0  # the times the search was made again below the driver's limit
+    overheads: list[float] = field(default_factory=list)  # each step's, beyond its schedules
+    spent_s: float = 0.0  # wall time so far: its start and probe, trials, cool-downs, waits
+    overhead_s: float = 0.0  # the most a trial took beyond its schedule (start, warm-up...)
+    waited_s: float = 0.0  # of it, waiting for the machine's speed
+    budget_spent: bool = False
+
+    def amount(self, rate: float) -> str:
+        """A rate as the console says it: "8.00x" for a replay's speed, else req/s."""
+        return f"{rate:,.2f}x" if self.traffic is not None else f"{rate:,.1f} req/s"
+
+    def schedule_s(self, rate: float, plan: CapacityPlan) -> float:
+        """How long a trial's schedule at ``rate`` lasts."""
+        if self.traffic is not None:
+            return self.traffic.duration_s / rate
+        return plan.trial_s
+
+    def _fits(self, rate: float, plan: CapacityPlan) -> bool:
+        """Whether a trial at ``rate`` ends within the budget (the first always runs)."""
+        if plan.budget_s is None or not self.trials:
+            return True
+        return self.spent_s + self.schedule_s(rate, plan) + self.overhead_s <= plan.budget_s
 
     def step(
         self, executor: Any, workload: Workload, plan: CapacityPlan,
@@ -105,21 +151,69 @@ class VariantSearch:
         if rate is None:
             self.done = True
             return None
-        rate = round(rate, 1)
+        # A rate to a tenth of a request/s; a replay's speed to a hundredth, as it is
+        # printed (never 0: 1/32x is 0.03x).
+        rate = max(0.01, round(rate, 2)) if self.traffic is not None else round(rate, 1)
+        if not self._fits(rate, plan):
+            self._out_of_budget(plan, events)
+            return None
         if plan.fresh_starts and self.trials:
-            self._fresh_start(executor, workload, plan)
+            self._fresh_start(executor, workload, plan, rate)
         trial = self._trial(executor, workload, plan, rate, keep)
-        if not trial.trusted:  # once more; twice untrusted: the driver's limit
+        if not trial.trusted and trial.sender is not Sender.OUT_OF_CPU:  # once more
+            if not self._fits(rate, plan):
+                events.on_trial(trial, self.search.estimate())
+                self._out_of_budget(plan, events)
+                return trial
             sleep(_cool_down(trial))
             trial = self._trial(executor, workload, plan, rate, keep)
-            if not trial.trusted:
-                self.stopped = f"at {rate:,.1f} req/s: {'; '.join(trial.problems)}"
+        if not trial.trusted:
+            events.on_trial(trial, self.search.estimate())
+            if trial.sender in (Sender.OUT_OF_CPU, Sender.STARVED):
+                self._below_the_driver(trial, events)
+            else:  # twice untrusted: the driver's limit
+                self.stopped = f"at {self.amount(rate)}: {'; '.join(trial.problems)}"
                 self.done = True
-                events.on_trial(trial, self.search.estimate())
-                return trial
+            return trial
         self.search.tell(trial.outcome(plan.slo))
         events.on_trial(trial, self.search.estimate())
         return trial
+
+    def _out_of_budget(self, plan: CapacityPlan, events: CapacityEvents) -> None:
+        self.budget_spent = self.done = True
+        events.on_note(self.spec.name, (
+            f"its budget of {plan.budget_s:g} s is spent ({self.spent_s:.0f} s so far, "
+            f"{len(self.trials)} trials): the answer is what they say"
+        ))
+
+    def _below_the_driver(self, trial: Trial, events: CapacityEvents) -> None:
+        """The driver ran out of CPU at ``trial``'s rate: the search made again below it
+        (SENDER_ROOM of it at most) and told the trusted trials so far; or stopped, where
+        that is below the lowest rate allowed, or the driver sent none of the rates tried
+        twice over."""
+        rate = trial.rate
+        self.sender_limit = min(rate, self.sender_limit or rate)
+        self.limits += 1
+        ceiling = rate * SENDER_ROOM
+        trusted = [t for t in self.trials if t.trusted]
+        settings = self.settings
+        why = "; ".join(trial.problems)
+        if settings is None or self.make_search is None or ceiling < settings.min_rate or (
+            not trusted and self.limits >= 2
+        ):
+            self.stopped = f"at {self.amount(rate)}: {why}"
+            self.done = True
+            return
+        self.settings = dataclasses.replace(
+            settings, max_rate=ceiling, start_rate=min(settings.start_rate, ceiling),
+        )
+        self.search = self.make_search(self.settings)
+        for kept in trusted:
+            self.search.tell(kept.outcome(self.slo))
+        events.on_note(self.spec.name, (
+            f"the load driver could not send {self.amount(rate)} ({why}): searching below "
+            f"{self.amount(ceiling)}"
+        ))
 
     def _trial(
         self, executor: Any, workload: Workload, plan: CapacityPlan, rate: float,
@@ -138,12 +232,21 @@ class VariantSearch:
         self.trials.append(trial)
         return trial
 
-    def _fresh_start(self, executor: Any, workload: Workload, plan: CapacityPlan) -> None:
-        """The stack stopped and started again, and warmed up."""
+    def _fresh_start(
+        self, executor: Any, workload: Workload, plan: CapacityPlan, rate: float
+    ) -> None:
+        """The stack stopped and started again, and warmed up; before it, a wait while
+        the machine runs slow, as long as the budget leaves room for it and the trial."""
         self.started.close()
         self.started = ExitStack()
         if self.machine is not None:  # before the stack exists (it would slow the probe)
-            self.start_speed = self.machine.before_start()
+            limit = None
+            if plan.budget_s is not None:
+                left = plan.budget_s - self.spent_s - self.schedule_s(rate, plan)
+                limit = max(0.0, min(left - self.overhead_s,
+                                     WAIT_SHARE * plan.budget_s - self.waited_s))
+            self.start_speed = self.machine.before_start(limit)
+            self.waited_s += self.start_speed.waited_s
         self.stack = self.started.enter_context(executor.launch(self.spec, workload.request))
         self.starts += 1
         warm = (
@@ -151,6 +254,17 @@ class VariantSearch:
             else warm_up(self.spec, plan, WARM_UP_S)
         )
         executor.send(self.stack, workload, warm, self.scratch)
+
+    def took(self, seconds: float, trials: int) -> None:
+        """A step of ``seconds`` of wall time that ran the last ``trials`` trials: spent,
+        and what a trial takes beyond its schedule (its start, warm-up, cool-down, the
+        reading of its figures, and any wait for the machine) kept at its most over the
+        last RECENT_STEPS (a trial far past the edge drains long; those near it less)."""
+        self.spent_s += seconds
+        if trials:
+            ran = self.trials[-trials:]
+            self.overheads.append((seconds - sum(t.seconds for t in ran)) / trials)
+            self.overhead_s = max(self.overheads[-RECENT_STEPS:])
 
     def answer(self) -> VariantCapacity:
         first_errors = min(
@@ -161,7 +275,9 @@ class VariantSearch:
         return VariantCapacity(
             self.spec.name, self.search.estimate(), tuple(self.trials), self.probed,
             self.stopped, first_errors, mixed_band(outcomes), self.traffic,
-            curve() if curve is not None else None,
+            curve() if curve is not None else None, sender_limit=self.sender_limit,
+            budget_spent_s=self.spent_s if self.budget_spent else None,
+            seconds=self.spent_s,
         )
 
 
@@ -195,7 +311,8 @@ def start_search(
     events.on_variant(spec.name, settings)
     searching = make_search or holding_search(plan)
     search = VariantSearch(spec, stack, scratch, searching(settings), probed, started,
-                           plan.slo, machine=machine, start_speed=speed, traffic=traffic)
+                           plan.slo, machine=machine, start_speed=speed, traffic=traffic,
+                           settings=settings, make_search=searching)
     resources.callback(lambda: search.started.close())  # whichever start runs at the end
     return search
 
@@ -266,6 +383,7 @@ def run_trial(
             load = plan.load(rate, counted=False)
     window = executor.measure(stack, workload, load, scratch)
     measured = window.load
+    replay = measured.replay
     answered = len(window.latencies_ms)
     share = _cpu_share(measured.driver_cpu_s, measured.duration_s,
                        window.driver_cpus or executor.cpu_plan.driver)
@@ -295,7 +413,12 @@ def run_trial(
             window.stack_cpus or executor.cpu_plan.stack,
         ) if window.usage else None,
         asked_rps=None if size is None else size.mean_rate * rate,
-        replay_problems=() if measured.replay is None else measured.replay.problems,
+        replay_problems=() if replay is None else replay.problems,
+        send_lag_p99_ms=None if replay is None else replay.lag_p99_ms,
+        sent_share=None if replay is None else (
+            replay.sent / replay.scheduled if replay.scheduled else 1.0
+        ),
+        peak_in_flight=None if replay is None else replay.peak_in_flight,
     )
     return judged(trial, plan.slo)
 
@@ -312,11 +435,13 @@ def measure_capacities(
     sleep: Callable[[float], None] = time.sleep,
     setup: Mapping[str, Any] | None = None,
     make_search: Callable[[SearchSettings], Search] | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> list[VariantCapacity]:
     """Every variant's capacity, the baseline's first, each on one start of its stack;
     trials.jsonl, capacity.json and capacity.md in a new directory under the results
     directory (``executor_factory``: the tests' fake executor; default the host's;
-    ``setup``: what was set up around the stacks, recorded with the machine's facts)."""
+    ``setup``: what was set up around the stacks, recorded with the machine's facts;
+    ``clock``: what each search's budget is counted on, seconds)."""
     from servelab.capacity.answer import cpu_line, variant_line
     from servelab.capacity.compare import compare_capacities
     from servelab.host.procs import JANITOR
@@ -353,18 +478,24 @@ def measure_capacities(
                 machine = MachineSpeed(executor.machine_speed, sleep, plan.machine_wait_s)
                 with ExitStack() as resources:
                     for spec in experiment.stacks:
-                        searches.append(start_search(
+                        began = clock()
+                        search = start_search(
                             executor, spec, workload, plan, resources, events, make_search,
                             machine,
-                        ))
+                        )
+                        search.took(clock() - began, 0)
+                        search.overhead_s = search.spent_s  # a trial's start, until one ran
+                        searches.append(search)
                     # In turns: a trial of each variant whose search goes on, then again.
                     while not all(s.done for s in searches):
                         for search in searches:
+                            began, ran = clock(), len(search.trials)
                             trial = search.step(
                                 executor, workload, plan, log.add, events, sleep
                             )
                             if trial is not None:
                                 sleep(_cool_down(trial))
+                            search.took(clock() - began, len(search.trials) - ran)
                         log.write_answer(header, [s.answer() for s in searches])
             finally:
                 executor.stopped()
@@ -405,6 +536,9 @@ class ConsoleEvents(CapacityEvents):
             highlight=False,
         )
 
+    def on_note(self, variant: str, note: str) -> None:
+        self.console.print(f"{variant}: {note}", highlight=False, markup=False)
+
     def on_trial(self, trial: Trial, estimate: Estimate) -> None:
         held = "held" if trial.outcome(self.plan.slo).held else "broke"
         so_far = ""
@@ -425,8 +559,10 @@ class ConsoleEvents(CapacityEvents):
             f"{trial.rate:,.2f}x ({trial.asked_rps:,.1f} req/s)" if trial.asked_rps is not None
             else f"{trial.rate:,.1f} req/s"
         )
+        fidelity = sender_words(trial)
         self.console.print(
             f"  trial {trial.number}: {sent}, p99 "
-            f"{trial.latency_ms['p99']:,.1f} ms, {trial.errors} errors: {held}{untrusted}"
-            f"{so_far}", highlight=False, markup=False,
+            f"{trial.latency_ms['p99']:,.1f} ms, {trial.errors} errors"
+            f"{f', {fidelity}' if fidelity else ''}: {held}{untrusted}{so_far}",
+            highlight=False, markup=False,
         )

@@ -1,5 +1,6 @@
 """Simulated systems with a known capacity, for the searches' tests and benchmarks: a
 queue whose p99 grows as 1 / (saturation - rate), read with the noise of a real trial;
+a replay's sender in front of it, which that queue can hold up (``SimulatedSender``);
 and trials whose holding curve, P(hold | rate), is known exactly (``MarginCurve``), still
 or drifting as the search goes."""
 
@@ -71,6 +72,38 @@ class SimulatedStack:
         p99 = self.p99_ms(rate, speed) * math.exp(rng.gauss(0, self.noise))
         errors = rate > self.errors_from * self.saturation * speed
         return Outcome(rate, limit_ms / p99, errors_broke=errors)
+
+
+@dataclass(frozen=True)
+class SimulatedSender:
+    """A replay's sender in front of a SimulatedStack, as trials.Sender tells them apart:
+    its CPU time grows with the rate it sends (``cpu_per_request_s`` on one CPU), and it
+    keeps at most ``connections`` requests out. Past its CPU it falls behind by itself;
+    past the stack's edge its requests wait on the stack until every connection is busy
+    (by Little's law, the rate times the latency), and then it falls behind waiting on
+    them: the stack held it up."""
+
+    connections: int = 1000
+    cpu_per_request_s: float = 50e-6  # a CPU full at 20,000 req/s
+    lag_ms: float = 0.5  # its send lag's p99 when it keeps up
+
+    def cpu_share(self, rate: float) -> float:
+        return min(1.0, rate * self.cpu_per_request_s)
+
+    def peak_in_flight(self, rate: float, p99_ms: float) -> int:
+        return min(self.connections, math.ceil(rate * p99_ms / 1000))
+
+    def lag_p99_ms(self, rate: float, p99_ms: float, saturated: float = 0.9) -> float:
+        """Its send lag's p99: the share of the latency it waited for a free connection
+        (where the requests due outnumber its connections), or, its CPU full, as long as
+        a request waits behind the ones it had no time for."""
+        wanted = rate * p99_ms / 1000  # the requests Little's law would have out
+        lag = self.lag_ms
+        if wanted > self.connections:
+            lag += p99_ms * (1 - self.connections / wanted)
+        if self.cpu_share(rate) >= saturated:
+            lag += 1000 * rate * self.cpu_per_request_s  # its whole second behind, roughly
+        return lag
 
 
 @dataclass

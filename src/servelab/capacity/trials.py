@@ -13,6 +13,17 @@ A trial counts only if
 A trial that broke the SLO while the driver's connections were full is still broken (its
 requests waited, from their intended send time, longer than the SLO allows); one that
 held the SLO under any of these problems is not evidence that the stack holds the rate.
+
+A replay whose sender fell behind its schedule (``traffic.fidelity``) is told apart by
+what the sender itself records (``Sender``):
+- its connections all busy (the most requests it had out at once reached the cap) with
+  CPU to spare: the stack did not answer, and the sender waited on it. The trial is
+  trusted and broken, charged to the stack (its latencies count from the intended send
+  times, the lag included), with its lag shown;
+- its own CPU full: the sender set the pace. Not trusted; the search goes on below that
+  speed (``run``);
+- neither: other processes took its CPU, or its timers were late. Not trusted; run once
+  more, as any untrusted trial.
 """
 
 from __future__ import annotations
@@ -20,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 
 from servelab.analysis.checks import DRIVER_SATURATED
 from servelab.capacity.search import Outcome
@@ -27,6 +39,15 @@ from servelab.capacity.slo import LATENCY_STATS, Slo, latency_stats
 
 RATE_TOLERANCE = 0.01  # the issue's "achieved rate within 1 % of the target"
 IN_FLIGHT_SHARE = 0.9
+
+
+class Sender(StrEnum):
+    """How the load driver kept the trial's schedule (see the module's docstring)."""
+
+    KEPT = "kept"
+    HELD_UP = "held up by the stack"  # fell behind with its connections all busy
+    OUT_OF_CPU = "out of CPU"  # its own CPUs full: it set the pace
+    STARVED = "fell behind with CPU to spare"  # nor were its connections full
 
 
 @dataclass(frozen=True)
@@ -70,6 +91,12 @@ class Trial:
     # not keep the schedule (traffic.fidelity), if it did not. None / empty: a fixed rate.
     asked_rps: float | None = None
     replay_problems: tuple[str, ...] = ()
+    # A replay's fidelity (None: a fixed rate, or not measured): the send lag's p99, the
+    # share of the scheduled requests sent, the most requests out at once.
+    send_lag_p99_ms: float | None = None
+    sent_share: float | None = None
+    peak_in_flight: int | None = None
+    sender: Sender = Sender.KEPT  # set by ``judged``
 
     @property
     def stack_cpu_ms_per_request(self) -> float | None:
@@ -96,10 +123,20 @@ class Trial:
     def trusted(self) -> bool:
         return not self.problems
 
+    @property
+    def held_up(self) -> bool:
+        """The stack held the sender up: a broken trial, charged to the stack."""
+        return self.sender is Sender.HELD_UP
+
     def outcome(self, slo: Slo) -> Outcome:
+        """What the trial says of the SLO. Held up by the stack, it broke: its latencies
+        (from the intended send times) say by how much, or, where they kept under the
+        bound all the same, it bounds the capacity from above as failed requests do."""
+        margin = slo.margin(self.latency_ms)
         return Outcome(
-            self.rate, slo.margin(self.latency_ms),
-            errors_broke=self.error_ratio > slo.max_error_ratio,
+            self.rate, margin,
+            errors_broke=self.error_ratio > slo.max_error_ratio
+            or (self.held_up and margin >= 1.0),
         )
 
     def to_dict(self) -> dict[str, object]:
@@ -119,13 +156,54 @@ class Trial:
         values["replay_problems"] = tuple(
             values.get("replay_problems", ())  # type: ignore[arg-type]
         )
+        values["sender"] = Sender(str(values.get("sender", Sender.KEPT)))
         return cls(**values)  # type: ignore[arg-type]
 
 
-def judged(trial: Trial, slo: Slo) -> Trial:
-    """``trial`` with the reasons it cannot be trusted (see the module's docstring)."""
-    problems = []
+def sender_state(trial: Trial) -> Sender:
+    """How the driver kept ``trial``'s schedule: from its own CPU share, whether a replay
+    fell behind, and the most requests it had out at once (Little's law's mean, rate x
+    mean latency, where the sender did not record them) against its connections."""
     if trial.driver_cpu_share >= DRIVER_SATURATED:
+        return Sender.OUT_OF_CPU
+    if not trial.replay_problems:
+        return Sender.KEPT
+    busy = trial.peak_in_flight if trial.peak_in_flight is not None else trial.in_flight
+    return Sender.HELD_UP if busy >= IN_FLIGHT_SHARE * trial.connections else Sender.STARVED
+
+
+def sender_words(trial: Trial) -> str:
+    """A replay's fidelity in a few words: "send lag p99 1.6 ms, 100.0 % sent"; with, when
+    the stack held the sender up, its connections ("...: held up by the stack, 1,000 of
+    its 1,000 connections busy"). Empty for a fixed rate."""
+    if trial.send_lag_p99_ms is None:
+        return ""
+    said = f"send lag p99 {trial.send_lag_p99_ms:,.1f} ms"
+    if trial.sent_share is not None:
+        said += f", {percent(trial.sent_share)} sent"
+    if trial.held_up:
+        busy = "" if trial.peak_in_flight is None else (
+            f", {trial.peak_in_flight:,} of its {trial.connections:,} connections busy"
+        )
+        said += f": {Sender.HELD_UP}{busy}"
+    return said
+
+
+def percent(share: float) -> str:
+    """A share sent: "100 %" when every request went, else one decimal ("99.9 %"), never
+    rounded up to all of them."""
+    if share >= 1.0:
+        return "100 %"
+    return f"{min(99.9, 100 * share):.1f} %"
+
+
+def judged(trial: Trial, slo: Slo) -> Trial:
+    """``trial`` with how its sender kept the schedule and the reasons it cannot be
+    trusted (see the module's docstring)."""
+    problems = []
+    sender = sender_state(trial)
+    trial = dataclasses.replace(trial, sender=sender)
+    if sender is Sender.OUT_OF_CPU:
         problems.append(
             f"the load driver used {100 * trial.driver_cpu_share:.0f} % of its CPUs: it may "
             "have set the pace"
@@ -137,9 +215,20 @@ def judged(trial: Trial, slo: Slo) -> Trial:
             f"the driver sent {trial.send_rate:,.1f} req/s of the {asked:,.1f} asked "
             f"(more than {100 * RATE_TOLERANCE:g} % short)"
         )
-    # A replay the sender did not keep tells nothing of the stack, held or broken: its
-    # requests went out late (counted in their latency) or not at all.
-    problems += trial.replay_problems
+    # A replay its sender did not keep for want of CPU tells nothing of the stack, held or
+    # broken: its requests went out late (counted in their latency) or not at all. One
+    # the stack held up is the stack's (a broken trial).
+    if sender is Sender.STARVED:
+        busy = trial.peak_in_flight if trial.peak_in_flight is not None else trial.in_flight
+        problems += [
+            *trial.replay_problems,
+            f"the sender {Sender.STARVED} (its CPUs {100 * trial.driver_cpu_share:.0f} % "
+            f"busy) and with connections free (at most {busy:,.0f} of "
+            f"{trial.connections:,} busy): other processes took its CPU, or its timers "
+            "were late",
+        ]
+    elif sender is Sender.OUT_OF_CPU:
+        problems += trial.replay_problems
     if held and trial.in_flight >= IN_FLIGHT_SHARE * trial.connections:
         problems.append(
             f"{trial.in_flight:,.0f} requests in flight (rate x mean latency) filled the "

@@ -23,7 +23,7 @@ from servelab.registry import DEFAULT_SERVER, standalone_servers
 NOT_FOR_CAPACITY = {
     "order": "--order", "order_seed": "--order-seed", "slices": "--slices",
     "side_by_side": "--side-by-side", "precision_pct": "--precision",
-    "budget_s": "--budget", "min_effect_pct": "--min-effect", "profile": "--profile",
+    "min_effect_pct": "--min-effect", "profile": "--profile",
 }  # fmt: skip
 
 
@@ -110,9 +110,11 @@ def capacity(
     app or --app; with FILE: each of the experiment's variants, its first workload's
     request. With --replay LOG, how many times the log's traffic each holds (the
     headroom): its speed is searched instead of a rate (--start and --max-rate are
-    speeds then)."""
+    speeds then). Each variant's search answers within --budget (5 minutes unless
+    given), with what its trials say by then."""
     from servelab import api
     from servelab.capacity import CapacityPlan, capacity_experiment, capacity_of_file, parse_slo
+    from servelab.capacity.plan import DEFAULT_BUDGET_S
     from servelab.config.experiment import build_experiment
     from servelab.measuring.ramp import stack_dict
 
@@ -128,8 +130,10 @@ def capacity(
         trial_s=trial_seconds, half_width=half_width / 100, max_trials=max_trials,
         confidence=confidence, connections=connections, timeout_s=timeout,
         fresh_starts=not one_start, machine_wait_s=machine_wait, hold=hold,
+        budget_s=run.budget_s or DEFAULT_BUDGET_S,
     )
     plan.check()  # before anything starts
+    run = replace(run, budget_s=None)  # the search's own, not a stopping rule's
     from servelab.registry import scheduling_drivers
 
     if driver is not None and driver not in scheduling_drivers():

@@ -137,7 +137,7 @@ CASES: list[tuple[list[str], str]] = [
     (["capacity", "--max-trials", "2"], "--max-trials must be 3 to 200"),
     (["capacity", "--half-width", "0"], "--half-width must be between 0 and 50 %"),
     (["capacity", "--workers", "0"], "--workers must be 1 or more"),
-    (["capacity", "--budget", "3m"], "--budget does not apply to a capacity search"),
+    (["capacity", "--budget", "30s"], "--budget 30s is too short for a capacity search"),
     (["capacity", "--driver", "wrk"], "--driver wrk cannot send at a fixed rate"),
     (["capacity", "--driver", "locust", "--locustfile", "django"],
      "cannot send on a schedule and keep each request's intended send time with built-in"),
