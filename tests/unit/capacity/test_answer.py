@@ -152,3 +152,42 @@ def test_a_narrow_band_keeps_its_decimal() -> None:
     assert band_percent(1.005) == "0.5 %"
     assert band_percent(1.0652) == "6.5 %"
     assert band_percent(1.234) == "23 %"
+
+
+def _replay_answer(**changes) -> VariantCapacity:
+    traffic = ScheduleSize(requests=9981, duration_s=30.0, peak_second=600.0)
+    values: dict = dict(
+        estimate=Estimate(2.94, None, 3.05, 2.58, fitted=14),
+        mixed=Mixed(2.58, 3.05, held=8, trials=14), traffic=traffic,
+    )
+    return VariantCapacity("base", trials=(TRIAL,), probed_rps=None, **{**values, **changes})
+
+
+def test_a_replays_speeds_are_said_with_two_decimals_never_as_rates() -> None:
+    """Where held and broken trials overlap, where the driver stopped, and what the budget
+    left: in x the log's traffic, two decimals (they were "between 3 and 3 req/s")."""
+    line = variant_line(_replay_answer(), SLO, 0.90)
+    assert "; between 2.58x and 3.05x this log's traffic 8 of 14 trials held (57 % [" in line
+    assert "holds about 2.94x this log's traffic, no interval yet (held 3.05x, broke at " \
+        "2.58x): give it more --max-trials" in line
+    peak = f" (the log's peak second then {600.0 * 2.94:,.0f} req/s)"
+    assert peak in line and "req/s" not in line.replace(peak, "")
+    text = markdown([_replay_answer()], SLO, 0.90, "here")
+    assert "- base: between 2.58x and 3.05x this log's traffic 8 of 14 trials held" in text
+    assert f"| base | 1 | {TRIAL.rate:,.2f}x |" in text  # each trial's speed
+    spent = variant_line(_replay_answer(budget_spent_s=291.4), SLO, 0.90)
+    assert "give it more --budget" in spent
+    assert "; its budget spent (291 s): a longer --budget narrows it" in spent
+    driver = variant_line(_replay_answer(sender_limit=12.5), SLO, 0.90)
+    assert "; the load driver ran out of CPU at 12.50x this log's traffic: searched below " \
+        "it; to search higher, split the load over machines" in driver
+
+
+def test_an_answer_cut_short_before_any_trial_broke_says_what_held() -> None:
+    """Its budget spent (or its driver stopped) while every trial held: what held, not
+    'no answer'."""
+    held = Estimate(None, None, 4.0, None)
+    line = variant_line(_replay_answer(estimate=held, mixed=None, budget_spent_s=300.0),
+                        SLO, 0.90)
+    assert "holds the SLO at every rate tried, up to 4.00x this log's traffic" in line
+    assert "no answer" not in line

@@ -47,3 +47,18 @@ def test_a_lasting_change_of_speed_becomes_the_usual_one() -> None:
 def test_not_probed_never_waits() -> None:
     machine, slept = _machine([None] * 5)  # type: ignore[list-item]
     assert all(machine.before_start().speed is None for _ in range(5)) and slept == []
+
+
+def test_a_wait_is_bounded_by_what_the_budget_leaves_for_it() -> None:
+    """A search's budget bounds each start's wait below --machine-wait: it waits in whole
+    probes that fit within the limit, and a start with no room left does not wait."""
+    machine, slept = _machine([100.0] * MIN_USUAL + [50.0] * 40)
+    for _ in range(MIN_USUAL):
+        machine.before_start()
+    limit = 2.5 * PROBE_EVERY_S
+    began = machine.before_start(limit)
+    assert began.waited_s == sum(slept) == 2 * PROBE_EVERY_S <= limit < MAX_WAIT_S
+    assert began.slow
+    slept.clear()
+    assert machine.before_start(0.0).waited_s == 0.0 and slept == []
+    assert machine.before_start(10 * MAX_WAIT_S).waited_s == MAX_WAIT_S  # --machine-wait's
