@@ -1,6 +1,6 @@
 """A replay's figures, from its sender's line per request (``sent.tsv``): what both replay
-senders leave (vegeta's, ``vegeta_replay/main.go``; Locust's workers', written by the
-master from their reports, ``locustfiles/replay_user.py``).
+senders leave (servelab's Go sender, ``vegeta_replay/main.go``; Locust's workers',
+written by the master from their reports, ``locustfiles/replay_user.py``).
 
 Each line: the request's number in the schedule (the n-th is due at the schedule's n-th
 time), when it was sent and its latency from that send (microseconds; seconds from the

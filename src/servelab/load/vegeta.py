@@ -1,12 +1,16 @@
 """vegeta: an access log's requests sent at their own times (``servelab.traffic``).
 
-The sender is vegeta's attacker (github.com/tsenart/vegeta, as a Go library) paced by the
-schedule rather than a constant rate: ``vegeta_replay/main.go``, built by
-``servelab setup --with replay`` with go into servelab's cache under a name that carries its
-source's hash (a changed source is never run as an old binary). Why vegeta: oha's
-``-q`` keeps one rate and cannot vary paths along a schedule; wrk2's pacing is constant
-too; Locust's Python clients send a few thousand requests a second per CPU at best,
-where a replay must keep 5,000 (docs/validation/replay.md has the measurement).
+The sender is a small Go program, ``vegeta_replay/main.go``: one pacer that waits for
+each request's time and writes it on an idle keep-alive connection, and a goroutine per
+connection reading the answers (HTTP/1.1). It began as vegeta's attacker
+(github.com/tsenart/vegeta, as a Go library) paced by the schedule, hence the driver's
+name; its own pacing and connections cost about half the CPU a request
+(docs/validation/replay.md, beside vegeta's own CLI). It is built by
+``servelab setup --with replay`` with go into servelab's cache under a name that carries
+its source's hash (a changed source is never run as an old binary). Why not the others:
+oha's ``-q`` keeps one rate and cannot vary paths along a schedule; wrk2's pacing is
+constant too; Locust's Python clients send a few thousand requests a second per CPU at
+best, where a replay must keep 10,000.
 
 The sender writes a line per request; the figures come from it (``replay_figures``: each
 request's latency from its intended send time, the run's fidelity). Where one machine
@@ -39,6 +43,7 @@ from servelab.results.records import LoadMeasurement
 
 SOURCE_DIR = Path(__file__).parent / "vegeta_replay"
 SOURCE_FILES = ("main.go", "go.mod", "go.sum")  # hashed in this order
+# (go.sum is empty: the sender needs nothing but Go's standard library)
 # Go's net/http error texts -> kind; checked in this order.
 ERROR_KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("timeout", ("timeout", "deadline exceeded")),
@@ -81,7 +86,7 @@ class VegetaDriver(LoadDriver):
         return str(path)
 
     def version(self) -> str:
-        return f"replay-sender {source_digest()} (vegeta v12.13.0)"
+        return f"replay-sender {source_digest()} (HTTP/1.1, Go standard library only)"
 
     def doctor_checks(self) -> list[Check]:
         if not all((SOURCE_DIR / name).is_file() for name in SOURCE_FILES):
