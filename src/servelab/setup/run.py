@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from servelab.host.parts import OHA_CRATE, chosen
 from servelab.host.paths import go_tool_path
 from servelab.setup.steps import (
+    CARGO_PACKAGES,
     Machine,
     Say,
     StepResult,
     build_go_tool,
     build_oha,
-    cargo_package,
     executable,
     find_cargo,
     find_go,
@@ -65,7 +65,7 @@ def run_setup(parts: tuple[str, ...], say: Say, *,
     tools = go_tools()
     debian = [package for part in wanted for package in part.debian]
     if OHA_CRATE in builds and not oha_built() and find_cargo() is None:
-        debian.append(cargo_package())
+        debian.append(CARGO_PACKAGES)
     go_needed = any(build in tools and not executable(go_tool_path(tools[build].binary))
                     for build in builds)
     if go_needed and find_go() is None:

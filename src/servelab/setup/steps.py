@@ -94,9 +94,11 @@ def debian_installed(package: str) -> bool:
 
 
 def missing_debian(packages: Sequence[str]) -> list[str]:
+    """The packages not installed ("a|b": missing unless one of them is)."""
     if shutil.which("dpkg-query") is None:
         return list(packages)
-    return [package for package in dict.fromkeys(packages) if not debian_installed(package)]
+    return [package for package in dict.fromkeys(packages)
+            if not any(debian_installed(choice) for choice in package.split("|"))]
 
 
 def install_debian(machine: Machine, packages: Sequence[str], say: Say) -> StepResult:
@@ -105,7 +107,7 @@ def install_debian(machine: Machine, packages: Sequence[str], say: Say) -> StepR
     missing = missing_debian(packages)
     if not missing:
         return StepResult("Debian packages", "present", f"{len(set(packages))} installed")
-    apt = f"apt-get install -y --no-install-recommends {' '.join(missing)}"
+    apt = f"apt-get install -y --no-install-recommends {' '.join(resolve(missing))}"
     if shutil.which("apt-get") is None:
         return StepResult("Debian packages", "todo",
                           f"not a Debian machine: install {', '.join(missing)} with its own "
@@ -119,7 +121,6 @@ def install_debian(machine: Machine, packages: Sequence[str], say: Say) -> StepR
             commands=("sudo apt-get update", f"sudo DEBIAN_FRONTEND=noninteractive {apt}"),
         )
     services = [SERVICES[package] for package in missing if package in SERVICES]
-    say(f"installing Debian packages: {' '.join(missing)}")
     own_policy = bool(services) and not machine.policy_rc.exists()
     if own_policy:
         machine.policy_rc.write_text(
@@ -129,6 +130,8 @@ def install_debian(machine: Machine, packages: Sequence[str], say: Say) -> StepR
     try:
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
         _run(machine, ["apt-get", "update", "-qq"], "apt-get update", env=env)
+        missing = resolve(missing)
+        say(f"installing Debian packages: {' '.join(missing)}")
         _run(machine, ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *missing],
              "apt-get install", env=env)
     finally:
@@ -236,13 +239,25 @@ def find_cargo() -> str | None:
     return None
 
 
-def cargo_package() -> str:
-    """Debian's package of a cargo new enough: Debian 12 carries the newer Rust that its
-    browsers build with as cargo-web; elsewhere the plain cargo."""
-    done = subprocess.run(["apt-cache", "policy", "cargo-web"], capture_output=True,
-                          text=True, check=False)
-    has_web = "Candidate:" in done.stdout and "Candidate: (none)" not in done.stdout
-    return "cargo-web" if has_web else "cargo"
+# Debian's package of a cargo new enough for oha, the first of these that apt can install:
+# Debian 12 carries the newer Rust its browsers build with as cargo-web; elsewhere the
+# plain cargo. Resolved after `apt-get update` (a fresh root has no package lists).
+CARGO_PACKAGES = "cargo-web|cargo"
+
+
+def installable(package: str) -> bool:
+    done = subprocess.run(["apt-cache", "policy", package], capture_output=True, text=True,
+                          check=False)
+    return "Candidate:" in done.stdout and "Candidate: (none)" not in done.stdout
+
+
+def resolve(packages: Sequence[str]) -> list[str]:
+    """Each "a|b" as the first of them apt can install (the last when it knows none)."""
+    chosen = []
+    for package in packages:
+        *first, last = package.split("|")
+        chosen.append(next((c for c in first if installable(c)), last))
+    return chosen
 
 
 def oha_built() -> bool:
@@ -260,8 +275,8 @@ def build_oha(machine: Machine, say: Say) -> StepResult:
     cargo = find_cargo()
     if cargo is None:
         rust = ".".join(map(str, OHA_RUST))
-        return StepResult(name, "todo", f"needs cargo {rust} or newer (Debian's "
-                          f"{cargo_package()} package, or rustup)")
+        return StepResult(name, "todo", f"needs cargo {rust} or newer (Debian 12's cargo-web "
+                          "package, or rustup)")
     say(f"building oha {OHA_VERSION} with cargo into {cache_dir() / 'cargo'} "
         "(a few minutes, once; the cache keeps it)")
     _run(machine, [cargo, "install", OHA_CRATE, "--locked", "--version", OHA_VERSION,
