@@ -160,3 +160,19 @@ def test_the_command_says_what_is_left_and_exits_3(monkeypatch: pytest.MonkeyPat
     assert "`servelab setup --with replay` again" in done.output
     bad = CliRunner().invoke(cli, ["setup", "--with", "nginx"])
     assert bad.exit_code == 2 and "unknown part 'nginx'" in bad.output
+
+
+def test_a_choice_of_packages_takes_the_first_apt_can_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    asked: list[str] = []
+
+    def installable(package: str) -> bool:
+        asked.append(package)
+        return package == "cargo-web"
+
+    monkeypatch.setattr(steps, "installable", installable)
+    assert steps.resolve(["wrk", steps.CARGO_PACKAGES]) == ["wrk", "cargo-web"]
+    assert asked == ["cargo-web"]  # a single name is not looked up
+    monkeypatch.setattr(steps, "installable", lambda package: False)
+    assert steps.resolve([steps.CARGO_PACKAGES]) == ["cargo"]
