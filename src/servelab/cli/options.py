@@ -22,8 +22,9 @@ console = Console(stderr=True, soft_wrap=True)  # an error stays one line, howev
 # Errors go here: -q silences ``console`` (progress, notes), never an error.
 errors = Console(stderr=True, soft_wrap=True)
 out = Console()
-if not out.is_terminal:
-    # Piped or redirected: wide enough that the seed tables do not wrap.
+if not out.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
+    # Piped or redirected: wide enough that the seed tables do not wrap (COLUMNS, when
+    # set, is the width asked for, as on a terminal).
     out.width = 160
 
 
