@@ -64,8 +64,10 @@ def run_setup(parts: tuple[str, ...], say: Say, *,
     builds = [build for part in wanted for build in part.builds]
     tools = go_tools()
     debian = [package for part in wanted for package in part.debian]
-    if OHA_CRATE in builds and not oha_built() and find_cargo() is None:
-        debian.append(CARGO_PACKAGES)
+    if OHA_CRATE in builds and not oha_built():
+        debian.append("make")  # oha's jemalloc is built with make (tikv-jemalloc-sys)
+        if find_cargo() is None:
+            debian.append(CARGO_PACKAGES)
     go_needed = any(build in tools and not executable(go_tool_path(tools[build].binary))
                     for build in builds)
     if go_needed and find_go() is None:
