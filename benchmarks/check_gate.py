@@ -3,6 +3,12 @@ Prints figures; asserts nothing.
 
     .venv/bin/python benchmarks/check_gate.py [--same 10] [--slow 5] [--percent 10]
         [--design auto|in-turns|side-by-side]
+    .venv/bin/python benchmarks/check_gate.py --rounds 10 --percents 100,10 \
+        --fail-if 'rps < -20%' --fail-if 'errors > 0' --budget 2m
+
+The second form is the shared runner's question (which defaults decide there): rounds of
+one identical check and one per planted percentage, interleaved, so that the hour's
+drift falls on every kind alike; the thresholds and budget are passed to check as given.
 
 Two copies of the seed app (FastAPI, POST /async/items/) in their own app dirs, checked
 with the defaults (`--fail-if "rps < -5%" --fail-if "errors > 0"`, 3-minute budget), as a
@@ -45,7 +51,8 @@ DESIGN_FLAGS = {"auto": [], "in-turns": ["--in-turns"], "side-by-side": ["--side
 
 
 def check(
-    base: Path, candidate: Path, body: Path, results: Path, design: str = "auto"
+    base: Path, candidate: Path, body: Path, results: Path, design: str = "auto",
+    extra: tuple[str, ...] = (),
 ) -> tuple[int, float, Path]:
     """One `servelab check`: its exit code, wall time (from the moment it has the machine)
     and result directory."""
@@ -55,7 +62,8 @@ def check(
         done = subprocess.run(
             [SERVELAB, "check", "--app", "seedapp:app", "--app-dir", str(candidate),
              "--baseline-dir", str(base), "--method", "POST", "--path", "/async/items/",
-             "--body-file", str(body), "--results", str(results), *DESIGN_FLAGS[design]],
+             "--body-file", str(body), "--results", str(results), *DESIGN_FLAGS[design],
+             *extra],
             capture_output=True, text=True,
         )
         wall = time.monotonic() - began
@@ -83,13 +91,65 @@ def summary(label: str, codes: list[int], walls: list[float]) -> None:
     )
 
 
+def interleaved(args: argparse.Namespace) -> None:
+    """Rounds of an identical check and a check per planted percentage."""
+    extra = tuple(
+        [flag for threshold in args.fail_if for flag in ("--fail-if", threshold)]
+        + (["--budget", args.budget] if args.budget else [])
+    )
+    percents = [float(p) for p in args.percents.split(",")]
+    with tempfile.TemporaryDirectory(prefix="servelab-check-gate-") as scratch:
+        root = Path(scratch)
+        base, results = root / "base", root / "results"
+        for where in (base, results):
+            where.mkdir()
+        (base / "seedapp.py").write_text(SEED_APP)
+        body = root / "item.json"
+        body.write_text(SEED_ITEM_BODY)
+        print(f"thresholds and budget: {' '.join(extra) or 'check defaults'}; "
+              f"{args.rounds} rounds of identical, " + ", ".join(f"+{p:g} %" for p in percents))
+        codes: dict[str, list[int]] = {"identical": []}
+        walls: dict[str, list[float]] = {"identical": []}
+        slow_dirs: dict[str, Path] = {}
+        for round_number in range(args.rounds):
+            print(f"round {round_number + 1}: identical")
+            code, wall, result = check(base, base, body, results, args.design, extra)
+            codes["identical"].append(code)
+            walls["identical"].append(wall)
+            if not slow_dirs:  # sized on the first identical check's stack CPU per request
+                cpu_us = stack_cpu_us(result)
+                for percent in percents:
+                    label = f"+{percent:g} % work"
+                    slow_dirs[label] = root / f"slow-{percent:g}"
+                    slow_dirs[label].mkdir()
+                    (slow_dirs[label] / "seedapp.py").write_text(
+                        SLOW_APP.format(extra_us=round(percent / 100 * cpu_us)))
+                    codes[label], walls[label] = [], []
+                print(f"  stack CPU per request {cpu_us:.0f} µs: planted "
+                      + ", ".join(f"{round(p / 100 * cpu_us)} µs" for p in percents))
+            for label, candidate in slow_dirs.items():
+                print(f"round {round_number + 1}: {label}")
+                code, wall, _ = check(base, candidate, body, results, args.design, extra)
+                codes[label].append(code)
+                walls[label].append(wall)
+        for label in codes:
+            summary(label, codes[label], walls[label])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--same", type=int, default=10)
     parser.add_argument("--slow", type=int, default=5)
     parser.add_argument("--percent", type=float, default=10.0)
     parser.add_argument("--design", choices=sorted(DESIGN_FLAGS), default="auto")
+    parser.add_argument("--rounds", type=int, help="the interleaved form: this many rounds")
+    parser.add_argument("--percents", default="100,10", help="planted, in %% (with --rounds)")
+    parser.add_argument("--fail-if", action="append", default=[], help="passed to check")
+    parser.add_argument("--budget", help="passed to check")
     args = parser.parse_args()
+    if args.rounds:
+        interleaved(args)
+        return
     with tempfile.TemporaryDirectory(prefix="servelab-check-gate-") as scratch:
         root = Path(scratch)
         base, slow, results = root / "base", root / "slow", root / "results"
