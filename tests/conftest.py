@@ -113,7 +113,7 @@ SERIAL_GROUPS: dict[str, tuple[str, ...]] = {
     # versions -13.5 % [-18.2, -8.5] in CI.) A test that needs the machine to itself is
     # marked "alone" instead.
     "measuring": tuple(f"tests/integration/test_{name}" for name in (
-        "capacity.py", "check.py", "tune.py", "switching.py", "ci_examples.py", "replay.py",
+        "capacity.py", "check.py", "tune.py", "switching.py", "action.py", "replay.py",
         "profile.py::test_the_", "profile.py::test_a_planted",
     )),
     # They assert ten-fold slowdowns, found beside one measuring test as well: the two

@@ -784,3 +784,9 @@ def github_outputs(text: str) -> dict[str, str]:
             name, value_text = line.split("=", 1)
             found[name] = value_text
     return found
+
+
+# The environment of a program installed outside the checkout, without PYTHONPATH: one
+# naming a checkout's src (a worktree's test run) would make pip find servelab already
+# there (its egg-info) and the venv's servelab import the checkout.
+CLEAN_ENV = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}

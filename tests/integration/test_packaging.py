@@ -4,29 +4,16 @@ into a fresh virtualenv with no compiler on PATH (the core needs none), then `se
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from support import CLEAN_ENV
 
 import servelab
 
 pytestmark = pytest.mark.integration
-
-CHECKOUT = Path(__file__).resolve().parents[2]
-NOT_SOURCES = shutil.ignore_patterns(
-    ".venv", ".git", "__pycache__", "*.egg-info", ".pytest_cache", ".ruff_cache",
-    ".hypothesis", "site", "build", "dist", "servelab-results",
-)
-
-
-# Without PYTHONPATH: one naming a checkout's src (a worktree's test run) would make pip
-# find servelab already there (its egg-info) and the venv's servelab import the checkout.
-CLEAN_ENV = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}
-
 
 def run(argv: list[str], **kwargs) -> subprocess.CompletedProcess[str]:
     kwargs.setdefault("env", CLEAN_ENV)
@@ -34,16 +21,11 @@ def run(argv: list[str], **kwargs) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """servelab's core installed from its wheel into a fresh venv; the venv's bin dir."""
+def installed(tmp_path_factory: pytest.TempPathFactory, servelab_wheel: Path) -> Path:
+    """servelab's core installed from its wheel (conftest: built once per test run) into a
+    fresh venv; the venv's bin dir."""
     root = tmp_path_factory.mktemp("packaging")
-    source = root / "source"
-    shutil.copytree(CHECKOUT, source, ignore=NOT_SOURCES, symlinks=True)
-    built = run([sys.executable, "-m", "build", "--wheel", "--outdir", str(root / "dist"),
-                 str(source)], timeout=600)
-    assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
-    [wheel] = (root / "dist").glob("servelab-*.whl")
-    assert wheel.name.startswith(f"servelab-{servelab.__version__}-")
+    wheel = servelab_wheel
     run([sys.executable, "-m", "venv", str(root / "venv")], timeout=120).check_returncode()
     bin_dir = root / "venv" / "bin"
     no_compiler = {  # the install sees no compiler: only the venv's own programs on PATH

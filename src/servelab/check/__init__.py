@@ -40,7 +40,7 @@ from servelab.check.base import (
 )
 from servelab.config.experiment import Experiment
 from servelab.config.run import RunOptions, UserApp
-from servelab.config.stack import StackSpec
+from servelab.config.stack import AppSpec, StackSpec
 from servelab.config.thresholds import COUNTED
 from servelab.errors import SpecError, StackStartError
 from servelab.prepare.replay import WHOLE_REPLAYS
@@ -262,10 +262,20 @@ def run_check(
     stopping = store.experiment.stopping  # the budget it had (a replay has none)
     return CheckOutcome(
         judgements, state, exit_code(state, check.inconclusive), label,
-        str(check.app.app_dir or check.app.ref), result_dir, starts, test,
+        candidate_label(check.app, versions[CANDIDATE]), result_dir, starts, test,
         time.monotonic() - started, tuple(why), store.experiment.side_by_side, flame,
         store.id, budget_s=stopping.budget_s if stopping is not None else None,
     )
+
+
+def candidate_label(app: AppSpec, version: dict[str, object]) -> str:
+    """How the summary names the candidate: its app dir (or app), and its commit when the
+    app dir is in a git repository ("with changes" for uncommitted ones)."""
+    label = str(app.app_dir or app.ref)
+    commit = version.get("commit")
+    if not isinstance(commit, str):
+        return label
+    return f"{label} at {commit[:10]}" + (" with changes" if version.get("dirty") else "")
 
 
 def why_candidate(

@@ -64,6 +64,15 @@ def _duration(seconds: float) -> str:
     return f"{minutes}m{rest}s" if rest else f"{minutes}m"
 
 
+def _shown(path: Path) -> Path:
+    """``path`` relative to the working directory when it is inside it (a CI job's
+    workspace), else as it is."""
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve())
+    except ValueError:
+        return path
+
+
 def flame_path(outcome: CheckOutcome, summary_md: Path | None, junit: Path | None) -> Path | None:
     """Where the differential flame graph goes (when the check has one): beside
     --summary-md, else beside --junit, else in the result directory."""
@@ -126,8 +135,7 @@ def summary_markdown(outcome: CheckOutcome, flame: Path | None = None) -> str:
         f"{_measured(outcome)}; intervals from {outcome.test}; {_took(outcome)}; exit code "
         f"{outcome.exit_code}.",
         "",
-        f"Report: `servelab report {outcome.result_dir}` (the result directory, "
-        f"`{outcome.result_dir}`).",
+        f"Report: `servelab report {_shown(outcome.result_dir)}` (its result directory).",
         "",
     ]
     undecided = [j for j in outcome.judgements if j.state == "inconclusive"]

@@ -50,7 +50,7 @@ def test_a_passing_check_in_markdown() -> None:
     assert "| `errors > 0` | ✅ held | 0 | — |" in text
     assert "against baseline `main at 1a2b3c4d5e`: 4 fresh starts of each" in text
     assert "took 95 s of a 3m budget; exit code 0" in text
-    assert "Report: `servelab report /tmp/r/1-check`" in text
+    assert "Report: `servelab report /tmp/r/1-check` (its result directory)." in text
     assert "undecided" not in text
 
 

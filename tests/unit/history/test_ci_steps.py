@@ -1,14 +1,16 @@
-"""docs/ci.md's history jobs, as far as a machine without a CI service can run them: the
-cache carries the directory the check stores into and the history reads, and a store
-carried from one CI run to the next (copied, as a cache restore puts it back) gives,
-through the documented history line, a history of both runs' commits."""
+"""docs/ci.md's history jobs (docs/ci/history-*.yml, included into the page), as far
+as a machine without a CI service can run them: the cache carries the directory the check
+stores into and the history reads, and a store carried from one CI run to the next
+(copied, as a cache restore puts it back) gives, through the documented history line, a
+history of both runs' commits."""
 
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
 
-from support import fake_load, fake_run, run_cli, servelab_lines, yaml_blocks
+import yaml
+from support import fake_load, fake_run, run_cli, servelab_lines
 
 from servelab.check import CheckSpec, check_experiment
 from servelab.config.stack import AppSpec
@@ -20,10 +22,16 @@ MACHINE = {"hostname": "runner", "cpu_model": "x", "cpu_count": 2, "kernel": "6.
 
 
 def _jobs() -> tuple[dict, dict]:
-    blocks = [b for b in yaml_blocks((ROOT / "docs" / "ci.md").read_text()) if isinstance(b, dict)]
-    github = next(b for b in blocks if "servelab-history" in b.get("jobs", {}))
-    gitlab = next(b for b in blocks if "cache" in b.get("servelab-history", {}))
+    """The history jobs the docs show (docs/ci/, included into docs/ci.md)."""
+    github = yaml.safe_load((ROOT / "docs" / "ci" / "history-github.yml").read_text())
+    gitlab = yaml.safe_load((ROOT / "docs" / "ci" / "history-gitlab.yml").read_text())
     return github["jobs"]["servelab-history"], gitlab["servelab-history"]
+
+
+def _check_step(github: dict) -> dict:
+    """The job's servelab check: the action's step (its inputs)."""
+    [step] = [s for s in github["steps"] if s.get("uses", "").startswith("servelab/servelab@")]
+    return step["with"]
 
 
 def _option(line: list[str], name: str) -> str:
@@ -33,21 +41,33 @@ def _option(line: list[str], name: str) -> str:
 def test_the_cache_holds_what_the_check_stores_and_the_history_reads() -> None:
     github, gitlab = _jobs()
     steps = github["steps"]
-    check, history = servelab_lines([s.get("run", "") for s in steps], {})
+    check = _check_step(github)
+    [history] = servelab_lines([s.get("run", "") for s in steps], {})
     restore = next(s for s in steps if s.get("uses", "").startswith("actions/cache/restore"))
     save = next(s for s in steps if s.get("uses", "").startswith("actions/cache/save"))
-    assert check[:2] == ["servelab", "check"] and history[:2] == ["servelab", "history"]
-    assert restore["with"]["path"] == save["with"]["path"] == _option(check, "--results")
-    assert _option(history, "--results") == _option(check, "--results")
+    assert history[:2] == ["servelab", "history"]
+    assert restore["with"]["path"] == save["with"]["path"] == check["results"]
+    assert _option(history, "--results") == check["results"]
     # Each run saves under its own key; the next one restores the newest by the prefix.
     assert save["with"]["key"] == restore["with"]["key"]
     assert save["with"]["key"].startswith(restore["with"]["restore-keys"])
     assert save.get("if") == "always()"  # a failed check's result is kept too
-    [on_gitlab] = servelab_lines(gitlab["script"], {})
+    # GitLab: the template's check job, with the same baseline and threshold; the
+    # template stores into SERVELAB_RESULTS, which the second cache carries.
+    template = yaml.safe_load((ROOT / "ci" / "servelab.gitlab-ci.yml").read_text())
+    assert gitlab["extends"] == "servelab-check"
+    assert gitlab["variables"]["SERVELAB_BASELINE_REF"] == check["baseline-ref"] == "HEAD~1"
+    assert gitlab["variables"]["SERVELAB_THRESHOLDS"] == check["thresholds"]
     [gitlab_history] = servelab_lines(gitlab["after_script"], {})
-    assert on_gitlab == check and gitlab_history == history  # one command, two CI systems
-    assert gitlab["cache"]["paths"] == [_option(check, "--results") + "/"]
-    assert gitlab["cache"]["when"] == "always"
+    assert gitlab_history == history  # one command, two CI systems
+    results = template["servelab-check"]["variables"]["SERVELAB_RESULTS"]
+    assert results == check["results"]
+    [carried] = [c for c in gitlab["cache"] if c["paths"] == [results + "/"]]
+    assert carried["when"] == "always"
+    # The template's own cache (servelab's tools) is kept beside it.
+    assert template["servelab-check"]["cache"] in [
+        {k: v for k, v in c.items() if k != "when"} for c in gitlab["cache"]
+    ]
 
 
 def _store_check(results: Path, candidate: int, rps: float) -> None:
@@ -69,8 +89,8 @@ def _store_check(results: Path, candidate: int, rps: float) -> None:
 
 def test_a_store_carried_from_run_to_run_gives_both_runs_commits(tmp_path: Path) -> None:
     github, _ = _jobs()
-    check, history = servelab_lines([s.get("run", "") for s in github["steps"]], {})
-    results = _option(check, "--results")
+    [history] = servelab_lines([s.get("run", "") for s in github["steps"]], {})
+    results = _check_step(github)["results"]
     first, second = tmp_path / "run-1", tmp_path / "run-2"
     _store_check(first / results, 1, 1000.0)  # CI run 1: commit 1 against 0
     shutil.copytree(first / results, second / results)  # the cache, restored in run 2
