@@ -151,3 +151,22 @@ def test_the_docs_include_the_files_the_tests_run() -> None:
     assert ACTION_REF.search((ROOT / "docs" / "ci" / "github-workflow.yml").read_text())
     assert f"servelab/servelab@v{servelab.__version__}" in (
         ROOT / "docs" / "ci" / "github-workflow.yml").read_text()
+
+
+def test_the_steps_by_hand_check_what_the_action_checks_by_default() -> None:
+    from support import servelab_lines
+
+    workflow = yaml.safe_load((ROOT / "docs" / "ci" / "github-by-hand.yml").read_text())
+    steps = workflow["jobs"]["servelab"]["steps"]
+    [line] = servelab_lines([s["run"] for s in steps if s.get("name") == "servelab check"],
+                            {"GITHUB_BASE_REF": "main"})
+    inputs = yaml.safe_load(ACTION.read_text())["inputs"]
+    given = {name: [line[i + 1] for i, word in enumerate(line) if word == name]
+             for name in ("--app-dir", "--baseline-ref", "--fail-if", "--results")}
+    assert given == {
+        "--app-dir": [inputs["app-dir"]["default"]],
+        "--baseline-ref": ["origin/main"],  # the action's default, for a pull request to main
+        "--fail-if": inputs["thresholds"]["default"].splitlines(),
+        "--results": [inputs["results"]["default"]],
+    }
+    assert "--budget" not in line  # servelab check's own default, which the action's is
