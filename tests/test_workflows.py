@@ -170,3 +170,40 @@ def test_the_steps_by_hand_check_what_the_action_checks_by_default() -> None:
         "--results": [inputs["results"]["default"]],
     }
     assert "--budget" not in line  # servelab check's own default, which the action's is
+
+
+def test_the_setup_step_runs_the_commands_servelab_setup_leaves_to_root(tmp_path: Path) -> None:
+    """Not root (a GitHub runner's user): servelab setup does the rest and prints the
+    commands it leaves to sudo (exit 3); the step runs them and sets up once more."""
+    [step] = [s for s in yaml.safe_load(ACTION.read_text())["runs"]["steps"]
+              if s.get("name") == "servelab setup"]
+    fakes = tmp_path / "bin"
+    fakes.mkdir()
+    calls = tmp_path / "calls"
+    for name, body in {
+        "id": 'echo 1001',
+        "sudo": f'echo "sudo $*" >> {calls}',
+        "servelab": (f'echo "servelab $*" >> {calls}\n'
+                     f'if [ ! -e {tmp_path}/again ]; then touch {tmp_path}/again\n'
+                     '  echo "Left to do: run these, then \\`servelab setup\\` again:"\n'
+                     '  echo "  sudo apt-get update"\n'
+                     '  echo "  sudo apt-get install -y nginx-light"\n'
+                     '  exit 3\nfi\necho "servelab is set up for: core, replay (1 s)"'),
+    }.items():
+        (fakes / name).write_text(f"#!/bin/sh\n{body}\n")
+        (fakes / name).chmod(0o755)
+    script = tmp_path / "step.sh"
+    script.write_text(step["run"])
+    done = subprocess.run(
+        ["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)],
+        env={"PATH": f"{fakes}:/usr/bin:/bin", "RUNNER_TEMP": str(tmp_path),
+             "SERVELAB_SETUP_PARTS": "replay"},
+        capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert calls.read_text().splitlines() == [
+        "servelab setup --with replay",
+        "sudo apt-get update",
+        "sudo apt-get install -y nginx-light",
+        "servelab setup --with replay",
+    ]
