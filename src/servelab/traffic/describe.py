@@ -22,6 +22,7 @@ from servelab.traffic.records import LogRecord
 from servelab.traffic.routes import route_of
 
 MAX_ROUTES = 500
+ROUTES_KEPT = 100_000  # paths whose route is remembered (forgotten all at once when full)
 OTHER_ROUTES = "(other routes)"
 # The series' step and the longest span it is kept at: 7,200 points at most each.
 SERIES_STEPS: tuple[tuple[int, float], ...] = ((1, 2 * 3600.0), (60, 5 * 86400.0),
@@ -112,11 +113,11 @@ class _PeakFinder:
         self.horizon = -math.inf  # buckets before it are closed
         self.best: tuple[int, int] | None = None  # (requests, bucket)
 
-    def add(self, time: float) -> None:
+    def add(self, time: float, requests: int = 1) -> None:
         bucket = math.floor(time / self.width)
         if bucket < self.horizon:
             return  # its bucket is closed: counted in the totals and the series only
-        self.open[bucket] = self.open.get(bucket, 0) + 1
+        self.open[bucket] = self.open.get(bucket, 0) + requests
         horizon = math.floor((time - LATE_S) / self.width)
         if horizon > self.horizon:
             self.horizon = horizon
@@ -146,14 +147,14 @@ class _Series:
     def step(self) -> int:
         return SERIES_STEPS[self.level][0]
 
-    def add(self, time: float, first: float, last: float) -> None:
+    def add(self, time: float, first: float, last: float, requests: int = 1) -> None:
         while last - first > SERIES_STEPS[self.level][1]:
             self.level += 1
             folded: Counter[int] = Counter()
             for bucket, n in self.counts.items():
                 folded[math.floor(bucket * SERIES_STEPS[self.level - 1][0] / self.step)] += n
             self.counts = folded
-        self.counts[math.floor(time / self.step)] += 1
+        self.counts[math.floor(time / self.step)] += requests
 
     def points(self) -> tuple[tuple[float, float], ...]:
         if not self.counts:
@@ -166,28 +167,57 @@ class _Series:
 
 
 def describe(records: Iterable[LogRecord], *, max_routes: int = MAX_ROUTES) -> TrafficSummary:
-    """The summary of ``records`` (in time order, or nearly), read once."""
+    """The summary of ``records`` (in time order, or nearly), read once.
+
+    Records of one time (a busy log's lines of one second) are counted as one run, and a
+    path's route is worked out once (up to ``ROUTES_KEPT`` paths), so that describing costs
+    a fraction of reading."""
     requests = 0
     first = last = math.nan
     seconds, minutes = _PeakFinder(1), _PeakFinder(60)
     series = _Series()
+    admitted: set[str] = set()  # routes in the mix, OTHER_ROUTES too once used
+    route_of_path: dict[str, str] = {}
+    tally: dict[tuple[str, str, int | None], int] = {}  # (route, method, status): requests
+    run_time, run = math.nan, 0
+
+    def count_run() -> None:
+        nonlocal requests, first, last
+        requests += run
+        first = run_time if requests == run else min(first, run_time)
+        last = run_time if requests == run else max(last, run_time)
+        seconds.add(run_time, run)
+        minutes.add(run_time, run)
+        series.add(run_time, first, last, run)
+
+    for record in records:
+        time = record[0]
+        if time != run_time:
+            if run:
+                count_run()
+            run_time, run = time, 0
+        run += 1
+        path = record[2].partition("?")[0]
+        route = route_of_path.get(path)
+        if route is None:
+            route = route_of(path)
+            if route not in admitted and len(admitted) >= max_routes:
+                route = OTHER_ROUTES
+            admitted.add(route)
+            if len(route_of_path) >= ROUTES_KEPT:
+                route_of_path.clear()
+            route_of_path[path] = route
+        key = (route, record[1], record[3])
+        tally[key] = tally.get(key, 0) + 1
+    if run:
+        count_run()
     routes: dict[str, Counter[str]] = {}
     methods: Counter[str] = Counter()
     statuses: Counter[int | None] = Counter()
-    for record in records:
-        time = record.time
-        requests += 1
-        first = time if requests == 1 else min(first, time)
-        last = time if requests == 1 else max(last, time)
-        seconds.add(time)
-        minutes.add(time)
-        series.add(time, first, last)
-        route = route_of(record.path)
-        if route not in routes and len(routes) >= max_routes:
-            route = OTHER_ROUTES
-        routes.setdefault(route, Counter())[record.method] += 1
-        methods[record.method] += 1
-        statuses[record.status] += 1
+    for (route, method, status), n in tally.items():
+        routes.setdefault(route, Counter())[method] += n
+        methods[method] += n
+        statuses[status] += n
     if not requests:
         return TrafficSummary(0, None, None, 0.0, 0.0, None, None, (), (), (), 1, ())
     duration = float(math.floor(last) - math.floor(first) + 1)

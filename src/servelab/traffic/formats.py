@@ -8,7 +8,7 @@ replayed as a handful of requests."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from servelab.errors import SpecError
@@ -20,6 +20,7 @@ from servelab.traffic.nginx_format import (
     compile_nginx_format,
 )
 from servelab.traffic.records import LogRecord
+from servelab.traffic.split_lines import SplitReader
 
 DEFAULT_LOG_FORMAT = "auto"
 LOG_FORMAT_NAMES = ("auto", "combined", "common", "json")
@@ -38,13 +39,35 @@ class LineParser(Protocol):
         """The format as the user knows it, for messages."""
         ...
 
-    def parse(self, line: str) -> LogRecord | None:
-        """The request the line records, or None if the line cannot be read."""
+    def parse(self, line: str, source: str = "", number: int = 0) -> LogRecord | None:
+        """The request the line records, or None if the line cannot be read; ``source``
+        and ``number`` say where the line is, kept in the record."""
         ...
 
 
-COMBINED = compile_nginx_format(COMBINED_LOG_FORMAT, name="combined")
-COMMON = compile_nginx_format(COMMON_LOG_FORMAT, name="common")
+@dataclass(frozen=True)
+class SplitFirst:
+    """Combined or common lines: split apart where their shape is plain, else (and to
+    refuse a line) matched by the format's regular expression."""
+
+    name: str
+    expression: LineParser
+    split: SplitReader
+
+    def parse(self, line: str, source: str = "", number: int = 0) -> LogRecord | None:
+        return self.split.record(line, source, number) or self.expression.parse(
+            line, source, number
+        )
+
+
+COMBINED = SplitFirst(
+    "combined", compile_nginx_format(COMBINED_LOG_FORMAT, name="combined"),
+    SplitReader(combined=True, common=False, trailing=False),
+)
+COMMON = SplitFirst(
+    "common", compile_nginx_format(COMMON_LOG_FORMAT, name="common"),
+    SplitReader(combined=False, common=True, trailing=False),
+)
 
 
 @dataclass(frozen=True)
@@ -57,10 +80,16 @@ class AutoFormat:
         compile_nginx_format(COMMON_LOG_FORMAT, name="common", trailing=True),
     )
     name: str = "auto (combined or common)"
+    split: SplitReader = field(
+        default_factory=lambda: SplitReader(combined=True, common=True, trailing=True)
+    )
 
-    def parse(self, line: str) -> LogRecord | None:
+    def parse(self, line: str, source: str = "", number: int = 0) -> LogRecord | None:
+        record = self.split.record(line, source, number)
+        if record is not None:
+            return record
         for choice in self.choices:
-            record = choice.parse(line)
+            record = choice.parse(line, source, number)
             if record is not None:
                 return record
         return None

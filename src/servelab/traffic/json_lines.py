@@ -53,7 +53,7 @@ class JsonLinesFormat:
     def _keys(self) -> tuple[str, str, str, str]:
         return (self.time_key, self.method_key, self.path_key, self.status_key)
 
-    def parse(self, line: str) -> LogRecord | None:
+    def parse(self, line: str, source: str = "", number: int = 0) -> LogRecord | None:
         if not line.startswith("{"):
             return None
         try:
@@ -67,7 +67,7 @@ class JsonLinesFormat:
         if time is None or request is None:
             return None
         status = status_of(_value(document, self.status_key))
-        return LogRecord(time=time, method=request[0], target=request[1], status=status)
+        return LogRecord(time, request[0], request[1], status, source, number)
 
 
 def json_lines_format(fields: Mapping[str, str]) -> JsonLinesFormat:

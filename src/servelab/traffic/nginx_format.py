@@ -76,7 +76,7 @@ class NginxFormat:
         object.__setattr__(self, "_request_groups", numbers)
         object.__setattr__(self, "_status_group", groups.get(_group("status"), 0))
 
-    def parse(self, line: str) -> LogRecord | None:
+    def parse(self, line: str, source: str = "", number: int = 0) -> LogRecord | None:
         match = self.pattern.fullmatch(line)
         if match is None:
             return None
@@ -85,7 +85,7 @@ class NginxFormat:
         if time is None or request is None:
             return None
         status = status_of(match[self._status_group]) if self._status_group else None
-        return LogRecord(time=time, method=request[0], target=request[1], status=status)
+        return LogRecord(time, request[0], request[1], status, source, number)
 
     def _request(self, match: re.Match[str]) -> tuple[str, str] | None:
         values = match.group(*self._request_groups) if len(self._request_groups) > 1 else None
