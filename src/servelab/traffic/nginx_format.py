@@ -16,6 +16,7 @@ from servelab.errors import SpecError
 from servelab.traffic.log_values import (
     TIME_LOCAL_SHAPE,
     epoch_from_iso8601,
+    epoch_from_number,
     epoch_from_text,
     epoch_from_time_local,
     method_of,
@@ -31,10 +32,23 @@ COMMON_LOG_FORMAT = (
 )
 COMBINED_LOG_FORMAT = COMMON_LOG_FORMAT + ' "$http_referer" "$http_user_agent"'
 
-# Where a log's time is, most precise first.
+def _epoch_from_microseconds(text: str) -> float | None:
+    """Apache's ``%{usec}t``: microseconds since the epoch."""
+    return epoch_from_number(int(text) / 1e6) if text.isascii() and text.isdigit() else None
+
+
+def _epoch_from_milliseconds(text: str) -> float | None:
+    """Apache's ``%{msec}t``: milliseconds since the epoch."""
+    return epoch_from_number(int(text) / 1e3) if text.isascii() and text.isdigit() else None
+
+
+# Where a log's time is, most precise first (apache_*: Apache's %{sec}t, %{msec}t, ...).
 _TIME_READERS: Mapping[str, Callable[[str], float | None]] = {
     "msec": epoch_from_text,
+    "apache_usec": _epoch_from_microseconds,
+    "apache_msec": _epoch_from_milliseconds,
     "time_iso8601": epoch_from_iso8601,
+    "apache_sec": epoch_from_text,
     "time_local": epoch_from_time_local,
 }
 TIME_VARIABLES = tuple(_TIME_READERS)
@@ -44,8 +58,11 @@ _VARIABLE = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
 _TOKEN_VARIABLES = frozenset({
     "status", "body_bytes_sent", "bytes_sent", "request_length", "request_time", "msec",
     "connection", "connection_requests", "pid", "remote_addr", "remote_port", "server_port",
+    "apache_time_us", "apache_time_ms", "apache_time_s", "apache_sec", "apache_msec",
+    "apache_usec", "bytes_transferred",
 })  # fmt: skip
-_SHAPES = {"time_local": TIME_LOCAL_SHAPE}  # a time_local has a space of its own
+# A time_local has a space of its own; Apache's %q is "" or "?..." (after %U, unspaced).
+_SHAPES = {"time_local": TIME_LOCAL_SHAPE, "apache_query": r"(?:\?\S*)?"}
 # Values with spaces, read up to the first place the rest of the line matches when the
 # format writes them without quotes.
 _SPACED_VARIABLES = frozenset({"request", "http_user_agent", "http_referer"})
@@ -96,6 +113,8 @@ class NginxFormat:
             target = origin_target(values[1])
         else:  # $uri, then $args when the format has it ("-": none)
             query = values[2] if len(values) == 3 and values[2] not in ("", "-") else ""
+            if self.request_variables[-1] == "apache_query":  # Apache's %q: "?a=1" or ""
+                query = query.removeprefix("?")
             target = origin_target(values[1] + ("?" + query if query else ""))
         return (method, target) if method is not None and target is not None else None
 
@@ -154,7 +173,7 @@ def _request_variables(names: set[str]) -> tuple[str, ...] | None:
     if "request" in names:
         return ("request",)
     if {"request_method", "uri"} <= names:
-        args = [name for name in ("args", "query_string") if name in names]
+        args = [name for name in ("args", "query_string", "apache_query") if name in names]
         return ("request_method", "uri", *args[:1])
     return None
 

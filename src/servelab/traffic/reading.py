@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import IO
 
 from servelab.errors import SpecError
-from servelab.traffic.formats import LOG_FORMAT_FIX, LineParser, log_format
+from servelab.traffic.formats import LOG_FORMAT_FIX, LineParser, format_hint, log_format
 from servelab.traffic.records import LogRecord
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -94,6 +94,7 @@ class LogReader:
         self.files = self.lines = self.read = self.unreadable = 0
         self.reordered = self.too_late = 0
         self.first_unreadable: UnreadableLine | None = None
+        self._first_text = ""  # the first unreadable line, whole
 
     @property
     def counts(self) -> ReadCounts:
@@ -136,13 +137,14 @@ class LogReader:
                             unreadable_here += 1
                             if first_here is None:
                                 first_here = UnreadableLine(source, number, _shown(text))
-                                self.first_unreadable = self.first_unreadable or first_here
+                                if self.first_unreadable is None:
+                                    self.first_unreadable, self._first_text = first_here, text
                             if unreadable_here == EARLY_LINES and read_here == 0:
                                 yield from self._release(floor)
                                 raise LogFormatError(
                                     f"none of the first {EARLY_LINES} lines of {source} can "
                                     f"be read as {self.parser.name} (first: {first_here})",
-                                    LOG_FORMAT_FIX,
+                                    format_hint(self.parser, text) or LOG_FORMAT_FIX,
                                 )
                             continue
                         read += 1
@@ -197,7 +199,7 @@ class LogReader:
                 f"{share:.1%} of the lines of {names} cannot be read as {self.parser.name} "
                 f"({self.unreadable} of {self.lines}; allowed {self.max_bad_share:.1%}; "
                 f"first: {self.first_unreadable})",
-                LOG_FORMAT_FIX,
+                format_hint(self.parser, self._first_text) or LOG_FORMAT_FIX,
             )
 
 
