@@ -38,12 +38,18 @@ def parse_start(text: str | None) -> datetime:
 @click.command()
 @click.argument("logs", nargs=-1, type=click.Path(path_type=Path), metavar="[LOG]...")
 @click.option("--log-format", default="auto", show_default=True,
-              help="How the lines are written: auto (combined or common), combined, common, "
-              "json (one object a line), or a log_format string of your web server "
-              "('$remote_addr [$time_local] \"$request\" $status ...').")
+              help="How the lines are written: auto (combined, common or JSON lines), "
+              "combined, common, json (one object a line), your server's format string "
+              "(nginx's log_format '$remote_addr [$time_local] \"$request\" ...' or "
+              "Apache's LogFormat '%h %t \"%r\" %>s ...'), or its name in the server's "
+              "configuration: /etc/nginx/nginx.conf:main.")
 @click.option("--log-field", "log_fields", multiple=True, metavar="NAME=KEY",
               help="For json lines: the key holding one of servelab's fields (time, method, "
               "path, status), e.g. time=ts or path=request.uri; repeatable.")
+@click.option("--route-template", "route_templates", multiple=True, metavar="PATTERN",
+              help="Name a route the heuristics miss: paths matching PATTERN count as one "
+              "route of that name ({name}: one segment, *: anything), e.g. "
+              "/users/{name}/profile; repeatable, the first that matches names it.")
 @click.option("--top", type=click.IntRange(min=1), default=15, show_default=True,
               help="Routes shown (the most requested).")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path),
@@ -70,7 +76,8 @@ def parse_start(text: str | None) -> datetime:
 @click.option("--no-bursts", is_flag=True,
               help="With --make-log: no bursts (short spikes of 3-5 times the rate).")
 def traffic(
-    logs: tuple[Path, ...], log_format: str, log_fields: tuple[str, ...], top: int,
+    logs: tuple[Path, ...], log_format: str, log_fields: tuple[str, ...],
+    route_templates: tuple[str, ...], top: int,
     out_dir: Path | None, make_log: Path | None, app: str | None, duration: str | None,
     rate: float | None, seed: int | None, start: str | None, daily: str | None,
     no_bursts: bool,
@@ -85,6 +92,7 @@ def traffic(
     from servelab.traffic.describe import describe
     from servelab.traffic.formats import log_format as parser_of
     from servelab.traffic.reading import read_log
+    from servelab.traffic.routes import route_template
     from servelab.traffic.synthetic import write_synthetic_log
 
     if out_dir is not None:
@@ -117,9 +125,10 @@ def traffic(
         )
         console.print(f"servelab: wrote {made:,} lines to {make_log}", highlight=False)
         logs = (make_log,)
+    templates = [route_template(text) for text in route_templates]
     parser = parser_of(log_format, parse_fields(log_fields))
     stream = read_log(list(logs), parser)
-    summary = describe(stream)
+    summary = describe(stream, templates=templates)
     reading = stream.counts
     out.print(terminal(summary, reading, top))
     if out_dir is not None:

@@ -20,7 +20,7 @@ from rich.table import Table
 from rich.text import Text
 from tabulate import tabulate
 
-from servelab.traffic.describe import TrafficSummary
+from servelab.traffic.describe import PATHS_COUNTED, TrafficSummary
 from servelab.traffic.reading import ReadCounts
 from servelab.traffic.sparkline import sparkline
 
@@ -109,11 +109,12 @@ def summary_rows(summary: TrafficSummary, reading: ReadCounts | None) -> list[tu
 
 def route_rows(
     summary: TrafficSummary, top: int
-) -> tuple[list[tuple[str, str, str, str]], str]:
-    """The ``top`` routes' rows (route, requests, share, methods) and a line for the rest
-    ("" when none are left out)."""
+) -> tuple[list[tuple[str, str, str, str, str]], str]:
+    """The ``top`` routes' rows (route, requests, share, distinct paths, methods) and a
+    line for the rest ("" when none are left out)."""
     shown = summary.routes[: max(top, 0)]
     rows = [(r.route, f"{r.requests:,}", _share(r.requests, summary.requests),
+             f"{r.paths:,}" + ("+" if r.paths >= PATHS_COUNTED else ""),
              ", ".join(f"{method} {n:,}" for method, n in r.methods)) for r in shown]
     rest = summary.routes[len(shown):]
     if not rest:
@@ -124,7 +125,7 @@ def route_rows(
                   f"({_share(requests, summary.requests)}); --top shows more")
 
 
-ROUTE_HEADER = ("route", "requests", "share", "methods")
+ROUTE_HEADER = ("route", "requests", "share", "paths", "methods")
 
 
 def terminal(summary: TrafficSummary, reading: ReadCounts | None, top: int) -> Group:
@@ -139,7 +140,7 @@ def terminal(summary: TrafficSummary, reading: ReadCounts | None, top: int) -> G
     if rows:
         routes = Table(title=Text("Routes (ids collapsed)"), title_justify="left")
         for index, column in enumerate(ROUTE_HEADER):
-            routes.add_column(Text(column), justify="right" if index in (1, 2) else "left")
+            routes.add_column(Text(column), justify="right" if index in (1, 2, 3) else "left")
         for row in rows:
             routes.add_row(*map(Text, row))
         parts.append(routes)

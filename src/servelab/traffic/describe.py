@@ -14,15 +14,16 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from servelab.traffic.records import LogRecord
-from servelab.traffic.routes import route_of
+from servelab.traffic.routes import RouteTemplate, route_of
 
 MAX_ROUTES = 500
 ROUTES_KEPT = 100_000  # paths whose route is remembered (forgotten all at once when full)
+PATHS_COUNTED = 1000  # distinct paths counted a route; past it, "1,000 or more"
 OTHER_ROUTES = "(other routes)"
 # The series' step and the longest span it is kept at: 7,200 points at most each.
 SERIES_STEPS: tuple[tuple[int, float], ...] = ((1, 2 * 3600.0), (60, 5 * 86400.0),
@@ -43,13 +44,15 @@ class Peak:
 
 @dataclass(frozen=True)
 class RouteShare:
-    """One route of the mix: its requests, their share of all, and its methods (most
-    used first)."""
+    """One route of the mix: its requests, their share of all, its methods (most used
+    first), and how many distinct paths it holds (counted up to ``PATHS_COUNTED``: past
+    that, ``PATHS_COUNTED``)."""
 
     route: str
     requests: int
     share: float
     methods: tuple[tuple[str, int], ...]
+    paths: int = 1
 
 
 @dataclass(frozen=True)
@@ -93,7 +96,7 @@ class TrafficSummary:
             "peak_minute": peak(self.peak_minute),
             "routes": [
                 {"route": r.route, "requests": r.requests, "share": r.share,
-                 "methods": dict(r.methods)}
+                 "methods": dict(r.methods), "paths": r.paths}
                 for r in self.routes
             ],
             "methods": dict(self.methods),
@@ -166,8 +169,12 @@ class _Series:
         )
 
 
-def describe(records: Iterable[LogRecord], *, max_routes: int = MAX_ROUTES) -> TrafficSummary:
-    """The summary of ``records`` (in time order, or nearly), read once.
+def describe(
+    records: Iterable[LogRecord], *, max_routes: int = MAX_ROUTES,
+    templates: Sequence[RouteTemplate] = (),
+) -> TrafficSummary:
+    """The summary of ``records`` (in time order, or nearly), read once; ``templates``
+    name routes before the heuristics do.
 
     Records of one time (a busy log's lines of one second) are counted as one run, and a
     path's route is worked out once (up to ``ROUTES_KEPT`` paths), so that describing costs
@@ -179,6 +186,7 @@ def describe(records: Iterable[LogRecord], *, max_routes: int = MAX_ROUTES) -> T
     admitted: set[str] = set()  # routes in the mix, OTHER_ROUTES too once used
     route_of_path: dict[str, str] = {}
     tally: dict[tuple[str, str, int | None], int] = {}  # (route, method, status): requests
+    paths: dict[str, set[int]] = {}  # a route's distinct paths (their hashes), bounded
     run_time, run = math.nan, 0
 
     def count_run() -> None:
@@ -200,10 +208,13 @@ def describe(records: Iterable[LogRecord], *, max_routes: int = MAX_ROUTES) -> T
         path = record[2].partition("?")[0]
         route = route_of_path.get(path)
         if route is None:
-            route = route_of(path)
+            route = route_of(path, templates)
             if route not in admitted and len(admitted) >= max_routes:
                 route = OTHER_ROUTES
             admitted.add(route)
+            seen = paths.setdefault(route, set())
+            if len(seen) < PATHS_COUNTED:
+                seen.add(hash(path))
             if len(route_of_path) >= ROUTES_KEPT:
                 route_of_path.clear()
             route_of_path[path] = route
@@ -223,7 +234,7 @@ def describe(records: Iterable[LogRecord], *, max_routes: int = MAX_ROUTES) -> T
     duration = float(math.floor(last) - math.floor(first) + 1)
     shares = sorted(
         (RouteShare(route, sum(by_method.values()), sum(by_method.values()) / requests,
-                    tuple(by_method.most_common()))
+                    tuple(by_method.most_common()), len(paths[route]))
          for route, by_method in routes.items()),
         key=lambda r: (r.route == OTHER_ROUTES, -r.requests, r.route),
     )

@@ -65,8 +65,8 @@ def test_without_requests_or_reading() -> None:
 
 def test_the_top_routes_and_the_rest() -> None:
     rows, rest = route_rows(summary(), 2)
-    assert rows == [("/items/{id}", "600", "60.0 %", "GET 600"),
-                    ("/orders/", "300", "30.0 %", "POST 300")]
+    assert rows == [("/items/{id}", "600", "60.0 %", "7", "GET 600"),
+                    ("/orders/", "300", "30.0 %", "1", "POST 300")]
     assert rest == "and 100 more routes: 100 requests (10.0 %); --top shows more"
     assert route_rows(summary(), 1000)[1] == ""
 

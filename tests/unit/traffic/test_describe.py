@@ -6,13 +6,16 @@ import json
 
 import pytest
 
+from servelab.errors import SpecError
 from servelab.traffic.describe import (
     OTHER_ROUTES,
+    PATHS_COUNTED,
     SERIES_STEPS,
     Peak,
     describe,
 )
 from servelab.traffic.records import LogRecord
+from servelab.traffic.routes import route_template
 
 T0 = 1_714_953_600.0  # 2024-05-06 00:00:00 UTC, a whole minute
 
@@ -107,7 +110,8 @@ def test_the_mix_by_route_method_and_status() -> None:
     assert data["statuses"] == {"200": 4, "201": 1, "404": 1, "-": 1}
     assert data["routes"][0] == {"route": "/items/{id}", "requests": 4,
                                  "share": pytest.approx(4 / 7),
-                                 "methods": {"GET": 2, "DELETE": 1, "POST": 1}}
+                                 "methods": {"GET": 2, "DELETE": 1, "POST": 1},
+                                 "paths": 4}  # /items/1 to 4: the query is no path's
 
 
 def test_routes_past_the_bound_are_counted_together() -> None:
@@ -126,3 +130,34 @@ def test_it_reads_its_records_once() -> None:
         yield from (record(i) for i in range(5))
 
     assert describe(once()).requests == 5
+
+
+def test_fingerprinted_assets_are_one_route_and_each_route_counts_its_paths() -> None:
+    """20 % of a shop's requests are its build's assets: one route per directory and
+    extension, not one a file; a route counts its distinct paths up to PATHS_COUNTED."""
+    records = [record(i * 0.01, f"/static/app.{i:06x}.css") for i in range(40)]
+    records += [record(1 + i * 0.01, f"/static/chunk-{i + 4096:x}.js") for i in range(10)]
+    records += [record(2 + i * 0.001, f"/items/{i}") for i in range(PATHS_COUNTED + 5)]
+    records += [record(3, "/static/favicon.ico"), record(3, "/static/favicon.ico")]
+    routes = {r.route: r for r in describe(records).routes}
+    assert (routes["/static/{asset}.css"].requests, routes["/static/{asset}.css"].paths) == (
+        40, 40)
+    assert (routes["/static/{asset}.js"].requests, routes["/static/{asset}.js"].paths) == (
+        10, 10)
+    assert routes["/items/{id}"].paths == PATHS_COUNTED  # counted up to there
+    assert (routes["/static/favicon.ico"].requests, routes["/static/favicon.ico"].paths) == (
+        2, 1)
+
+
+def test_route_templates_name_the_routes_the_heuristics_miss() -> None:
+    records = [record(0, "/users/alice/profile"), record(0, "/users/bob/profile"),
+               record(1, "/docs/guide/install"), record(1, "/users/42/profile")]
+    templates = [route_template("/users/{name}/profile"), route_template("/docs/*")]
+    routes = {r.route: r.paths for r in describe(records, templates=templates).routes}
+    assert routes == {"/users/{name}/profile": 3, "/docs/*": 1}
+    assert {r.route for r in describe(records).routes} == {
+        "/users/alice/profile", "/users/bob/profile", "/users/{id}/profile",
+        "/docs/guide/install"}
+    with pytest.raises(SpecError):
+        route_template("users/{name}")
+

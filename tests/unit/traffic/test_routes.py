@@ -42,7 +42,7 @@ CASES = [
     # file extensions kept after an id
     ("/photos/123.jpg", "/photos/{id}.jpg"),
     ("/export/550e8400-e29b-41d4-a716-446655440000.json", "/export/{uuid}.json"),
-    ("/static/app.3f9a8b7c6d5e4f3a.js", "/static/app.3f9a8b7c6d5e4f3a.js"),
+    ("/static/app.3f9a8b7c6d5e4f3a.js", "/static/{asset}.js"),  # a build fingerprint
     ("/static/jquery-ui-1.13.2.custom.min.js", "/static/jquery-ui-1.13.2.custom.min.js"),
     # the query string and fragment are not part of a route
     ("/books/?min=1000&max=3000", "/books/"),
