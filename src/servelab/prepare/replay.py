@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -35,6 +36,10 @@ WHOLE_REPLAYS = 3
 # Beyond the schedule's own length: the last requests' answers (their timeout) and the
 # sender's start.
 END_MARGIN_S = 30.0
+# Beyond any sender's reach: a speed asking a mean rate above this per CPU of the machine
+# is refused before anything starts (a typo, 1e12 for 1.2). Several times what one CPU
+# sends (docs/validation/replay.md), so that no replay the sender could attempt is refused.
+SENDER_RATE_PER_CPU = 100_000
 
 
 def has_replay(experiment: Experiment) -> bool:
@@ -88,6 +93,9 @@ def schedule_for(
     built from, so the same log and settings give the same file)."""
     paths = [relative_to / Path(p).expanduser() for p in replay.log]
     for path in paths:
+        if path.is_dir():
+            raise SpecError(f"the access log {path} is a directory",
+                            "name the log file(s) in it (--replay DIR/access.log)")
         if not path.is_file():
             raise SpecError(f"the access log {path} does not exist", "check the path (--replay)")
     window = replay.window
@@ -110,6 +118,17 @@ def schedule_for(
             f"nothing to replay from {', '.join(map(str, paths))}: {schedule.read:,} "
             f"requests read, {schedule.filtered_out:,} filtered out{left}",
             "widen the window or the filters, or give the routes' bodies",
+        )
+    mean = schedule.mean_rate(replay.speed)
+    ceiling = SENDER_RATE_PER_CPU * (os.cpu_count() or 1)
+    if mean > ceiling:
+        raise SpecError(
+            f"speed {replay.speed:g} asks for a mean of {mean:,.0f} req/s "
+            f"({schedule.mean_rate():,.1f} req/s in the log), far more than servelab's "
+            f"sender can send from this machine ({ceiling:,} req/s on all its "
+            f"{os.cpu_count() or 1} CPUs at the very most)",
+            f"give a speed of at most {ceiling / max(schedule.mean_rate(), 1e-9):,.0f} "
+            "(--speed), or find the most the stack holds with servelab capacity --replay",
         )
     seconds = schedule.duration_s / replay.speed
     if seconds + replay.timeout_s + END_MARGIN_S > MAX_RUN_S:

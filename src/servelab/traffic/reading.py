@@ -231,6 +231,10 @@ def read_log(
 
 
 def _check_readable(path: Path) -> None:
+    if path.is_dir():
+        raise SpecError(f"the access log {path} is a directory",
+                        "name the log file(s) in it, oldest first (DIR/access.log.1 "
+                        "DIR/access.log)")
     try:
         with path.open("rb") as stream:
             stream.read(1)

@@ -100,6 +100,11 @@ def test_an_experiment_without_replays_is_left_alone(tmp_path: Path) -> None:
     ('[[workloads]]\nname = "w"\nreplay = { log = "access.log" }\n'
      '[[workloads]]\nname = "v"\nload = { duration_s = 2 }\n', LOG, "mixes replayed and other"),
     ('[[workloads]]\nname = "w"\nreplay = { log = "nope.log" }\n', LOG, "does not exist"),
+    ('[[workloads]]\nname = "w"\nreplay = { log = "." }\n', LOG, "is a directory"),
+    # 5 requests in the schedule's 5 s at speed 1e12: 1e12 req/s, named before anything starts
+    ('[[workloads]]\nname = "w"\nreplay = { log = "access.log", speed = 1e12 }\n',
+     LOG, r"speed 1e\+12 asks for a mean of 1,000,000,000,000 req/s \(1.0 req/s in the log\)"
+     r", far more than servelab's sender can send"),
     ('[[workloads]]\nname = "w"\nreplay = { log = "access.log", routes = ["/none/*"] }\n',
      LOG, "nothing to replay"),
     ('[[workloads]]\nname = "w"\nreplay = { log = "access.log", speed = 0.0001 }\n',
