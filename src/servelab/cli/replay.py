@@ -22,7 +22,9 @@ _replay_options = [
         "time (docs/traffic.md).",
     ),
     click.option("--log-format", default="auto", show_default=True,
-                 help="With --replay: combined, common, json, or your nginx log_format.",),
+                 help="With --replay: auto (combined, common or JSON lines), combined, "
+                 "common, json, your nginx log_format or Apache LogFormat string, or "
+                 "FILE:NAME, the format of that name in your server's configuration.",),
     click.option("--log-field", "log_fields", multiple=True,
                  help="With --log-format json: NAME=KEY for time, method, path, status."),
     click.option("--window", help="With --replay: seconds from the log's first request, "
