@@ -8,6 +8,8 @@ its share of the log."""
 from __future__ import annotations
 
 import json
+import re
+import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +22,8 @@ from servelab.traffic.reading import read_log
 pytestmark = pytest.mark.integration
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "logs"
+BUDGET_S = 60.0  # the shortest a capacity search takes; this one's trials end sooner
+SET_UP_S = 20.0  # the command's own, around the search: the replay prepared, the files
 CAPTURED = FIXTURES / "django-locust.log.gz"
 
 EXPERIMENT = """
@@ -84,19 +88,27 @@ def test_the_headroom_of_a_replayed_log_is_within_what_the_stack_can_serve(
 ) -> None:
     """capacity --replay: one sync worker sleeping 10 ms a request serves 100 req/s at
     most, so a log of 25 req/s is held at up to 4x its traffic, less what queueing at its
-    peaks and the stack's own cost take."""
+    peaks and the stack's own cost take. It answers within its budget (the search's own
+    seconds, and the command's with its set-up and files), and the answer line says how
+    the sender kept the log's schedule: its send lag and the share sent."""
     log = tmp_path / "steady.log"
     made = run_cli("traffic", "--make-log", str(log), "--app", "django", "--duration", "8s",
                    "--rate", "25", "--daily", "off", "--no-bursts")
     assert made.returncode == 0, made.stderr
+    began = time.monotonic()
     done = run_cli(
         "capacity", "--sleep", "0.01", "--workers", "1", "--replay", str(log),
         "--slo", "p99<200ms,errors<1%", "--max-trials", "7", "--one-start",
-        "--machine-wait", "0", "--results", str(tmp_path / "r"),
+        "--machine-wait", "0", "--budget", f"{BUDGET_S:g}s", "--results", str(tmp_path / "r"),
     )
+    took = time.monotonic() - began
     assert done.returncode == 0, done.stdout + done.stderr
     [directory] = (tmp_path / "r").glob("capacity-*")
     [variant] = json.loads((directory / "capacity.json").read_text())["variants"]
+    assert variant["seconds"] <= BUDGET_S and took <= BUDGET_S + SET_UP_S, (took, variant)
+    said = " ".join(done.stdout.split())  # the answer line, unwrapped
+    assert "; the sender kept the log's schedule in " in said, said
+    assert re.search(r"\(send lag p99 at most [\d.,]+ ms, [\d.]+ % sent\)", said), said
     assert variant["unit"] == "times the log's traffic"
     mean = variant["log_traffic"]["mean_rps"]
     assert mean == pytest.approx(25, rel=0.15)
@@ -105,3 +117,4 @@ def test_the_headroom_of_a_replayed_log_is_within_what_the_stack_can_serve(
     assert "x this log's traffic" in done.stdout
     trials = [json.loads(line) for line in (directory / "trials.jsonl").read_text().splitlines()]
     assert trials[0]["rate"] == 1.0 and all(t["asked_rps"] for t in trials)
+    assert all(t["send_lag_p99_ms"] is not None and t["sent_share"] for t in trials)
