@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from servelab.capacity.events import CapacityEvents, ConsoleEvents
 from servelab.capacity.files import (
     MARKDOWN_FILE,
     TrialLog,
@@ -47,23 +48,22 @@ from servelab.capacity.files import (
     write_answer_files,
 )
 from servelab.capacity.machine import MachineSpeed, StartSpeed
+from servelab.capacity.measured import run_trial
 from servelab.capacity.plan import CapacityPlan, VariantCapacity
 from servelab.capacity.quantile import QuantileSearch
 from servelab.capacity.search import (
-    Estimate,
     Search,
     SearchSettings,
     mixed_band,
 )
 from servelab.capacity.slo import Slo
-from servelab.capacity.trials import Sender, Trial, judged, measured_latencies, sender_words
+from servelab.capacity.trials import Sender, Trial
 from servelab.config.experiment import Experiment
 from servelab.config.load import LoadSpec, Workload
 from servelab.config.run import RunOptions
 from servelab.config.stack import StackSpec
 from servelab.errors import SpecError
-from servelab.host.cpus import CpuPlan, count_cpus
-from servelab.measuring.executor import MEASURED_DIR
+from servelab.host.cpus import CpuPlan
 from servelab.plugins.driver import LoadDriver
 from servelab.plugins.front import LOOPBACK
 from servelab.traffic.schedule import ScheduleSize, schedule_size
@@ -80,18 +80,6 @@ WARM_UP_S = 1.0  # a fresh start's warm-up before its trial (closed model, as th
 SENDER_ROOM = 0.8
 WAIT_SHARE = 0.2  # of a search's budget, its starts may spend waiting for the machine
 RECENT_STEPS = 3
-
-
-class CapacityEvents:
-    """What the CLI shows as a search goes: a line per trial, the answer per variant."""
-
-    def on_variant(self, variant: str, settings: SearchSettings) -> None: ...
-
-    def on_trial(self, trial: Trial, estimate: Estimate) -> None: ...
-
-    def on_note(self, variant: str, note: str) -> None:
-        """A turn the search took: it went on below the driver's limit, or its budget
-        was spent."""
 
 
 @dataclass
@@ -361,68 +349,6 @@ def capacity_driver(experiment: Experiment) -> LoadDriver:
     return driver
 
 
-def _cpu_share(cpu_s: float, seconds: float, cpus: str | None) -> float:
-    """Of the CPUs ``cpus`` (a list such as "0-1"; None: all), the share ``cpu_s`` kept
-    busy over ``seconds``."""
-    return cpu_s / seconds / count_cpus(cpus) if seconds else 0.0
-
-
-def run_trial(
-    executor: Any, stack: Any, workload: Workload, plan: CapacityPlan, rate: float,
-    variant: str, number: int, scratch: Path,
-) -> Trial:
-    driver = executor.driver
-    size = None
-    if workload.load.model == "replay":  # ``rate`` is the speed: the log's traffic times it
-        assert workload.load.schedule is not None
-        size = schedule_size(Path(workload.load.schedule))
-        load = plan.replay_load(workload.load, rate, size.duration_s)
-    else:
-        load = plan.load(rate)
-        if driver.unsupported(workload.request, load) is not None:  # it counts no requests
-            load = plan.load(rate, counted=False)
-    window = executor.measure(stack, workload, load, scratch)
-    measured = window.load
-    replay = measured.replay
-    answered = len(window.latencies_ms)
-    share = _cpu_share(measured.driver_cpu_s, measured.duration_s,
-                       window.driver_cpus or executor.cpu_plan.driver)
-    # Workers on other machines: the busiest one's process (% of a core), as they said.
-    share = max([share, *(m.cpu_max_pct / 100 for m in measured.machines)])
-    driver_files = scratch / MEASURED_DIR
-    sent = load.requests or getattr(driver, "sent", lambda _: None)(driver_files) or answered
-    send_rate = driver.send_rate(driver_files)
-    # A timed driver's trial is the length of what it sent on its schedule (Locust's
-    # processes each keep one, bounded by their own clocks): from what it sent.
-    if size is not None:
-        seconds = size.duration_s / rate
-    else:
-        seconds = load.requests / rate if load.requests else (
-            sent / send_rate if send_rate > 0 else plan.trial_s
-        )
-    trial = Trial(
-        variant=variant, number=number, rate=rate, started=window.started,
-        seconds=seconds, sent=sent, send_rate=send_rate, answered=answered,
-        errors=max(0, sent - measured.ok_responses),
-        latency_ms=measured_latencies(window.latencies_ms),
-        driver_cpu_share=share, connections=plan.connections,
-        delivered=getattr(driver, "delivered", lambda _: {})(driver_files),
-        cpu_s={f"{p.role} {p.pid}": round(p.cpu_s, 4) for p in window.usage},
-        stack_cpu_share=_cpu_share(
-            sum(p.cpu_s for p in window.usage), measured.duration_s,
-            window.stack_cpus or executor.cpu_plan.stack,
-        ) if window.usage else None,
-        asked_rps=None if size is None else size.mean_rate * rate,
-        replay_problems=() if replay is None else replay.problems,
-        send_lag_p99_ms=None if replay is None else replay.lag_p99_ms,
-        sent_share=None if replay is None else (
-            replay.sent / replay.scheduled if replay.scheduled else 1.0
-        ),
-        peak_in_flight=None if replay is None else replay.peak_in_flight,
-    )
-    return judged(trial, plan.slo)
-
-
 def measure_capacities(
     experiment: Experiment,
     cpu_plan: CpuPlan,
@@ -513,56 +439,3 @@ def measure_capacities(
         out.print(comparison.describe(answers[0].variant), highlight=False)
     out.print(f"capacity: {directory / MARKDOWN_FILE}", highlight=False)
     return answers
-
-
-class ConsoleEvents(CapacityEvents):
-    """A line per trial on the console: its rate (a replay's: its speed, times the log's
-    traffic), what it measured, the estimate so far."""
-
-    def __init__(self, console: Console, plan: CapacityPlan, replay: bool = False) -> None:
-        self.console = console
-        self.plan = plan
-        self.replay = replay
-
-    def _amount(self, value: float, digits: int = 0) -> str:
-        return f"{value:,.2f}x" if self.replay else f"{value:,.{digits}f}"
-
-    def on_variant(self, variant: str, settings: SearchSettings) -> None:
-        what = "speeds" if self.replay else "rates"
-        unit = " the log's traffic" if self.replay else " req/s"
-        self.console.print(
-            f"{variant}: {what} {self._amount(settings.start_rate)} to "
-            f"{self._amount(settings.max_rate)}{unit}, at most {settings.max_trials} trials",
-            highlight=False,
-        )
-
-    def on_note(self, variant: str, note: str) -> None:
-        self.console.print(f"{variant}: {note}", highlight=False, markup=False)
-
-    def on_trial(self, trial: Trial, estimate: Estimate) -> None:
-        held = "held" if trial.outcome(self.plan.slo).held else "broke"
-        so_far = ""
-        if estimate.interval is not None and estimate.rate is not None:
-            so_far = (
-                f"; so far {self._amount(estimate.rate)} [{self._amount(estimate.interval[0])}, "
-                f"{self._amount(estimate.interval[1])}]"
-            )
-        untrusted = f" (not trusted: {'; '.join(trial.problems)})" if trial.problems else ""
-        if trial.delivered:
-            so_far += f"; sent by {trial.by_machine()}"
-        if trial.waited_s:
-            so_far += (
-                f"; its start waited {trial.waited_s:g} s for the machine's own speed to come "
-                f"back{' (it did not: started slow)' if trial.started_slow else ''}"
-            )
-        sent = (
-            f"{trial.rate:,.2f}x ({trial.asked_rps:,.1f} req/s)" if trial.asked_rps is not None
-            else f"{trial.rate:,.1f} req/s"
-        )
-        fidelity = sender_words(trial)
-        self.console.print(
-            f"  trial {trial.number}: {sent}, p99 "
-            f"{trial.latency_ms['p99']:,.1f} ms, {trial.errors} errors"
-            f"{f', {fidelity}' if fidelity else ''}: {held}{untrusted}{so_far}",
-            highlight=False, markup=False,
-        )
