@@ -207,3 +207,15 @@ def test_the_database_schema_is_the_codes():
     assert SCHEMA.strip() in (DOCS / "results.md").read_text(), (
         "docs/results.md's schema differs from servelab.results.database.SCHEMA"
     )
+
+
+def test_the_readmes_sample_is_part_of_the_tutorials_run() -> None:
+    """The README shows an excerpt of the output the tutorial shows whole (one run, in
+    docs/samples/quick.txt, which the tutorial includes): they cannot disagree."""
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("```text\n", 1)[1].split("```", 1)[0]
+    shown = [line for line in block.splitlines() if line != "…"]
+    run = (DOCS / "samples" / "quick.txt").read_text().splitlines()
+    assert len(shown) > 10 and all(line in run for line in shown)
+    assert '--8<-- "docs/samples/quick.txt"' in (DOCS / "quickstart.md").read_text()
+    assert len(readme.splitlines()) < 100  # a front door; the rest is in the guides
