@@ -513,7 +513,7 @@ def test_a_sender_out_of_cpu_is_not_trusted_and_the_search_goes_on_below_it(
     for saturation, edge_below in ((2000, False), (450, True)):
         stack = SimulatedStack(saturation=saturation)
         executor = ReplayExecutor({"base": stack}, mean_rate=100.0, sender=sender)
-        plan = CapacityPlan(slo=SLO, max_trials=20, connections=1000, fresh_starts=False)
+        plan = CapacityPlan(slo=SLO, max_trials=12, connections=1000, fresh_starts=False)
         (where := tmp_path / str(saturation)).mkdir()
         answer, said, printed = _measure_replay(where, executor, plan)
         [limited] = [t for t in answer.trials if not t.trusted]
