@@ -115,7 +115,7 @@ _run_options = [
         "--budget",
         default=None,
         help="Wall time measuring may take, e.g. '3m', '90s', '1h' (with --precision; "
-        "each study has a default).",
+        "each study has a default; capacity: each variant's search, 5m by default).",
     ),
     click.option(
         "--min-effect",
