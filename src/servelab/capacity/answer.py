@@ -130,8 +130,11 @@ def estimate_words(answer: VariantCapacity, confidence: float) -> str:
             f"{amount(e.highest_held)}, broke at {amount(e.lowest_broken)}): give it more "
             f"{more}"
         )
-    if e.highest_held is not None:  # ended (its budget, the driver) before any broke
+    # Ended (its budget, the driver) before any trial broke, or before any held.
+    if e.highest_held is not None:
         return f"holds the SLO at every rate tried, up to {amount(e.highest_held)}{unit}"
+    if e.lowest_broken is not None:
+        return f"breaks the SLO at every rate tried, down to {amount(e.lowest_broken)}{unit}"
     return "no answer"
 
 

@@ -184,10 +184,14 @@ def test_a_replays_speeds_are_said_with_two_decimals_never_as_rates() -> None:
 
 
 def test_an_answer_cut_short_before_any_trial_broke_says_what_held() -> None:
-    """Its budget spent (or its driver stopped) while every trial held: what held, not
-    'no answer'."""
+    """Its budget spent (or its driver stopped) while every trial held, or every one
+    broke: what held, or where it broke, not 'no answer'."""
     held = Estimate(None, None, 4.0, None)
     line = variant_line(_replay_answer(estimate=held, mixed=None, budget_spent_s=300.0),
                         SLO, 0.90)
     assert "holds the SLO at every rate tried, up to 4.00x this log's traffic" in line
     assert "no answer" not in line
+    broke = Estimate(None, None, None, 0.5)  # halving down from 1x, above --min-rate
+    line = variant_line(_replay_answer(estimate=broke, mixed=None, budget_spent_s=300.0),
+                        SLO, 0.90)
+    assert "breaks the SLO at every rate tried, down to 0.50x this log's traffic" in line
