@@ -110,6 +110,7 @@ class VariantSearch:
     spent_s: float = 0.0  # wall time so far: its start and probe, trials, cool-downs, waits
     overhead_s: float = 0.0  # the most a trial took beyond its schedule (start, warm-up...)
     waited_s: float = 0.0  # of it, waiting for the machine's speed
+    step_waited_s: float = 0.0  # of the step under way
     budget_spent: bool = False
 
     def amount(self, rate: float) -> str:
@@ -235,6 +236,7 @@ class VariantSearch:
                                      WAIT_SHARE * plan.budget_s - self.waited_s))
             self.start_speed = self.machine.before_start(limit)
             self.waited_s += self.start_speed.waited_s
+            self.step_waited_s += self.start_speed.waited_s
         self.stack = self.started.enter_context(executor.launch(self.spec, workload.request))
         self.starts += 1
         warm = (
@@ -246,13 +248,16 @@ class VariantSearch:
     def took(self, seconds: float, trials: int) -> None:
         """A step of ``seconds`` of wall time that ran the last ``trials`` trials: spent,
         and what a trial takes beyond its schedule (its start, warm-up, cool-down, the
-        reading of its figures, and any wait for the machine) kept at its most over the
-        last RECENT_STEPS (a trial far past the edge drains long; those near it less)."""
+        reading of its figures; not a wait for the machine, bounded on its own) kept at
+        its most over the last RECENT_STEPS (a trial far past the edge drains long; those
+        near it less)."""
         self.spent_s += seconds
         if trials:
             ran = self.trials[-trials:]
-            self.overheads.append((seconds - sum(t.seconds for t in ran)) / trials)
+            beyond = seconds - self.step_waited_s - sum(t.seconds for t in ran)
+            self.overheads.append(beyond / trials)
             self.overhead_s = max(self.overheads[-RECENT_STEPS:])
+        self.step_waited_s = 0.0
 
     def answer(self) -> VariantCapacity:
         first_errors = min(
