@@ -175,11 +175,12 @@ def pull_request(project: Path, branch: str, runner: tuple[Path, Path], tmp_path
 
 
 # Thresholds the test's two heads answer within a short budget on 2 shared CPUs: twice the
-# work per request is about -40 % requests/s here (nginx and the server's own costs stay),
-# far beyond -20 %; identical versions' intervals stay within it. The docs' default
-# (rps < -5%) needs the 3 minutes a small runner takes to decide it (docs/ci.md, Limits);
-# here -d 2 (seconds per version per round) keeps each round short.
-FAST = {"thresholds": "rps < -20%\nerrors > 0", "budget": "90s", "check-options": "-d 2"}
+# work per request read -49 % [-54.3, -43.1] requests/s here, far beyond -30 %; identical
+# versions beside other engineers' work read as far as -10.6 % [-22.4, +3.0], which a
+# -20 % threshold left undecided. The docs' default (rps < -5%) needs the 3 minutes a
+# small runner takes to decide it (docs/ci.md, Limits); here -d 2 (seconds per version
+# per round, default 3 in turns) keeps each round short.
+FAST = {"thresholds": "rps < -30%\nerrors > 0", "budget": "90s", "check-options": "-d 2"}
 
 
 def test_a_slower_pull_request_fails_with_its_summary_outputs_and_comment(
@@ -192,14 +193,14 @@ def test_a_slower_pull_request_fails_with_its_summary_outputs_and_comment(
     assert check.outcome == "failure" and check.returncode == 1, run.log[-6000:]
     assert run.outputs["verdict"] == "crossed" and run.outputs["exit-code"] == "1"
     [rps, errors] = json.loads(run.outputs["thresholds"])
-    assert (rps["threshold"], rps["verdict"]) == ("rps < -20%", "crossed")
-    assert rps["high"] < -20 and rps["low"] <= rps["change"] <= rps["high"]
+    assert (rps["threshold"], rps["verdict"]) == ("rps < -30%", "crossed")
+    assert rps["high"] < -30 and rps["low"] <= rps["change"] <= rps["high"]
     assert (errors["verdict"], errors["change"]) == ("held", 0)
-    assert run.outputs["changes"].splitlines()[0].startswith("rps < -20%: ")
+    assert run.outputs["changes"].splitlines()[0].startswith("rps < -30%: ")
     # The job summary: the check's table, then where the results are.
     summary = run.summary
     assert summary.startswith("### servelab check: ❌ failed: a threshold is crossed\n")
-    assert "| `rps < -20%` | ❌ crossed |" in summary
+    assert "| `rps < -30%` | ❌ crossed |" in summary
     assert "against baseline `origin/main at " in summary
     assert "of a 1m30s budget; exit code 1." in summary
     assert "Candidate `. at " in summary and "Report: `servelab report servelab-results/" in summary
