@@ -15,6 +15,11 @@ from pathlib import Path
 import psutil
 import pytest
 
+# The output's width is the tests' own, not the terminal's: pytest-xdist hands its workers
+# COLUMNS (the terminal's width), which servelab honours for output that is piped; without
+# it, piped output is 160 columns wide, as the tests expect. Before servelab is imported.
+os.environ.pop("COLUMNS", None)
+
 from servelab.host.procs import ManagedProcess, group_members
 from servelab.host.running import RunningStack
 from servelab.launch import OWNER_ENV
