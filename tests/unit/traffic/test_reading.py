@@ -171,7 +171,7 @@ def test_a_missing_or_unreadable_file_is_named_before_reading(tmp_path: Path) ->
     assert f"cannot read the access log {tmp_path / 'gone.log'}: No such file" in str(
         caught.value
     )
-    with pytest.raises(SpecError, match="the access log .* is a directory"):
+    with pytest.raises(SpecError, match=r"the access log .* is a directory"):
         read_log([tmp_path], "auto")
     with pytest.raises(SpecError, match="no access log given"):
         read_log([], "auto")
