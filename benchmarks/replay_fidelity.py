@@ -73,6 +73,20 @@ http {{
 """
 
 
+def busy_cpu_s(cpus: str) -> float:
+    """CPU seconds the machine's CPUs ``cpus`` (a taskset list of single CPUs) have been
+    busy, whatever ran on them (/proc/stat)."""
+    wanted = {f"cpu{c}" for c in cpus.split(",")}
+    busy = 0
+    with open("/proc/stat") as f:
+        for line in f:
+            name, *ticks = line.split()
+            if name in wanted:
+                values = [int(t) for t in ticks]
+                busy += sum(values) - values[3] - values[4]  # all but idle and iowait
+    return busy / os.sysconf("SC_CLK_TCK")
+
+
 @contextlib.contextmanager
 def static_nginx(cpu: int, workdir: Path) -> Iterator[int]:
     """An nginx answering 200 to every path on a free loopback port, on ``cpu``; stopped
@@ -132,8 +146,10 @@ def one_run(
         max_time_s=schedule.duration_s + 60,
     )
     scratch = workdir / f"run-{rate:g}-{seed}"
+    busy = busy_cpu_s(cpu)
     measured = run_load(driver, f"http://127.0.0.1:{port}/", RequestSpec(), load,
                         scratch, cpus=cpu)
+    busy = busy_cpu_s(cpu) - busy
     replay = measured.replay
     assert replay is not None
     shutil.rmtree(scratch, ignore_errors=True)
@@ -145,6 +161,8 @@ def one_run(
         "lag_max_ms": replay.lag_max_ms, "mix_error_points": replay.max_mix_error_points,
         "ks": replay.ks_distance, "kept": replay.kept,
         "driver_cpu_share": measured.driver_cpu_s / measured.duration_s,
+        # the sender's CPU busy with anything else meanwhile (another's job: not a quiet run)
+        "others_cpu_share": max(0.0, busy - measured.driver_cpu_s) / measured.duration_s,
         "latency_p99_ms": measured.latency_p99_ms, "errors": measured.errors,
         "driver_peak_rss_mb": measured.driver_peak_rss_bytes / 2**20,
     }
@@ -199,12 +217,14 @@ def vegeta_run(
     targets = vegeta_targets(path, port, workdir)
     results = workdir / "vegeta-results.bin"
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    busy = busy_cpu_s(cpu)
     subprocess.run(
         ["taskset", "-c", cpu, str(exe), "attack", "-targets", str(targets),
          "-rate", f"{round(rate)}/1s", "-duration", f"{seconds:g}s",
          "-max-workers", str(max_workers), "-timeout", "10s", "-output", str(results)],
         check=True, stdout=subprocess.DEVNULL,
     )
+    busy = busy_cpu_s(cpu) - busy
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     encoded = subprocess.run([str(exe), "encode", "--to", "csv", str(results)],
@@ -227,6 +247,7 @@ def vegeta_run(
         "kept": bool(lags) and percentile(lags, 99) <= MAX_LAG_P99_MS
         and len(hits) >= int(rate * seconds) * (1 - MAX_UNSENT_SHARE),
         "driver_cpu_share": cpu_s / seconds,  # as the sender's: its start-up in it
+        "others_cpu_share": max(0.0, busy - cpu_s) / seconds,
         "latency_p99_ms": percentile(latencies, 99),
         "errors": sum(1 for _s, _a, _l, code in hits if not 200 <= code < 400),
         "driver_peak_rss_mb": None,
@@ -289,7 +310,8 @@ def main() -> None:
           f"on CPU {args.target_cpu}, sender ({args.driver}"
           + (f", {args.locust_processes} processes" if args.driver == "locust" else "")
           + (f"; beside vegeta {VEGETA_VERSION}'s CLI, a constant rate" if vegeta_exe else "")
-          + f") on CPU {args.driver_cpu}")
+          + f") on CPU {args.driver_cpu}; others on its CPU: its busy time beyond the "
+          "sender's, a share of the run (more than a few % is another job, not a quiet run)")
     for sender in dict.fromkeys(r["sender"] for r in rows):
         for rate in rates:
             mine = [r for r in rows if r["rate"] == rate and r["sender"] == sender]
@@ -303,7 +325,8 @@ def main() -> None:
                   f"{spread('lag_p99_ms')} ms, max {spread('lag_max_ms')} ms; sent "
                   f"{sum(r['sent'] for r in mine):,} of {sum(r['scheduled'] for r in mine):,}; "
                   f"mix error {spread('mix_error_points')} points; KS {spread('ks')}; "
-                  f"driver CPU {spread('driver_cpu_share')}; latency p99 "
+                  f"driver CPU {spread('driver_cpu_share')}, others on its CPU "
+                  f"{spread('others_cpu_share')}; latency p99 "
                   f"{spread('latency_p99_ms')} ms; kept {sum(r['kept'] for r in mine)} of "
                   f"{len(mine)}")
     sys.exit(0)
