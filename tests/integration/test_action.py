@@ -179,8 +179,10 @@ def pull_request(project: Path, branch: str, runner: tuple[Path, Path], tmp_path
 # versions beside other engineers' work read as far as -10.6 % [-22.4, +3.0], which a
 # -20 % threshold left undecided. The docs' default (rps < -5%) needs the 3 minutes a
 # small runner takes to decide it (docs/ci.md, Limits); here -d 2 (seconds per version
-# per round, default 3 in turns) keeps each round short.
-FAST = {"thresholds": "rps < -30%\nerrors > 0", "budget": "90s", "check-options": "-d 2"}
+# per round, default 3 in turns) keeps each round short. The budget is a cap: at 90 s,
+# beside other engineers' benchmarks, both heads took 6 starts and were decided only at it
+# (-43.0 % [-50.7, -34.2]; identical: held), in 91 and 95 s.
+FAST = {"thresholds": "rps < -30%\nerrors > 0", "budget": "2m", "check-options": "-d 2"}
 
 
 def test_a_slower_pull_request_fails_with_its_summary_outputs_and_comment(
@@ -202,7 +204,7 @@ def test_a_slower_pull_request_fails_with_its_summary_outputs_and_comment(
     assert summary.startswith("### servelab check: ❌ failed: a threshold is crossed\n")
     assert "| `rps < -30%` | ❌ crossed |" in summary
     assert "against baseline `origin/main at " in summary
-    assert "of a 1m30s budget; exit code 1." in summary
+    assert "of a 2m budget; exit code 1." in summary
     assert "Candidate `. at " in summary and "Report: `servelab report servelab-results/" in summary
     assert "[servelab-check artifact](https://github.invalid/servelab-check)" in summary
     assert run.outputs["summary"] in summary
