@@ -274,6 +274,9 @@ def main() -> None:
     parser.add_argument("--vegeta-max-workers", type=int, default=1000,
                         help="vegeta's -max-workers (the sender's connections: 1000)")
     args = parser.parse_args()
+    # This process's own work (the logs, reading each run's record) stays off the sender's
+    # CPU, so that the sender's CPU is busy with the sender alone ("others" near 0).
+    os.sched_setaffinity(0, {args.target_cpu})
     if args.beside_vegeta and args.driver != "vegeta":
         parser.error("--beside-vegeta compares servelab's own sender (--driver vegeta)")
     vegeta_exe = (args.vegeta or vegeta_cli()) if args.beside_vegeta else None
