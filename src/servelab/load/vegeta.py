@@ -4,7 +4,7 @@ The sender is a small Go program, ``vegeta_replay/main.go``: one pacer that wait
 each request's time and writes it on an idle keep-alive connection, and a goroutine per
 connection reading the answers (HTTP/1.1). It began as vegeta's attacker
 (github.com/tsenart/vegeta, as a Go library) paced by the schedule, hence the driver's
-name; its own pacing and connections cost about half the CPU a request
+name; its own pacing and connections take about 40 % less CPU a request
 (docs/validation/replay.md, beside vegeta's own CLI). It is built by
 ``servelab setup --with replay`` with go into servelab's cache under a name that carries
 its source's hash (a changed source is never run as an old binary). Why not the others:

@@ -10,12 +10,13 @@
 // is lag + latency; servelab computes it, so the sender only records what happened.
 //
 // It began as vegeta's attacker (github.com/tsenart/vegeta v12.13.0) paced by the
-// schedule. Profiled at 10,000 req/s from one CPU, that spent ~66 us of CPU a request:
-// a fifth in net/http's transport (a request's three goroutines, its context, its
-// header maps), an eighth in the Go scheduler and futexes handing every request from
-// the pacer to a worker and every result back over unbuffered channels. What is left
-// here is the part no sender avoids (the write and read system calls, ~15 us on
-// loopback) and little else:
+// schedule. Profiled at 10,000 req/s from one CPU, that spent ~66 us of CPU a request;
+// of pprof's samples about 30 % went to net/http's client (a request's three
+// goroutines, its context, its header maps) and about 20 % to handing every request
+// from the pacer to a worker and every result back over unbuffered channels (the Go
+// scheduler, futexes, channel operations). What is left here is the part no sender
+// avoids (the write and read system calls, ~15 us on loopback) and little else (~34 us
+// a request at 20,000 req/s, docs/validation/replay.md):
 //   - one pacer, on a thread of its own, waits for each request's time and writes it
 //     itself on an idle connection: no hand-off between the schedule and the send;
 //   - each connection's goroutine reads its answer (net/http's response reader) and
