@@ -58,7 +58,7 @@ PARTS: dict[str, Part] = {part.name: part for part in (
          debian=("postgresql",), extras=("django",)),
     Part("toxiproxy", "a slow link in front of PostgreSQL (--db-latency), built with go",
          builds=("toxiproxy",)),
-    Part("replay", "the sender that replays access logs (vegeta's attacker), built with go",
+    Part("replay", "the sender that replays access logs (Go's standard library), built with go",
          builds=("replay-sender",)),
     Part("chromium", "opens the HTML report headless (screenshot, browser test)",
          debian=("chromium",)),
