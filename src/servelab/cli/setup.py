@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 import click
+from rich.markup import escape
 
 from servelab.cli.options import console, out
 from servelab.errors import MissingToolError, SpecError
@@ -42,14 +43,14 @@ def setup(with_parts: tuple[str, ...], every: bool, undo_acl: bool) -> None:
     from servelab.setup.run import SetupReport, run_setup
     from servelab.setup.steps import Machine, SetupFailed, StepResult, undo_www_data
 
-    def say(line: str) -> None:
-        console.print(f"[bold]setup:[/bold] {line}", highlight=False)
+    def say(line: str) -> None:  # escaped: "psycopg[binary]" is a requirement, not markup
+        console.print(f"[bold]setup:[/bold] {escape(line)}", highlight=False)
 
     def said(step: StepResult) -> None:
         colour = {"done": "green", "present": "dim", "todo": "yellow"}[step.state]
         state = {"done": "done", "present": "already there", "todo": "left to you"}[step.state]
         console.print(f"[bold]setup:[/bold] {step.name}: [{colour}]{state}[/] "
-                      f"({step.seconds:.1f} s) {step.detail}", highlight=False)
+                      f"({step.seconds:.1f} s) {escape(step.detail)}", highlight=False)
 
     if undo_acl:
         said(undo_www_data(Machine(), say))

@@ -154,8 +154,13 @@ def test_the_command_says_what_is_left_and_exits_3(monkeypatch: pytest.MonkeyPat
         "Debian packages", "todo", "wrk needs root",
         commands=("sudo apt-get update", "sudo apt-get install -y wrk"),
     ),))
-    monkeypatch.setattr(run, "run_setup", lambda parts, say, said=None: left)
+    def run_setup(parts: tuple[str, ...], say, said=None) -> run.SetupReport:
+        say("installing into servelab's Python: psycopg[binary]>=3.2")
+        return left
+
+    monkeypatch.setattr(run, "run_setup", run_setup)
     done = CliRunner().invoke(cli, ["setup", "--with", "replay"])
+    assert "psycopg[binary]>=3.2" in done.output  # a requirement's extra, not rich markup
     assert done.exit_code == 3
     assert "  sudo apt-get install -y wrk" in done.output
     assert "`servelab setup --with replay` again" in done.output
